@@ -1,0 +1,13 @@
+from django.apps import AppConfig
+
+
+class JobsConfig(AppConfig):
+    name = "jobs"
+    verbose_name = "Jobs"
+
+    def ready(self):
+        from . import registry
+
+        # Every installed app's `handlers` module registers its job types, plus the
+        # deployment's own modules named in JOBS_HANDLER_MODULES.
+        registry.autodiscover()

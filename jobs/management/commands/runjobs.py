@@ -1,0 +1,34 @@
+from django.core.management.base import BaseCommand, CommandError
+
+from jobs import conf
+from jobs.worker import Worker
+
+
+class Command(BaseCommand):
+    help = "Run jobs from the queue, one at a time, until stopped (SIGTERM/SIGINT finish the current job)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--burst", action="store_true", help="Exit as soon as the queue is empty.")
+        parser.add_argument("--max-jobs", type=int, default=None, help="Exit after this many jobs (default: no limit).")
+        parser.add_argument(
+            "--poll-interval", type=float, default=None,
+            help=f"Seconds between polls when idle (default: JOBS_POLL_INTERVAL, {conf.DEFAULTS['JOBS_POLL_INTERVAL']}).",
+        )
+        parser.add_argument(
+            "--no-listen", action="store_true",
+            help="Poll only, no LISTEN/NOTIFY (for PgBouncer in transaction mode; default: JOBS_LISTEN_NOTIFY).",
+        )
+
+    def handle(self, *args, burst, max_jobs, poll_interval, no_listen, **options):
+        if max_jobs is not None and max_jobs < 1:
+            raise CommandError("--max-jobs must be at least 1")
+        if poll_interval is not None and poll_interval <= 0:
+            raise CommandError("--poll-interval must be positive")
+        worker = Worker(
+            burst=burst,
+            max_jobs=max_jobs,
+            listen=False if no_listen else None,
+            poll_interval=poll_interval,
+        )
+        worker.install_signal_handlers()
+        worker.run()

@@ -1,0 +1,177 @@
+"""The ``jobs`` table (seed 001 §1) and its state machine.
+
+Transitions are not done by saving a model: they are the guarded statements in
+``jobs.sql`` run by ``jobs.queue`` and ``jobs.sweep``, each conditional on the
+state it leaves, so no caller can skip a step.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.db import models
+from django.db.models import Q
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast, Greatest
+from django.utils import timezone
+
+
+class JobStatus(models.TextChoices):
+    # enqueue() creates rows here; the sweep, the worker after a lost database
+    # connection and the admin's "requeue" put them back. Left by a claim.
+    QUEUED = "queued", "Queued"
+    # Set by a claim (attempts + 1, started_at). Left by finish, fail, or the
+    # zombie sweep when the heartbeat stops.
+    RUNNING = "running", "Running"
+    # Terminal: the handler returned. finished_at set, dedup_key released.
+    DONE = "done", "Done"
+    # Terminal: the handler raised, attempts ran out, or an operator gave up on
+    # it. finished_at set, dedup_key released, on_fail called.
+    FAILED = "failed", "Failed"
+
+
+class DedupScope(models.TextChoices):
+    # The key stops blocking enqueues when a run starts: never two queued, and a
+    # wake-up during a run is never lost. For idempotent, cheap work.
+    QUEUE = "queue", "Released at claim"
+    # The key is held until done/failed: never two live instances.
+    ACTIVE = "active", "Held until finished"
+
+
+class JobQuerySet(models.QuerySet):
+    def queued(self):
+        return self.filter(status=JobStatus.QUEUED)
+
+    def running(self):
+        return self.filter(status=JobStatus.RUNNING)
+
+    def finished(self):
+        return self.filter(status__in=[JobStatus.DONE, JobStatus.FAILED])
+
+    def for_org(self, org_id: str):
+        return self.filter(org_id=org_id)
+
+    def with_heartbeat(self):
+        """Annotate ``heartbeat_at``: the latest sign of life of a running job."""
+        return self.annotate(
+            heartbeat_at=Greatest(
+                "started_at",
+                Cast(KT("progress__updated_at"), models.DateTimeField()),
+            )
+        )
+
+    def stale(self, now=None):
+        """Running jobs whose heartbeat is older than their type's ``stale_after``: zombies.
+
+        Mirrors the sweep's SQL for the admin; the sweep itself runs ``sql.SWEEP``.
+        """
+        from . import registry
+
+        now = now or timezone.now()
+        known = registry.all_types()
+        condition = Q()
+        for jt in known.values():
+            condition |= Q(type=jt.name, heartbeat_at__lt=now - timedelta(seconds=jt.stale_after))
+        condition |= ~Q(type__in=list(known)) & Q(
+            heartbeat_at__lt=now - timedelta(seconds=registry.default_stale_after())
+        )
+        return self.running().with_heartbeat().filter(condition)
+
+
+class Job(models.Model):
+    id = models.UUIDField(primary_key=True, db_default=models.Func(function="uuidv7"), editable=False)
+    org_id = models.TextField(db_index=True)
+    type = models.TextField()
+    status = models.TextField(choices=JobStatus.choices, default=JobStatus.QUEUED, db_default=JobStatus.QUEUED)
+    attempts = models.IntegerField(default=0, db_default=0)
+    dedup_key = models.TextField(null=True, blank=True, unique=True)
+    payload = models.JSONField(default=dict, db_default=models.Value({}, models.JSONField()))
+    progress = models.JSONField(null=True, blank=True)
+    report = models.JSONField(null=True, blank=True)
+    error = models.TextField(null=True, blank=True)
+    created_at = models.DateTimeField(db_default=models.Func(function="now"))
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = JobQuerySet.as_manager()
+
+    class Meta:
+        db_table = "jobs"
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index("org_id", "type", models.F("created_at").desc(), name="jobs_org_type_created"),
+            # The queue stays small while the table grows: claims and the sweep
+            # only ever read this index.
+            models.Index(
+                fields=["status", "created_at"],
+                name="jobs_live_status_created",
+                condition=Q(status__in=["queued", "running"]),
+            ),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=["queued", "running", "done", "failed"]), name="jobs_status_valid"
+            ),
+            # A finished job has finished_at; a live one does not.
+            models.CheckConstraint(
+                condition=Q(status__in=["done", "failed"], finished_at__isnull=False)
+                | Q(status__in=["queued", "running"], finished_at__isnull=True),
+                name="jobs_finished_at_matches_status",
+            ),
+            models.CheckConstraint(
+                condition=~Q(status="running") | Q(started_at__isnull=False),
+                name="jobs_running_has_started_at",
+            ),
+            models.CheckConstraint(condition=Q(attempts__gte=0), name="jobs_attempts_non_negative"),
+        ]
+
+    def __str__(self):
+        return f"{self.type} {self.id} ({self.status})"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in (JobStatus.DONE, JobStatus.FAILED)
+
+    @property
+    def duration(self) -> timedelta | None:
+        if self.started_at is None:
+            return None
+        return (self.finished_at or timezone.now()) - self.started_at
+
+    def report_progress(self, done: int | None = None, total: int | None = None, **fields) -> None:
+        """Merge ``done``/``total``/``fields`` into ``progress`` with a fresh heartbeat.
+
+        Call it per batch or step, never per row. Raises ``JobLost`` if this run no
+        longer owns the job (swept as a zombie and re-claimed, or failed by an
+        operator), so a handler stops instead of racing its successor.
+        """
+        from . import queue
+
+        queue.report_progress(self, done=done, total=total, **fields)
+
+    def as_api_dict(self) -> dict:
+        """The shape ``GET /jobs/<id>`` returns."""
+        return {
+            "id": str(self.id),
+            "type": self.type,
+            "status": self.status,
+            "progress": self.progress,
+            "report": self.report,
+            "error": self.error,
+            "created_at": _iso(self.created_at),
+            "started_at": _iso(self.started_at),
+            "finished_at": _iso(self.finished_at),
+        }
+
+
+class ZombieJob(Job):
+    """Running jobs past their staleness threshold, as their own admin screen."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "zombie job"
+        verbose_name_plural = "zombie jobs"
+
+
+def _iso(value):
+    return value.isoformat() if value else None

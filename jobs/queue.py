@@ -1,0 +1,180 @@
+"""Enqueue, claim and finish: the queue's transitions, run through ``jobs.sql``.
+
+``enqueue`` is meant to run inside the caller's transaction: the job exists if
+and only if the business row that asked for it does, and workers are notified
+only when that transaction commits.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import connection, transaction
+
+from . import conf, registry, sql
+from .models import DedupScope, Job
+
+log = logging.getLogger(__name__)
+
+ENQUEUE_TRIES = 3
+CLAIM_TRIES = 3
+
+
+class JobLost(Exception):
+    """This run no longer owns its job: it was swept and re-claimed, or failed by an operator."""
+
+
+class EnqueueRace(Exception):
+    """The dedup_key kept changing hands between insert and re-read (3 tries)."""
+
+
+def enqueue(type: str, *, org_id: str, payload: dict | None = None, dedup_key: str | None = None) -> Job:
+    """Queue a job of a registered ``type`` and return it.
+
+    With a ``dedup_key`` (convention ``"<type>:<scope>"``), while a live job holds
+    the key, that job is returned instead of a new one. If the holder finishes
+    between our conflict and our re-read, the key is free again: insert again
+    (seed 001: bounded, 3 tries) rather than report an error.
+    """
+    registry.get(type)  # fail early, in the caller, on a typo
+    if not org_id:
+        raise ValueError("org_id is required")
+    params = {
+        "org_id": org_id,
+        "type": type,
+        "payload": _json(payload or {}),
+        "dedup_key": dedup_key,
+        "channel": conf.NOTIFY_CHANNEL,
+    }
+    for _ in range(ENQUEUE_TRIES):
+        job = _one(sql.ENQUEUE, params)
+        if job is not None:
+            return job
+        job = _one(sql.FIND_BY_DEDUP_KEY, params)
+        if job is not None:
+            return job
+    raise EnqueueRace(f"could not enqueue {type} with dedup_key={dedup_key!r} after {ENQUEUE_TRIES} tries")
+
+
+def claim() -> Job | None:
+    """Take the oldest runnable job, mark it running, commit. None if there is none.
+
+    Short on purpose: the transaction ends before the handler starts, so no row
+    stays locked while work happens.
+    """
+    types = registry.all_types()
+    guarded = [t for t in types.values() if t.one_running_per]
+    params = {
+        "guard_types": [t.name for t in guarded],
+        "guard_keys": [t.one_running_per for t in guarded],
+        "active_scoped": [t.name for t in types.values() if t.dedup_scope == DedupScope.ACTIVE],
+    }
+    for _ in range(CLAIM_TRIES):
+        with transaction.atomic():
+            job = _one(sql.CLAIM, params)
+            if job is None:
+                return None
+            job_type = types.get(job.type)
+            if job_type is None or not job_type.one_running_per or not _guard_conflict(job, job_type):
+                return job
+            # Another worker claimed a job with the same key while our snapshot
+            # was taken: give this one back and choose again.
+            transaction.set_rollback(True)
+            log.info("job=%s claim yielded: a %s with the same %s started meanwhile", job.id, job.type,
+                     job_type.one_running_per)
+    return None
+
+
+def _guard_conflict(job: Job, job_type: registry.JobType) -> bool:
+    value = job.payload.get(job_type.one_running_per) if isinstance(job.payload, dict) else None
+    if value is None:
+        return False
+    args = {
+        "namespace": sql.GUARD_LOCK_NAMESPACE,
+        "type": job.type,
+        "key": job_type.one_running_per,
+        "value": str(value),
+        "id": job.id,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(sql.GUARD_LOCK, args)
+        cursor.execute(sql.GUARD_CONFLICT, args)
+        return cursor.fetchone()[0]
+
+
+def report_progress(job: Job, done=None, total=None, **fields) -> None:
+    if done is not None:
+        fields["done"] = done
+    if total is not None:
+        fields["total"] = total
+    fields.pop("updated_at", None)  # the database clock writes the heartbeat
+    if not _update(sql.PROGRESS, job, fields=_json(fields)):
+        raise JobLost(f"job {job.id} attempt {job.attempts} is no longer running here")
+    job.progress = {**(job.progress or {}), **fields}
+
+
+def heartbeat(job: Job) -> bool:
+    """Refresh ``progress.updated_at`` only. False if the job is no longer ours."""
+    return _update(sql.PROGRESS, job, fields="{}")
+
+
+def finish_done(job: Job, report: dict | None) -> bool:
+    return _update(sql.FINISH_DONE, job, report=_json(report) if report is not None else None)
+
+
+def finish_failed(job: Job, error: str, report: dict | None = None) -> bool:
+    return _update(sql.FINISH_FAILED, job, error=error[:2000],
+                   report=_json(report) if report is not None else None)
+
+
+def retry_or_fail(attempts: int, max_attempts: int) -> str:
+    """What becomes of an interrupted run (zombie, lost connection).
+
+    The run that was interrupted already counted as an attempt at its claim:
+
+    >>> retry_or_fail(1, 3), retry_or_fail(2, 3), retry_or_fail(3, 3), retry_or_fail(1, 1)
+    ('queued', 'queued', 'failed', 'failed')
+    """
+    return "queued" if attempts < max_attempts else "failed"
+
+
+def interrupt(job: Job, max_attempts: int) -> str | None:
+    """Put an interrupted run back in the queue, or fail it if it has no attempts left.
+
+    Returns the new status, or None if the run no longer owned the job.
+    """
+    outcome = retry_or_fail(job.attempts, max_attempts)
+    statement = sql.REQUEUE_INTERRUPTED if outcome == "queued" else sql.FAIL_EXHAUSTED
+    return outcome if _update(statement, job) else None
+
+
+def call_on_fail(job: Job) -> None:
+    """Run the type's ``on_fail`` best-effort: its errors are logged, never raised."""
+    try:
+        job_type = registry.get(job.type)
+    except registry.UnknownJobType:
+        return
+    if job_type.on_fail is None:
+        return
+    try:
+        job.refresh_from_db()
+        job_type.on_fail(job)
+    except Exception:
+        log.exception("job=%s on_fail of %s raised", job.id, job.type)
+
+
+def _update(statement: str, job: Job, **params) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute(statement, {"id": job.id, "attempt": job.attempts, **params})
+        return cursor.rowcount == 1
+
+
+def _one(statement: str, params: dict) -> Job | None:
+    rows = list(Job.objects.raw(statement, params))
+    return rows[0] if rows else None
+
+
+def _json(value) -> str:
+    return json.dumps(value, cls=DjangoJSONEncoder)

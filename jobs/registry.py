@@ -1,0 +1,124 @@
+"""Job types: which handler runs a type, and the rules the queue applies to it.
+
+Apps register their own types in their ``handlers`` module (imported at start-up
+by ``autodiscover``); a deployment can add modules through the environment
+variable ``JOBS_HANDLER_MODULES``::
+
+    @register("map_reconcile", dedup_scope="queue")
+    def reconcile(job):
+        ...
+        return {"pages_created": n}     # becomes job.report
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Callable
+
+from django.utils.module_loading import autodiscover_modules
+
+from . import conf
+from .models import DedupScope
+
+Handler = Callable[["Job"], "dict | None"]  # noqa: F821
+
+
+class UnknownJobType(LookupError):
+    pass
+
+
+@dataclass(frozen=True)
+class JobType:
+    name: str
+    handler: Handler
+    max_attempts: int = 3
+    dedup_scope: str = DedupScope.QUEUE
+    on_fail: Callable | None = None
+    # A payload key (e.g. "site_id"): never two running jobs of this type with the same value.
+    one_running_per: str | None = None
+    # Seconds without heartbeat before a running job is a zombie; None = JOBS_STALE_AFTER.
+    stale_after_seconds: float | None = None
+
+    @property
+    def stale_after(self) -> float:
+        return self.stale_after_seconds if self.stale_after_seconds is not None else default_stale_after()
+
+
+_types: dict[str, JobType] = {}
+
+
+def register(
+    name: str,
+    handler: Handler | None = None,
+    *,
+    max_attempts: int = 3,
+    dedup_scope: str = DedupScope.QUEUE,
+    on_fail: Callable | None = None,
+    one_running_per: str | None = None,
+    stale_after: float | None = None,
+):
+    """Register ``handler`` for job type ``name``; usable as a decorator.
+
+    Registering the same name twice with a different handler is a programming
+    error (two modules fighting over one type) and raises.
+    """
+    if dedup_scope not in DedupScope.values:
+        raise ValueError(f"dedup_scope must be one of {DedupScope.values}, not {dedup_scope!r}")
+    if max_attempts < 1:
+        raise ValueError("max_attempts must be at least 1")
+
+    def decorate(fn: Handler) -> Handler:
+        job_type = JobType(
+            name=name,
+            handler=fn,
+            max_attempts=max_attempts,
+            dedup_scope=dedup_scope,
+            on_fail=on_fail,
+            one_running_per=one_running_per,
+            stale_after_seconds=stale_after,
+        )
+        existing = _types.get(name)
+        if existing is not None and existing.handler is not fn:
+            if _qualname(existing.handler) != _qualname(fn):
+                raise ValueError(f"job type {name!r} is already registered to {_qualname(existing.handler)}")
+        _types[name] = job_type
+        return fn
+
+    return decorate(handler) if handler is not None else decorate
+
+
+def unregister(name: str) -> None:
+    """Remove a type (tests that register throw-away types clean up with this)."""
+    _types.pop(name, None)
+
+
+def get(name: str) -> JobType:
+    try:
+        return _types[name]
+    except KeyError:
+        known = ", ".join(sorted(_types)) or "none"
+        raise UnknownJobType(f"unknown job type {name!r} (registered: {known})") from None
+
+
+def all_types() -> dict[str, JobType]:
+    return dict(_types)
+
+
+def default_stale_after() -> float:
+    return float(conf.get("JOBS_STALE_AFTER"))
+
+
+def default_max_attempts() -> int:
+    return 3
+
+
+def autodiscover() -> None:
+    autodiscover_modules("handlers")
+    for module in conf.get("JOBS_HANDLER_MODULES"):
+        if module.strip():
+            importlib.import_module(module.strip())
+
+
+def _qualname(fn) -> str:
+    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"

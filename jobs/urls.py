@@ -1,0 +1,8 @@
+from django.urls import path
+
+from . import views
+
+app_name = "jobs"
+urlpatterns = [
+    path("<uuid:job_id>", views.job_detail, name="detail"),
+]

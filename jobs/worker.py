@@ -1,0 +1,331 @@
+"""The worker loop behind ``manage.py runjobs``: claim one job, run it, record it.
+
+One job at a time per process; scale out with more processes. The loop never
+dies of a job (a handler's exception fails that job) nor of the database (an
+outage is waited out with backoff). SIGTERM/SIGINT stop claiming, let the
+current job finish and exit.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import signal
+import threading
+import time
+import traceback
+
+import psycopg
+from django.db import DatabaseError, InterfaceError, OperationalError, connection
+
+from . import conf, queue, registry, sweep
+from .models import Job
+
+log = logging.getLogger(__name__)
+
+# Errors that mean "the database is unreachable", as opposed to a bad query.
+CONNECTION_ERRORS = (OperationalError, InterfaceError, psycopg.OperationalError, psycopg.InterfaceError)
+
+BACKOFF_FIRST = 0.5
+BACKOFF_MAX = 15.0
+
+
+class Worker:
+    def __init__(
+        self,
+        *,
+        burst: bool = False,
+        max_jobs: int | None = None,
+        listen: bool | None = None,
+        poll_interval: float | None = None,
+        heartbeat_interval: float | None = None,
+        sweep_interval: float | None = None,
+    ):
+        self.burst = burst
+        self.max_jobs = max_jobs
+        self.listen = conf.get("JOBS_LISTEN_NOTIFY") if listen is None else listen
+        self.poll_interval = poll_interval or conf.get("JOBS_POLL_INTERVAL")
+        self.sweep_interval = sweep_interval or conf.get("JOBS_SWEEP_INTERVAL")
+        self.heartbeat = Heartbeat(heartbeat_interval or conf.get("JOBS_HEARTBEAT_INTERVAL"))
+        self.waker = Waker(self.listen)
+        self.processed = 0
+        self._stop = threading.Event()
+        self._next_sweep = 0.0
+        self._backoff = 0.0
+
+    # -- control ---------------------------------------------------------------
+    def install_signal_handlers(self) -> None:
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+
+    def _on_signal(self, signum, frame):
+        if self._stop.is_set():
+            log.warning("second %s: exiting now; the running job will be recovered by the sweep",
+                        signal.Signals(signum).name)
+            raise SystemExit(1)
+        log.info("%s received: finishing the current job, then exiting", signal.Signals(signum).name)
+        self._stop.set()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    # -- the loop --------------------------------------------------------------
+    def run(self) -> int:
+        """Work until stopped (or the queue is empty with ``burst``); returns jobs processed."""
+        log.info("worker started: listen=%s poll=%.1fs heartbeat=%.1fs sweep=%.0fs types=%s",
+                 self.listen, self.poll_interval, self.heartbeat.interval, self.sweep_interval,
+                 ",".join(sorted(registry.all_types())))
+        self.heartbeat.start()
+        try:
+            while not self.stopping:
+                try:
+                    if not self._step():
+                        break
+                    self._backoff = 0.0
+                except CONNECTION_ERRORS as exc:
+                    self._database_unavailable(exc)
+                except Exception:
+                    # A bug in the loop itself, not in a job: keep the process alive.
+                    log.exception("worker loop error; retrying")
+                    self._sleep(self._next_backoff())
+        finally:
+            self.heartbeat.stop()
+            self.waker.close()
+            _close_connection()
+        log.info("worker stopped after %s job(s)", self.processed)
+        return self.processed
+
+    def _step(self) -> bool:
+        """One turn of the loop. False when the worker should exit."""
+        if time.monotonic() >= self._next_sweep:
+            sweep.run_once()
+            self._next_sweep = time.monotonic() + self.sweep_interval
+        if self.listen:
+            self.waker.ensure_listening()
+        job = queue.claim()
+        if job is None:
+            if self.burst:
+                return False
+            self.waker.wait(self._poll_timeout(), self._stop)
+            return True
+        self._run(job)
+        self.processed += 1
+        return not (self.max_jobs and self.processed >= self.max_jobs)
+
+    def _run(self, job: Job) -> None:
+        started = time.monotonic()
+        log.debug("job=%s type=%s attempt=%s started", job.id, job.type, job.attempts)
+        try:
+            job_type = registry.get(job.type)
+        except registry.UnknownJobType as exc:
+            self._record(job, Outcome.failed(str(exc)), started)
+            return
+        self.heartbeat.watch(job)
+        try:
+            outcome = Outcome.done(job_type.handler(job))
+        except queue.JobLost as exc:
+            outcome = Outcome.lost(str(exc))
+        except Exception as exc:
+            if _is_connection_loss(exc):
+                outcome = Outcome.interrupted(f"{type(exc).__name__}: {exc}")
+            else:
+                outcome = Outcome.failed(f"{type(exc).__name__}: {exc}", traceback.format_exc())
+        finally:
+            self.heartbeat.unwatch()
+        self._record(job, outcome, started)
+
+    def _record(self, job: Job, outcome: Outcome, started: float) -> None:
+        """Write the outcome, waiting out a database outage; the fence makes a retry safe."""
+        while True:
+            try:
+                self._apply(job, outcome, time.monotonic() - started)
+                return
+            except CONNECTION_ERRORS as exc:
+                if self.stopping:
+                    log.error("job=%s outcome %s not recorded (database unavailable at shutdown); "
+                              "the zombie sweep will re-queue it", job.id, outcome.status)
+                    return
+                self._database_unavailable(exc)
+
+    def _apply(self, job: Job, outcome: Outcome, elapsed: float) -> None:
+        if outcome.status == "done":
+            try:
+                recorded = queue.finish_done(job, outcome.report)
+            except (TypeError, ValueError) as exc:
+                outcome = Outcome.failed(f"handler returned a report that is not JSON: {exc}")
+                return self._apply(job, outcome, elapsed)
+            if recorded:
+                log.info("job=%s type=%s done in %.3fs", job.id, job.type, elapsed)
+            else:
+                log.warning("job=%s type=%s finished but was no longer ours; result discarded", job.id, job.type)
+        elif outcome.status == "failed":
+            report = {"traceback": outcome.traceback} if outcome.traceback else None
+            if queue.finish_failed(job, outcome.error, report):
+                log.error("job=%s type=%s failed after %.3fs: %s", job.id, job.type, elapsed, outcome.error)
+                queue.call_on_fail(job)
+            else:
+                log.warning("job=%s type=%s failed but was no longer ours: %s", job.id, job.type, outcome.error)
+        elif outcome.status == "interrupted":
+            max_attempts = registry.get(job.type).max_attempts
+            new_status = queue.interrupt(job, max_attempts)
+            log.warning("job=%s type=%s interrupted by lost database connection (%s): now %s",
+                        job.id, job.type, outcome.error, new_status or "owned by another run")
+            if new_status == "failed":
+                queue.call_on_fail(job)
+        else:  # lost
+            log.warning("job=%s type=%s stopped: %s", job.id, job.type, outcome.error)
+
+    # -- waiting ---------------------------------------------------------------
+    def _database_unavailable(self, exc: BaseException) -> None:
+        delay = self._next_backoff()
+        log.warning("database unavailable (%s: %s); retrying in %.1fs", type(exc).__name__,
+                    str(exc).strip().splitlines()[0] if str(exc).strip() else "", delay)
+        _close_connection()
+        self.waker.close()
+        self._sleep(delay)
+
+    def _next_backoff(self) -> float:
+        self._backoff = min(BACKOFF_MAX, self._backoff * 2 if self._backoff else BACKOFF_FIRST)
+        return self._backoff * random.uniform(0.75, 1.25)
+
+    def _poll_timeout(self) -> float:
+        return self.poll_interval * random.uniform(2 / 3, 4 / 3)
+
+    def _sleep(self, seconds: float) -> None:
+        self._stop.wait(seconds)
+
+
+class Outcome:
+    """How a run ended, kept in memory until the database has recorded it."""
+
+    __slots__ = ("status", "report", "error", "traceback")
+
+    def __init__(self, status, report=None, error=None, traceback=None):
+        self.status, self.report, self.error, self.traceback = status, report, error, traceback
+
+    @classmethod
+    def done(cls, report):
+        if report is not None and not isinstance(report, dict):
+            return cls("failed", error=f"handler returned {type(report).__name__}, expected a dict or None")
+        return cls("done", report=report)
+
+    @classmethod
+    def failed(cls, error, tb=None):
+        return cls("failed", error=error, traceback=tb)
+
+    @classmethod
+    def interrupted(cls, error):
+        return cls("interrupted", error=error)
+
+    @classmethod
+    def lost(cls, error):
+        return cls("lost", error=error)
+
+
+class Heartbeat(threading.Thread):
+    """Keeps the running job's ``progress.updated_at`` fresh from a thread of its own.
+
+    So ``stale_after`` means "its worker is gone", not "the handler forgot to
+    report progress". Uses its own database connection (Django's are per thread).
+    """
+
+    def __init__(self, interval: float):
+        super().__init__(name="job-heartbeat", daemon=True)
+        self.interval = interval
+        self._job: Job | None = None
+        self._lock = threading.Lock()
+        self._halt = threading.Event()
+
+    def watch(self, job: Job) -> None:
+        with self._lock:
+            self._job = job
+
+    def unwatch(self) -> None:
+        with self._lock:
+            self._job = None
+
+    def stop(self) -> None:
+        self._halt.set()
+        if self.is_alive():
+            self.join(timeout=5)
+
+    def run(self) -> None:
+        try:
+            while not self._halt.wait(self.interval):
+                with self._lock:
+                    job = self._job
+                if job is None:
+                    continue
+                try:
+                    if not queue.heartbeat(job):
+                        log.warning("job=%s heartbeat found the job no longer ours", job.id)
+                except DatabaseError as exc:
+                    log.warning("job=%s heartbeat failed: %s", job.id, exc)
+                    _close_connection()
+        finally:
+            _close_connection()
+
+
+class Waker:
+    """Waits for work: a LISTEN connection when enabled, else a plain sleep.
+
+    Either way the wait is bounded by the poll interval, so a notification lost
+    (e.g. while reconnecting) delays a job by one interval at most.
+    """
+
+    def __init__(self, listen: bool):
+        self.listen = listen
+        self._conn: psycopg.Connection | None = None
+
+    def ensure_listening(self) -> None:
+        if self._conn is not None and not self._conn.closed:
+            return
+        params = connection.get_connection_params()
+        for key in ("cursor_factory", "context", "prepare_threshold"):
+            params.pop(key, None)
+        self._conn = psycopg.connect(autocommit=True, **params)
+        self._conn.execute(f"LISTEN {conf.NOTIFY_CHANNEL}")
+
+    def wait(self, timeout: float, stop: threading.Event) -> None:
+        if self._conn is None:
+            stop.wait(timeout)
+            return
+        # Returns on the first notification or at the timeout.
+        for _ in self._conn.notifies(timeout=timeout, stop_after=1):
+            pass
+
+    def close(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except Exception:
+                pass
+            self._conn = None
+
+
+def _is_connection_loss(exc: BaseException) -> bool:
+    """Did this exception come from losing the database, rather than from the job?"""
+    seen = exc
+    while seen is not None:
+        if isinstance(seen, CONNECTION_ERRORS):
+            break
+        seen = seen.__cause__ or seen.__context__
+    else:
+        return False
+    if connection.connection is None or connection.connection.closed:
+        return True
+    try:
+        return not connection.is_usable()
+    except Exception:
+        return True
+
+
+def _close_connection() -> None:
+    try:
+        connection.close()
+    except Exception:
+        pass

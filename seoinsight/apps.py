@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class SeoinsightConfig(AppConfig):
+    name = "seoinsight"
+    verbose_name = "Organisations and sites"

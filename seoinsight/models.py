@@ -1,0 +1,134 @@
+"""Tenancy and the things SEO data is about.
+
+Every row a user can reach hangs off an ``Org``; views resolve the caller's org
+(see ``seoinsight.auth``) and filter on it, so another org's object is a 404.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+
+from django.conf import settings
+from django.core.validators import RegexValidator
+from django.db import models
+from django.utils import timezone
+
+TOKEN_PREFIX = "sik_"
+
+
+class Org(models.Model):
+    """A client organisation. The text key is the seed's ``org_id TEXT``."""
+
+    id = models.CharField(
+        primary_key=True,
+        max_length=64,
+        validators=[RegexValidator(r"^[a-z0-9][a-z0-9_-]*$", "Lowercase letters, digits, '-' and '_' only.")],
+        help_text="Short stable identifier, e.g. 'acme'. Used in job rows and URLs.",
+    )
+    name = models.CharField(max_length=200)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self):
+        return self.name or self.id
+
+
+class Membership(models.Model):
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="memberships")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "org"], name="membership_user_org_unique")]
+
+    def __str__(self):
+        return f"{self.user} in {self.org_id}"
+
+
+class ApiTokenQuerySet(models.QuerySet):
+    def authenticate(self, raw_token: str) -> ApiToken | None:
+        """The live token matching ``raw_token``, or None. Only the hash is stored."""
+        if not raw_token.startswith(TOKEN_PREFIX):
+            return None
+        return self.select_related("org").filter(token_hash=hash_token(raw_token)).first()
+
+
+class ApiToken(models.Model):
+    """A machine client's credential for one org. The raw token is shown once, at creation."""
+
+    org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100)
+    token_hash = models.CharField(max_length=64, unique=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    objects = ApiTokenQuerySet.as_manager()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["org", "name"], name="apitoken_org_name_unique")]
+
+    def __str__(self):
+        return f"{self.org_id}/{self.name}"
+
+    @classmethod
+    def issue(cls, org: Org, name: str) -> tuple[ApiToken, str]:
+        """Create a token and return it with its raw value, which is not stored anywhere."""
+        raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        token = cls.objects.create(org=org, name=name, token_hash=hash_token(raw))
+        return token, raw
+
+    def touch(self) -> None:
+        """Record use, at most once a minute so a busy client does not write on every call."""
+        now = timezone.now()
+        if self.last_used_at is None or (now - self.last_used_at).total_seconds() > 60:
+            ApiToken.objects.filter(pk=self.pk).update(last_used_at=now)
+            self.last_used_at = now
+
+
+def hash_token(raw: str) -> str:
+    # Tokens are 256 random bits: a fast hash is enough, no password stretching needed.
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+class Site(models.Model):
+    org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="sites")
+    domain = models.CharField(max_length=253, help_text="e.g. example.com")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["domain"]
+        constraints = [models.UniqueConstraint(fields=["org", "domain"], name="site_org_domain_unique")]
+
+    def __str__(self):
+        return self.domain
+
+
+class SiteTarget(models.Model):
+    """What data is imported against: a URL prefix of a site, or a Search Console property."""
+
+    site = models.ForeignKey(Site, on_delete=models.CASCADE, related_name="targets")
+    url_prefix = models.CharField(
+        max_length=2000, blank=True, help_text="e.g. https://example.com/ — rows outside it are skipped."
+    )
+    search_console_property = models.CharField(
+        max_length=300, blank=True, help_text="e.g. sc-domain:example.com or https://example.com/"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=~models.Q(url_prefix="") | ~models.Q(search_console_property=""),
+                name="sitetarget_has_prefix_or_property",
+            )
+        ]
+
+    def __str__(self):
+        return self.url_prefix or self.search_console_property
+
+    @property
+    def org_id(self) -> str:
+        return self.site.org_id

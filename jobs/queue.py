@@ -165,6 +165,35 @@ def call_on_fail(job: Job) -> None:
         log.exception("job=%s on_fail of %s raised", job.id, job.type)
 
 
+def requeue(job_ids) -> list:
+    """Operator action: failed jobs start afresh; stale running jobs (zombies) go back now.
+
+    Returns the ids that changed; others (done, queued, or running and alive) are left alone.
+    """
+
+    ids = [str(i) for i in job_ids]
+    stale = [str(i) for i in Job.objects.stale().filter(pk__in=ids).values_list("pk", flat=True)]
+    with transaction.atomic():
+        changed = _ids(sql.OPERATOR_REQUEUE_FAILED, {"ids": ids})
+        changed += _ids(sql.OPERATOR_REQUEUE_STALE, {"ids": stale})
+    return changed
+
+
+def mark_failed(job_ids, reason: str) -> list:
+    """Operator action: fail queued or running jobs with ``reason``; ``on_fail`` runs for each."""
+    with transaction.atomic():
+        changed = _ids(sql.OPERATOR_FAIL, {"ids": [str(i) for i in job_ids], "error": reason[:2000]})
+    for job in Job.objects.filter(pk__in=changed):
+        call_on_fail(job)
+    return changed
+
+
+def _ids(statement: str, params: dict) -> list:
+    with connection.cursor() as cursor:
+        cursor.execute(statement, params)
+        return [row[0] for row in cursor.fetchall()]
+
+
 def _update(statement: str, job: Job, **params) -> bool:
     with connection.cursor() as cursor:
         cursor.execute(statement, {"id": job.id, "attempt": job.attempts, **params})

@@ -127,3 +127,32 @@ ORDER BY j.started_at
 LIMIT 1000
 FOR UPDATE OF j SKIP LOCKED
 """
+
+# Operator actions (admin). Same rules as the worker: only from the states they
+# name, so a job that moved meanwhile is left alone.
+
+# requeue a failed job: a fresh start, attempts back to zero.
+OPERATOR_REQUEUE_FAILED = """
+UPDATE jobs
+SET status = 'queued', attempts = 0, error = NULL, started_at = NULL, finished_at = NULL
+WHERE id = ANY(%(ids)s::uuid[]) AND status = 'failed'
+RETURNING id
+"""
+
+# requeue a zombie now instead of waiting for the sweep (the caller passes only
+# ids it found stale). The attempt it used stays counted.
+OPERATOR_REQUEUE_STALE = """
+UPDATE jobs
+SET status = 'queued', started_at = NULL
+WHERE id = ANY(%(ids)s::uuid[]) AND status = 'running'
+RETURNING id
+"""
+
+# give up on a live job. A worker still running it finds its fence broken: its
+# result is discarded and report_progress raises JobLost.
+OPERATOR_FAIL = """
+UPDATE jobs
+SET status = 'failed', error = %(error)s, finished_at = now(), dedup_key = NULL
+WHERE id = ANY(%(ids)s::uuid[]) AND status IN ('queued', 'running')
+RETURNING id
+"""

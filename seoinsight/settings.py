@@ -6,6 +6,7 @@ Development defaults are safe to run locally; production sets ``DEBUG=0``,
 """
 
 from pathlib import Path
+from urllib.parse import unquote
 
 import environ
 
@@ -64,6 +65,9 @@ TEMPLATES = [
 # PostgreSQL only: SKIP LOCKED, advisory locks and LISTEN/NOTIFY are the design.
 if env("DATABASE_URL", default=""):
     DATABASES = {"default": env.db("DATABASE_URL")}
+    # libpq spells a Unix-socket directory as a percent-encoded host
+    # (postgres://user@%2Fvar%2Frun%2Fpostgresql/db); django-environ leaves it encoded.
+    DATABASES["default"]["HOST"] = unquote(DATABASES["default"].get("HOST") or "")
 else:
     from seoinsight.embedded_db import database_settings
 

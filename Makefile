@@ -1,0 +1,34 @@
+# The two commands: `make run` and `make test`. Both set everything up first.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: setup run test bench migrate stopdb clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+migrate: setup
+	$(BIN)/python manage.py migrate --noinput
+
+run: migrate
+	$(BIN)/python manage.py seeddemo
+	$(BIN)/python scripts/run_all.py
+
+test: setup
+	$(BIN)/python -m pytest
+
+bench: migrate
+	$(BIN)/python bench/queue_bench.py
+
+stopdb: setup
+	$(BIN)/python -c "from pathlib import Path; from seoinsight.embedded_db import stop; print('stopped' if stop(Path('.data/postgres').resolve()) else 'not running')"
+
+clean:
+	rm -rf $(VENV) *.egg-info

@@ -1,0 +1,47 @@
+import pytest
+from django.db import connection
+
+import tests.support.handlers  # noqa: F401  registers the test job types here too
+from tests.support.handlers import EXECUTIONS_DDL
+from tests.support.processes import ManagedProcess
+
+
+@pytest.fixture
+def executions(transactional_db):
+    """The table test handlers record their runs in, empty. Returns a query helper."""
+    with connection.cursor() as cursor:
+        cursor.execute(EXECUTIONS_DDL)
+        cursor.execute("TRUNCATE test_executions")
+
+    def query(sql="SELECT job_id, type, attempt, pid, site_id, started_at, finished_at FROM test_executions", params=None):
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params or [])
+            return cursor.fetchall()
+
+    return query
+
+
+@pytest.fixture
+def processes(request):
+    """Start managed processes; all are stopped at teardown, their logs shown if the test failed."""
+    started: list[ManagedProcess] = []
+
+    def start(factory, *args, **kwargs) -> ManagedProcess:
+        proc = factory(*args, **kwargs)
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        proc.stop()
+    report = getattr(request.node, "rep_call", None)
+    if report is not None and report.failed:
+        for proc in started:
+            print(f"\n----- output of {' '.join(proc.args)} (pid {proc.pid}) -----\n{proc.output()[-6000:]}")
+
+
+@pytest.hookimpl(tryfirst=True, hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    setattr(item, "rep_" + rep.when, rep)

@@ -1,0 +1,90 @@
+"""Job types used by the tests, in the pytest process and in worker subprocesses
+(loaded there through JOBS_HANDLER_MODULES=tests.support.handlers).
+
+Handlers that matter for concurrency write to ``test_executions`` — a record
+of what actually ran, independent of the statuses the queue reports.
+"""
+
+import os
+import time
+
+from django.db import connection
+
+from jobs.registry import register
+
+EXECUTIONS_DDL = """
+CREATE TABLE IF NOT EXISTS test_executions (
+    id bigserial PRIMARY KEY,
+    job_id uuid NOT NULL,
+    type text NOT NULL,
+    attempt integer NOT NULL,
+    pid integer NOT NULL,
+    site_id text,
+    started_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    finished_at timestamptz
+)
+"""
+
+
+def record_start(job) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO test_executions (job_id, type, attempt, pid, site_id) VALUES (%s, %s, %s, %s, %s) RETURNING id",
+            [job.id, job.type, job.attempts, os.getpid(), (job.payload or {}).get("site_id")],
+        )
+        return cursor.fetchone()[0]
+
+
+def record_finish(execution_id: int) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE test_executions SET finished_at = clock_timestamp() WHERE id = %s", [execution_id])
+
+
+def _sleep_from(job):
+    seconds = float((job.payload or {}).get("sleep") or 0)
+    if seconds:
+        time.sleep(seconds)
+
+
+@register("test_record")
+def record(job):
+    """Records its execution, optionally sleeps ``payload.sleep``."""
+    execution = record_start(job)
+    _sleep_from(job)
+    record_finish(execution)
+    return {"pid": os.getpid()}
+
+
+@register("test_guarded", one_running_per="site_id")
+def guarded(job):
+    execution = record_start(job)
+    _sleep_from(job)
+    record_finish(execution)
+
+
+@register("test_active", dedup_scope="active")
+def active(job):
+    execution = record_start(job)
+    _sleep_from(job)
+    record_finish(execution)
+
+
+def _mark_on_fail(job):
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO test_executions (job_id, type, attempt, pid) VALUES (%s, 'on_fail', %s, %s)",
+            [job.id, job.attempts, os.getpid()],
+        )
+
+
+@register("test_fail", on_fail=_mark_on_fail)
+def fail(job):
+    raise ValueError(f"bad input in {job.payload.get('name', 'job')}")
+
+
+@register("test_slow", max_attempts=2, on_fail=_mark_on_fail)
+def slow(job):
+    """Records, then sleeps: the victim of kill -9 tests."""
+    execution = record_start(job)
+    _sleep_from(job)
+    record_finish(execution)

@@ -170,7 +170,6 @@ def requeue(job_ids) -> list:
 
     Returns the ids that changed; others (done, queued, or running and alive) are left alone.
     """
-
     ids = [str(i) for i in job_ids]
     stale = [str(i) for i in Job.objects.stale().filter(pk__in=ids).values_list("pk", flat=True)]
     with transaction.atomic():

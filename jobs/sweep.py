@@ -39,7 +39,7 @@ def run_once() -> SweepResult:
     types = registry.all_types()
     params = {
         "types": list(types),
-        "stale_after": [t.stale_after for t in types.values()],
+        "stale_after": [float(t.stale_after) for t in types.values()],
         "default_stale_after": registry.default_stale_after(),
     }
     with transaction.atomic():

@@ -4,5 +4,5 @@ from . import views
 
 app_name = "jobs"
 urlpatterns = [
-    path("<uuid:job_id>", views.job_detail, name="detail"),
+    path("<str:job_id>", views.job_detail, name="detail"),
 ]

@@ -1,3 +1,5 @@
+import uuid
+
 from django.http import JsonResponse
 from django.views.decorators.http import require_GET
 
@@ -13,6 +15,10 @@ def job_detail(request, job_id, org_id):
 
     Only the caller's org is visible; anything else is the same 404 as an unknown id.
     """
+    try:
+        job_id = uuid.UUID(job_id)
+    except ValueError:
+        return JsonResponse({"error": "job not found"}, status=404)
     job = Job.objects.for_org(org_id).filter(pk=job_id).first() if org_id else None
     if job is None:
         return JsonResponse({"error": "job not found"}, status=404)

@@ -95,7 +95,6 @@ class Worker:
         finally:
             self.heartbeat.stop()
             self.waker.close()
-            _close_connection()
         log.info("worker stopped after %s job(s)", self.processed)
         return self.processed
 
@@ -131,6 +130,7 @@ class Worker:
             outcome = Outcome.lost(str(exc))
         except Exception as exc:
             if _is_connection_loss(exc):
+                _close_connection()  # so recording the outcome reconnects
                 outcome = Outcome.interrupted(f"{type(exc).__name__}: {exc}")
             else:
                 outcome = Outcome.failed(f"{type(exc).__name__}: {exc}", traceback.format_exc())

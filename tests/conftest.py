@@ -1,9 +1,20 @@
+import os
+
 import pytest
 from django.db import connection
 
 import tests.support.handlers  # noqa: F401  registers the test job types here too
 from tests.support.handlers import EXECUTIONS_DDL
 from tests.support.processes import ManagedProcess
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
+    """One test database per pytest run: several runs may share the embedded server."""
+    from django.conf import settings
+
+    test = settings.DATABASES["default"].setdefault("TEST", {})
+    test["NAME"] = f"test_seoinsight_{os.getpid()}"
 
 
 @pytest.fixture

@@ -1,0 +1,249 @@
+"""Read-only admin for the job queue, plus the two operator transitions.
+
+No field can be edited here: a job changes state only through ``jobs.queue``'s
+guarded statements, which the "requeue" and "mark failed" actions call.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+from django.contrib import admin, messages
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db.models import F
+from django.db.models.functions import Coalesce, Now
+from django.utils import timezone
+from django.utils.html import format_html
+
+from . import queue, registry
+from .models import Job, JobStatus, ZombieJob
+
+STATUS_COLOURS = {
+    JobStatus.QUEUED: "#6c757d",
+    JobStatus.RUNNING: "#1f6fb2",
+    JobStatus.DONE: "#2e7d32",
+    JobStatus.FAILED: "#c62828",
+}
+
+ZOMBIE_SUBTITLE = (
+    "A zombie is a running job whose worker has given no sign of life (heartbeat) for longer than "
+    "its type's threshold, usually because the worker died; the sweep requeues it, or you can now."
+)
+
+
+def readable_duration(delta: timedelta) -> str:
+    """Two units at most, for a glance: '1.2 s', '3 min 4 s', '2 h 5 min', '3 d 4 h'."""
+    seconds = round(max(delta.total_seconds(), 0.0), 1)
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {secs} s"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours} h {minutes} min"
+    days, hours = divmod(hours, 24)
+    return f"{days} d {hours} h"
+
+
+def countable(progress) -> tuple[float, float] | None:
+    """``(done, total)`` when ``progress`` holds numbers that make a fraction, else None."""
+    if not isinstance(progress, dict):
+        return None
+    done, total = progress.get("done"), progress.get("total")
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (done, total))
+    return (done, total) if numbers and total > 0 else None
+
+
+def pretty_json(value):
+    if value is None:
+        return None
+    text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, cls=DjangoJSONEncoder)
+    return format_html("<pre>{}</pre>", text)
+
+
+def max_attempts(job_type: str) -> int:
+    try:
+        return registry.get(job_type).max_attempts
+    except registry.UnknownJobType:
+        return registry.default_max_attempts()
+
+
+def stale_after(job_type: str) -> float:
+    try:
+        return registry.get(job_type).stale_after
+    except registry.UnknownJobType:
+        return registry.default_stale_after()
+
+
+def plural_jobs(n: int) -> str:
+    return f"{n} job" if n == 1 else f"{n} jobs"
+
+
+class DistinctValueFilter(admin.SimpleListFilter):
+    """One choice per distinct value of ``field`` among the rows this screen lists."""
+
+    field = ""
+
+    def lookups(self, request, model_admin):
+        values = model_admin.get_queryset(request).order_by(self.field).values_list(self.field, flat=True)
+        return [(value, value) for value in values.distinct()]
+
+    def queryset(self, request, queryset):
+        return queryset.filter(**{self.field: self.value()}) if self.value() else queryset
+
+
+class TypeFilter(DistinctValueFilter):
+    title = "type"
+    parameter_name = "type"
+    field = "type"
+
+
+class OrgFilter(DistinctValueFilter):
+    title = "org"
+    parameter_name = "org"
+    field = "org_id"
+
+
+@admin.register(Job)
+class JobAdmin(admin.ModelAdmin):
+    list_display = ["short_id", "type", "org_id", "status_badge", "attempts_of_max", "progress_bar",
+                    "duration", "created_at"]
+    list_filter = ["status", TypeFilter, OrgFilter]
+    search_fields = ["id", "dedup_key", "type"]
+    search_help_text = "Job id (or its last characters), dedup key or type."
+    ordering = ["-created_at"]
+    show_full_result_count = False
+    empty_value_display = "—"
+    actions = ["requeue_jobs", "mark_jobs_failed"]
+    readonly_fields = ["id", "type", "org_id", "status_badge", "attempts_of_max", "dedup_key", "created_at",
+                       "started_at", "finished_at", "duration", "heartbeat_age", "progress_bar",
+                       "error_text", "payload_json", "progress_json", "report_json"]
+    fields = readonly_fields
+
+    def rows(self):
+        """The jobs this screen lists, with ``heartbeat_at`` annotated."""
+        return self.model.objects.with_heartbeat()
+
+    def get_queryset(self, request):
+        return self.rows().order_by(*self.get_ordering(request))
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def has_operate_permission(self, request):
+        """The actions write to jobs, so they need ``change_job`` although no field is editable."""
+        return request.user.has_perm("jobs.change_job")
+
+    @admin.display(description="id", ordering="id")
+    def short_id(self, job):
+        # uuidv7 starts with the timestamp: jobs created together share a prefix, not a tail.
+        return format_html('<span title="{}">…{}</span>', job.pk, str(job.pk)[-8:])
+
+    @admin.display(description="status", ordering="status")
+    def status_badge(self, job):
+        return format_html(
+            '<span style="background:{};color:#fff;padding:1px 7px;border-radius:8px;white-space:nowrap">{}</span>',
+            STATUS_COLOURS.get(job.status, "#6c757d"), job.get_status_display(),
+        )
+
+    @admin.display(description="attempts", ordering="attempts")
+    def attempts_of_max(self, job):
+        return f"{job.attempts} / {max_attempts(job.type)}"
+
+    @admin.display(description="progress")
+    def progress_bar(self, job):
+        fraction = countable(job.progress)
+        if fraction is None:
+            return None
+        done, total = fraction
+        percent = max(0.0, min(100.0, 100.0 * done / total))
+        return format_html(
+            '<progress value="{}" max="{}" title="{} of {}" style="width:8em"></progress> {}%',
+            done, total, done, total, f"{percent:.0f}",
+        )
+
+    @admin.display(description="duration", ordering=Coalesce(F("finished_at"), Now()) - F("started_at"))
+    def duration(self, job):
+        return readable_duration(job.duration) if job.duration is not None else None
+
+    @admin.display(description="last heartbeat")
+    def heartbeat_age(self, job):
+        if job.status != JobStatus.RUNNING or job.heartbeat_at is None:
+            return None
+        return f"{readable_duration(timezone.now() - job.heartbeat_at)} ago"
+
+    @admin.display(description="error")
+    def error_text(self, job):
+        return format_html('<pre style="white-space:pre-wrap">{}</pre>', job.error) if job.error else None
+
+    @admin.display(description="payload")
+    def payload_json(self, job):
+        return pretty_json(job.payload)
+
+    @admin.display(description="progress (raw)")
+    def progress_json(self, job):
+        return pretty_json(job.progress)
+
+    @admin.display(description="report")
+    def report_json(self, job):
+        return pretty_json(job.report)
+
+    @admin.action(description="Requeue selected jobs", permissions=["operate"])
+    def requeue_jobs(self, request, queryset):
+        ids = list(queryset.values_list("pk", flat=True))
+        changed = queue.requeue(ids)
+        self.report(request, f"{plural_jobs(len(changed))} requeued", len(ids) - len(changed),
+                    "only failed jobs and zombies can be requeued: not done, queued or live running jobs")
+
+    @admin.action(description="Mark selected jobs failed", permissions=["operate"])
+    def mark_jobs_failed(self, request, queryset):
+        ids = list(queryset.values_list("pk", flat=True))
+        changed = queue.mark_failed(ids, f"marked failed by {request.user.get_username()}")
+        self.report(request, f"{plural_jobs(len(changed))} marked failed", len(ids) - len(changed),
+                    "only queued or running jobs can be failed")
+
+    def report(self, request, done: str, skipped: int, why: str) -> None:
+        """Say what changed and what the guarded transition left alone (it moved meanwhile, or never could)."""
+        if skipped:
+            self.message_user(request, f"{done}; {skipped} skipped ({why})", messages.WARNING)
+        else:
+            self.message_user(request, done, messages.SUCCESS)
+
+
+@admin.register(ZombieJob)
+class ZombieJobAdmin(JobAdmin):
+    """Running jobs past their type's staleness threshold, by the same rule as the sweep."""
+
+    list_display = ["short_id", "type", "org_id", "attempts_of_max", "started_at", "last_sign_of_life",
+                    "stale_for"]
+    list_filter = [TypeFilter, OrgFilter]
+
+    def rows(self):
+        return self.model.objects.stale()
+
+    def get_ordering(self, request):
+        return ["heartbeat_at"]
+
+    def changelist_view(self, request, extra_context=None):
+        return super().changelist_view(request, {"subtitle": ZOMBIE_SUBTITLE, **(extra_context or {})})
+
+    @admin.display(description="last sign of life", ordering="heartbeat_at")
+    def last_sign_of_life(self, job):
+        return job.heartbeat_at
+
+    @admin.display(description="stale for")
+    def stale_for(self, job):
+        silent = timezone.now() - job.heartbeat_at
+        threshold = timedelta(seconds=stale_after(job.type))
+        return format_html(
+            '<span title="no sign of life for {}; threshold {}">{}</span>',
+            readable_duration(silent), readable_duration(threshold), readable_duration(silent - threshold),
+        )

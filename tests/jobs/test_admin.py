@@ -1,0 +1,162 @@
+import json
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth.models import Permission
+from django.urls import reverse
+from django.utils.html import escape
+
+from jobs.admin import readable_duration
+from jobs.models import Job, JobStatus
+from tests.factories import JobFactory, UserFactory
+
+JOBS_URL = reverse("admin:jobs_job_changelist")
+ZOMBIES_URL = reverse("admin:jobs_zombiejob_changelist")
+
+
+def listed(response) -> set:
+    return {job.pk for job in response.context["cl"].result_list}
+
+
+def run_action(client, url, action, jobs):
+    return client.post(url, {"action": action, "_selected_action": [str(j.pk) for j in jobs]}, follow=True)
+
+
+def messages_of(response) -> list[str]:
+    return [str(m) for m in response.context["messages"]]
+
+
+@pytest.mark.parametrize(
+    "seconds, expected",
+    [
+        (0.04, "0.0 s"),
+        (1.23, "1.2 s"),
+        (59.96, "1 min 0 s"),
+        (184, "3 min 4 s"),
+        (2 * 3600 + 5 * 60 + 9, "2 h 5 min"),
+        (3 * 86400 + 4 * 3600, "3 d 4 h"),
+        (-2, "0.0 s"),  # clock skew between the database and this process
+    ],
+)
+def test_readable_duration(seconds, expected):
+    assert readable_duration(timedelta(seconds=seconds)) == expected
+
+
+@pytest.mark.django_db
+def test_changelist_filters_by_status_type_and_org_and_shows_progress(admin_client):
+    halfway = JobFactory(org_id="acme", type="noop", running=True, progress={"done": 5, "total": 10})
+    other = JobFactory(org_id="globex", type="test_record", failed=True)
+
+    response = admin_client.get(JOBS_URL)
+    html = response.content.decode()
+
+    assert response.status_code == 200
+    assert listed(response) == {halfway.pk, other.pk}
+    assert '<progress value="5" max="10"' in html and "50%" in html
+    for choice in ("?status=failed", "?type=noop", "?type=test_record", "?org=acme", "?org=globex"):
+        assert choice in html
+    assert listed(admin_client.get(JOBS_URL, {"status": "failed"})) == {other.pk}
+    assert listed(admin_client.get(JOBS_URL, {"type": "noop"})) == {halfway.pk}
+    assert listed(admin_client.get(JOBS_URL, {"org": "globex"})) == {other.pk}
+
+
+@pytest.mark.django_db
+def test_changelist_searches_by_the_tail_of_the_id_shown(admin_client):
+    wanted, _ = JobFactory(), JobFactory()
+
+    response = admin_client.get(JOBS_URL, {"q": str(wanted.pk)[-8:]})
+
+    assert listed(response) == {wanted.pk}
+
+
+@pytest.mark.django_db
+def test_detail_view_is_read_only_with_pretty_json(admin_client):
+    payload = {"site_id": 7, "urls": ["https://a.example/", "https://b.example/"]}
+    job = JobFactory(running=True, payload=payload, progress={"done": 1, "total": 4})
+
+    response = admin_client.get(reverse("admin:jobs_job_change", args=[job.pk]))
+    html = response.content.decode()
+
+    assert response.status_code == 200
+    assert f"<pre>{escape(json.dumps(payload, indent=2, sort_keys=True))}</pre>" in html
+    assert "s ago" in html  # heartbeat age of the running job
+    assert 'name="_save"' not in html
+
+
+@pytest.mark.django_db
+def test_requeue_restarts_failed_jobs_and_leaves_done_ones(admin_client):
+    failed = JobFactory(failed=True, attempts=3)
+    done = JobFactory(done=True)
+
+    response = run_action(admin_client, JOBS_URL, "requeue_jobs", [failed, done])
+
+    failed.refresh_from_db()
+    done.refresh_from_db()
+    assert (failed.status, failed.attempts, failed.error, failed.finished_at) == (JobStatus.QUEUED, 0, None, None)
+    assert done.status == JobStatus.DONE
+    assert messages_of(response) == [
+        "1 job requeued; 1 skipped (only failed jobs and zombies can be requeued: not done, queued or live running jobs)"
+    ]
+
+
+@pytest.mark.django_db
+def test_mark_failed_records_the_operator(admin_client):
+    queued = JobFactory()
+    done = JobFactory(done=True)
+
+    response = run_action(admin_client, JOBS_URL, "mark_jobs_failed", [queued, done])
+
+    queued.refresh_from_db()
+    done.refresh_from_db()
+    assert queued.status == JobStatus.FAILED
+    assert queued.error == "marked failed by admin"
+    assert queued.finished_at is not None
+    assert done.status == JobStatus.DONE
+    assert messages_of(response)[0].startswith("1 job marked failed; 1 skipped")
+
+
+@pytest.mark.django_db
+def test_actions_need_the_change_permission(client):
+    user = UserFactory(is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="view_job"))
+    client.force_login(user)
+    queued = JobFactory()
+
+    response = client.get(JOBS_URL)
+    run_action(client, JOBS_URL, "mark_jobs_failed", [queued])
+
+    assert response.status_code == 200
+    assert "mark_jobs_failed" not in response.content.decode()
+    assert Job.objects.get(pk=queued.pk).status == JobStatus.QUEUED
+
+
+@pytest.mark.django_db
+def test_zombie_view_lists_only_stale_running_jobs(admin_client):
+    zombie = JobFactory(stale=True, type="test_slow")
+    orphan = JobFactory(stale=True, type="no_longer_registered")
+    JobFactory(running=True)
+    JobFactory(failed=True)
+
+    response = admin_client.get(ZOMBIES_URL)
+    html = response.content.decode()
+
+    assert listed(response) == {zombie.pk, orphan.pk}
+    assert "A zombie is a running job" in html
+    assert "1 / 2" in html  # test_slow allows 2 attempts
+    assert "1 / 3" in html  # unknown types get the default
+    assert "59 min" in html  # an hour of silence, less noop's 60 s threshold
+
+
+@pytest.mark.django_db
+def test_requeue_from_zombie_view_spares_live_jobs(admin_client):
+    zombie = JobFactory(stale=True)
+    alive = JobFactory(running=True)
+
+    response = run_action(admin_client, ZOMBIES_URL, "requeue_jobs", [zombie, alive])
+
+    zombie.refresh_from_db()
+    alive.refresh_from_db()
+    assert (zombie.status, zombie.attempts, zombie.started_at) == (JobStatus.QUEUED, 1, None)
+    assert alive.status == JobStatus.RUNNING
+    assert messages_of(response) == ["1 job requeued"]
+    assert listed(admin_client.get(ZOMBIES_URL)) == set()

@@ -1,0 +1,208 @@
+"""enqueue / claim / dedup scopes (seed 001 §1, §5), against the real database."""
+
+import threading
+
+import psycopg
+import pytest
+from django.db import connection, transaction
+
+from jobs import queue, registry
+from jobs.models import Job, JobStatus
+from tests.factories import JobFactory
+from tests.support.processes import database_url
+
+pytestmark = pytest.mark.django_db
+
+
+def test_second_enqueue_with_same_key_returns_the_existing_job():
+    first = queue.enqueue("noop", org_id="demo", dedup_key="noop:site-1")
+    second = queue.enqueue("noop", org_id="demo", dedup_key="noop:site-1")
+    assert second.id == first.id
+    assert Job.objects.count() == 1
+
+
+def test_jobs_without_key_never_conflict():
+    queue.enqueue("noop", org_id="demo")
+    queue.enqueue("noop", org_id="demo")
+    assert Job.objects.count() == 2
+
+
+def test_enqueue_rejects_an_unknown_type_in_the_caller():
+    with pytest.raises(registry.UnknownJobType, match="nope"):
+        queue.enqueue("nope", org_id="demo")
+    assert not Job.objects.exists()
+
+
+def test_enqueue_inside_a_rolled_back_transaction_leaves_no_job():
+    with pytest.raises(RuntimeError), transaction.atomic():
+        queue.enqueue("noop", org_id="demo")
+        raise RuntimeError("the business write failed")
+    assert not Job.objects.exists()
+
+
+def test_queue_scope_releases_the_key_at_claim_so_no_wakeup_is_lost():
+    """Scenario A/B: a run in progress does not swallow a new request for the same work."""
+    a = queue.enqueue("noop", org_id="demo", dedup_key="map_reconcile:7")
+    claimed = queue.claim()
+    assert claimed.id == a.id and claimed.dedup_key is None
+
+    b = queue.enqueue("noop", org_id="demo", dedup_key="map_reconcile:7")
+    assert b.id != a.id and b.status == JobStatus.QUEUED
+    assert queue.finish_done(claimed, None)
+    assert queue.claim().id == b.id
+
+
+def test_active_scope_holds_the_key_until_finished():
+    a = queue.enqueue("test_active", org_id="demo", dedup_key="crawl:site-1")
+    claimed = queue.claim()
+    assert claimed.id == a.id and claimed.dedup_key == "crawl:site-1"
+
+    assert queue.enqueue("test_active", org_id="demo", dedup_key="crawl:site-1").id == a.id
+    assert queue.finish_done(claimed, {"ok": True})
+
+    again = queue.enqueue("test_active", org_id="demo", dedup_key="crawl:site-1")
+    assert again.id != a.id
+
+
+def test_reinserts_when_the_key_holder_finishes_between_conflict_and_reread(transactional_db):
+    """Seed 001's residual race: the conflict's winner frees its key before we re-read it."""
+    holder = queue.enqueue("noop", org_id="demo", dedup_key="k")
+    other = psycopg.connect(database_url(), autocommit=True)
+    seen = []
+
+    def finish_holder_after_conflict(execute, sql, params, many, context):
+        result = execute(sql, params, many, context)
+        if sql.lstrip().startswith("INSERT INTO jobs") and context["cursor"].rowcount == 0:
+            seen.append("conflict")
+            other.execute(
+                "UPDATE jobs SET status='done', started_at=now(), finished_at=now(), dedup_key=NULL WHERE id=%s",
+                [holder.id],
+            )
+        return result
+
+    with connection.execute_wrapper(finish_holder_after_conflict):
+        job = queue.enqueue("noop", org_id="demo", dedup_key="k")
+    other.close()
+    assert seen == ["conflict"]
+    assert job.id != holder.id
+    assert Job.objects.get(dedup_key="k").id == job.id
+
+
+def test_claim_takes_the_oldest_and_marks_it_running():
+    first = queue.enqueue("noop", org_id="demo")
+    queue.enqueue("noop", org_id="demo")
+    job = queue.claim()
+    assert job.id == first.id
+    fresh = Job.objects.get(pk=job.id)
+    assert (fresh.status, fresh.attempts) == (JobStatus.RUNNING, 1)
+    assert fresh.started_at is not None
+
+
+def test_claim_returns_none_on_an_empty_queue():
+    JobFactory(done=True)
+    assert queue.claim() is None
+
+
+def test_concurrent_claims_take_different_jobs(transactional_db):
+    """A claim in progress holds its row; a second claimer skips it instead of waiting."""
+    ids = {queue.enqueue("noop", org_id="demo").id for _ in range(2)}
+    holding, release = threading.Event(), threading.Event()
+    claimed = {}
+
+    def hold_a_claim_open():
+        try:
+            with transaction.atomic():
+                claimed["a"] = queue.claim()
+                holding.set()
+                release.wait(10)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=hold_a_claim_open)
+    thread.start()
+    assert holding.wait(10)
+    claimed["b"] = queue.claim()
+    release.set()
+    thread.join()
+    assert {claimed["a"].id, claimed["b"].id} == ids
+    assert queue.claim() is None
+
+
+def test_one_running_per_skips_jobs_whose_key_is_already_running():
+    JobFactory(type="test_guarded", running=True, payload={"site_id": "1"})
+    JobFactory(type="test_guarded", payload={"site_id": "1"})
+    other_site = JobFactory(type="test_guarded", payload={"site_id": "2"})
+    assert queue.claim().id == other_site.id
+    assert queue.claim() is None
+
+
+def test_report_progress_merges_fields_and_stamps_a_heartbeat():
+    queue.enqueue("noop", org_id="demo")
+    job = queue.claim()
+    job.report_progress(done=5, total=10, cursor="row-5")
+    job.report_progress(done=7)
+    progress = Job.objects.get(pk=job.id).progress
+    assert progress["done"] == 7 and progress["total"] == 10 and progress["cursor"] == "row-5"
+    assert "updated_at" in progress
+
+
+def test_report_progress_raises_job_lost_once_the_job_is_taken_away():
+    queue.enqueue("noop", org_id="demo")
+    job = queue.claim()
+    queue.mark_failed([job.id], "marked failed by ops")
+    with pytest.raises(queue.JobLost):
+        job.report_progress(done=1)
+    # and the run's late result does not overwrite the operator's decision
+    assert not queue.finish_done(job, {"late": True})
+    assert Job.objects.get(pk=job.id).error == "marked failed by ops"
+
+
+def test_a_stale_run_cannot_finish_a_job_reclaimed_by_a_later_attempt():
+    queue.enqueue("noop", org_id="demo")
+    first_run = queue.claim()
+    assert queue.interrupt(first_run, max_attempts=3) == "queued"
+    second_run = queue.claim()
+    assert second_run.attempts == 2
+    assert not queue.finish_done(first_run, {"from": "first"})
+    assert queue.finish_done(second_run, {"from": "second"})
+    assert Job.objects.get(pk=second_run.id).report == {"from": "second"}
+
+
+@pytest.mark.parametrize(
+    "attempts, max_attempts, expected",
+    [(1, 3, "queued"), (2, 3, "queued"), (3, 3, "failed"), (4, 3, "failed"), (1, 1, "failed"), (1, 2, "queued")],
+)
+def test_retry_or_fail(attempts, max_attempts, expected):
+    assert queue.retry_or_fail(attempts, max_attempts) == expected
+
+
+def test_database_enforces_the_state_machine_columns():
+    from django.db import IntegrityError
+
+    with pytest.raises(IntegrityError), transaction.atomic():
+        JobFactory(status="paused")
+    with pytest.raises(IntegrityError), transaction.atomic():
+        JobFactory(status=JobStatus.DONE)  # a finished job needs finished_at
+    with pytest.raises(IntegrityError), transaction.atomic():
+        JobFactory(status=JobStatus.RUNNING)  # a running job needs started_at
+
+
+def test_claim_uses_the_partial_index_on_a_table_of_finished_jobs():
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            INSERT INTO jobs (org_id, type, status, attempts, started_at, finished_at, created_at)
+            SELECT 'demo', 'noop', 'done', 1, now(), now(), now() - make_interval(secs => g)
+            FROM generate_series(1, 20000) AS g
+            """
+        )
+        cursor.execute("ANALYZE jobs")
+    queue.enqueue("noop", org_id="demo")
+    params = {"guard_types": [], "guard_keys": [], "active_scoped": []}
+    from jobs import sql
+
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN " + sql.CLAIM, params)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "jobs_live_status_created" in plan, plan
+    assert "Seq Scan on jobs" not in plan, plan

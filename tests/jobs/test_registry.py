@@ -1,0 +1,54 @@
+import pytest
+
+from jobs import registry
+
+
+def test_modules_named_in_jobs_handler_modules_are_imported_at_startup(settings):
+    settings.JOBS_HANDLER_MODULES = ["tests.support.extra_handlers"]
+    registry.unregister("test_extra")
+    registry.autodiscover()
+    try:
+        assert registry.get("test_extra").handler({}) == {"extra": True}
+    finally:
+        registry.unregister("test_extra")
+
+
+def test_apps_register_their_own_types():
+    assert registry.get("noop").max_attempts == 3
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [({"dedup_scope": "forever"}, "dedup_scope"), ({"max_attempts": 0}, "max_attempts")],
+)
+def test_bad_options_are_rejected(options, message):
+    with pytest.raises(ValueError, match=message):
+        registry.register("test_bad", lambda job: None, **options)
+    with pytest.raises(registry.UnknownJobType):
+        registry.get("test_bad")
+
+
+def test_two_handlers_cannot_claim_one_type():
+    def first(job):
+        pass
+
+    def second(job):
+        pass
+
+    registry.register("test_twice", first)
+    try:
+        with pytest.raises(ValueError, match="already registered"):
+            registry.register("test_twice", second)
+    finally:
+        registry.unregister("test_twice")
+
+
+def test_the_decorator_returns_the_handler_unchanged():
+    def handler(job):
+        return None
+
+    try:
+        assert registry.register("test_decorated", max_attempts=5)(handler) is handler
+        assert registry.get("test_decorated").max_attempts == 5
+    finally:
+        registry.unregister("test_decorated")

@@ -1,0 +1,75 @@
+"""The zombie sweep (seed 001 §2.5)."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from jobs import sweep
+from jobs.models import Job, JobStatus
+from jobs.worker import Worker
+from tests.factories import JobFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_zombie_with_attempts_left_is_requeued_and_the_next_claim_counts_again():
+    zombie = JobFactory(type="test_record", stale=True, attempts=1, progress={"done": 40, "total": 100})
+    result = sweep.run_once()
+    assert [j.id for j in result.requeued] == [zombie.id]
+    zombie.refresh_from_db()
+    assert (zombie.status, zombie.started_at, zombie.attempts) == (JobStatus.QUEUED, None, 1)
+    assert zombie.progress["done"] == 40  # the checkpoint survives for the next run
+
+    from jobs import queue
+
+    assert queue.claim().attempts == 2
+
+
+def test_a_zombie_at_max_attempts_fails_for_good_and_the_queue_goes_on(executions):
+    zombie = JobFactory(type="test_slow", stale=True, attempts=2, dedup_key="slow:1")  # test_slow: max_attempts=2
+    behind = JobFactory(type="noop")
+
+    Worker(burst=True, listen=False).run()
+
+    zombie.refresh_from_db()
+    assert zombie.status == JobStatus.FAILED
+    assert zombie.error == "max attempts exceeded"
+    assert zombie.dedup_key is None and zombie.finished_at is not None
+    assert [(row[0], row[1]) for row in executions()] == [(zombie.id, "on_fail")]
+    assert Job.objects.get(pk=behind.id).status == JobStatus.DONE
+
+
+def test_a_recent_heartbeat_keeps_an_old_job_alive(settings):
+    settings.JOBS_STALE_AFTER = 60
+    long_running = JobFactory(
+        stale=True, progress={"done": 1, "updated_at": timezone.now().isoformat()}
+    )
+    silent = JobFactory(stale=True)
+    result = sweep.run_once()
+    assert [j.id for j in result.requeued] == [silent.id]
+    assert Job.objects.get(pk=long_running.id).status == JobStatus.RUNNING
+
+
+def test_the_threshold_is_per_type(settings):
+    from jobs import registry
+
+    settings.JOBS_STALE_AFTER = 3600
+    registry.register("test_short_fuse", lambda job: None, stale_after=5)
+    try:
+        ten_seconds_ago = timezone.now() - timedelta(seconds=10)
+        short = JobFactory(type="test_short_fuse", running=True, started_at=ten_seconds_ago)
+        default = JobFactory(type="noop", running=True, started_at=ten_seconds_ago)
+        result = sweep.run_once()
+        assert [j.id for j in result.requeued] == [short.id]
+        assert Job.objects.get(pk=default.id).status == JobStatus.RUNNING
+        assert list(Job.objects.stale()) == []  # the admin's view agrees with the sweep
+    finally:
+        registry.unregister("test_short_fuse")
+
+
+def test_the_admin_zombie_queryset_matches_the_sweep(settings):
+    settings.JOBS_STALE_AFTER = 60
+    stale = JobFactory(stale=True)
+    JobFactory(running=True)
+    assert [j.id for j in Job.objects.stale()] == [stale.id]

@@ -258,20 +258,19 @@ def latency(db: psycopg.Connection, url: str, samples: int, *worker_args: str) -
     worker = Runjobs(url, *worker_args)
     warmup = 3
     sent = []
+
+    def finished(job_id) -> bool:
+        return db.execute("SELECT status = 'done' FROM jobs WHERE id = %s", (job_id,)).fetchone()[0]
+
     try:
-        previous = None
-        for i in range(warmup + samples):
-            if previous is not None:
-                # One job at a time, into a worker that is back to waiting.
-                wait_for(lambda: db.execute("SELECT status = 'done' FROM jobs WHERE id = %s",
-                                            (previous,)).fetchone()[0],
-                         "the previous latency job", timeout=60, interval=0.002)
-                time.sleep(random.uniform(0.005, 0.015))
+        for _ in range(warmup + samples):
             with transaction.atomic():
                 job = enqueue("noop", org_id="bench")
                 before_commit = time.time()
             sent.append((job.id, before_commit))
-            previous = job.id
+            # One job at a time, each into a worker that is back to waiting.
+            wait_for(lambda: finished(job.id), "a latency job to finish", timeout=60, interval=0.002)
+            time.sleep(random.uniform(0.005, 0.015))
     finally:
         worker.stop()
     started = dict(db.execute("SELECT id, extract(epoch FROM started_at)::float8 FROM jobs "

@@ -26,6 +26,8 @@ STATUS_COLOURS = {
     JobStatus.FAILED: "#c62828",
 }
 
+EMPTY = "—"
+
 ZOMBIE_SUBTITLE = (
     "A zombie is a running job whose worker has given no sign of life (heartbeat) for longer than "
     "its type's threshold, usually because the worker died; the sweep requeues it, or you can now."
@@ -58,7 +60,7 @@ def countable(progress) -> tuple[float, float] | None:
 
 def pretty_json(value):
     if value is None:
-        return None
+        return EMPTY
     text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, cls=DjangoJSONEncoder)
     return format_html("<pre>{}</pre>", text)
 
@@ -115,7 +117,7 @@ class JobAdmin(admin.ModelAdmin):
     search_help_text = "Job id (or its last characters), dedup key or type."
     ordering = ["-created_at"]
     show_full_result_count = False
-    empty_value_display = "—"
+    empty_value_display = EMPTY
     actions = ["requeue_jobs", "mark_jobs_failed"]
     readonly_fields = ["id", "type", "org_id", "status_badge", "attempts_of_max", "dedup_key", "created_at",
                        "started_at", "finished_at", "duration", "heartbeat_age", "progress_bar",
@@ -162,7 +164,7 @@ class JobAdmin(admin.ModelAdmin):
     def progress_bar(self, job):
         fraction = countable(job.progress)
         if fraction is None:
-            return None
+            return EMPTY
         done, total = fraction
         percent = max(0.0, min(100.0, 100.0 * done / total))
         return format_html(
@@ -172,17 +174,17 @@ class JobAdmin(admin.ModelAdmin):
 
     @admin.display(description="duration", ordering=Coalesce(F("finished_at"), Now()) - F("started_at"))
     def duration(self, job):
-        return readable_duration(job.duration) if job.duration is not None else None
+        return readable_duration(job.duration) if job.duration is not None else EMPTY
 
     @admin.display(description="last heartbeat")
     def heartbeat_age(self, job):
         if job.status != JobStatus.RUNNING or job.heartbeat_at is None:
-            return None
+            return EMPTY
         return f"{readable_duration(timezone.now() - job.heartbeat_at)} ago"
 
     @admin.display(description="error")
     def error_text(self, job):
-        return format_html('<pre style="white-space:pre-wrap">{}</pre>', job.error) if job.error else None
+        return format_html('<pre style="white-space:pre-wrap">{}</pre>', job.error) if job.error else EMPTY
 
     @admin.display(description="payload")
     def payload_json(self, job):

@@ -6,7 +6,7 @@ class JobsConfig(AppConfig):
     verbose_name = "Jobs"
 
     def ready(self):
-        from . import registry
+        from . import checks, registry  # noqa: F401  (checks register themselves)
 
         # Every installed app's `handlers` module registers its job types, plus the
         # deployment's own modules named in JOBS_HANDLER_MODULES.

@@ -24,7 +24,9 @@ COMMANDS = {
 def main() -> int:
     password_file = ROOT / ".data" / "demo-admin-password"
     password = password_file.read_text().strip() if password_file.exists() else "(see `manage.py seeddemo`)"
-    procs = {name: subprocess.Popen(cmd, cwd=ROOT) for name, cmd in COMMANDS.items()}
+    # Own sessions: a terminal Ctrl-C reaches only this script, which then stops
+    # each child exactly once (a worker's second signal means "exit now").
+    procs = {name: subprocess.Popen(cmd, cwd=ROOT, start_new_session=True) for name, cmd in COMMANDS.items()}
     print(f"\n  seoinsight is starting: admin at http://{ADDRESS}/admin/  login: admin / {password}\n"
           f"  processes: {', '.join(f'{n} (pid {p.pid})' for n, p in procs.items())}. Ctrl-C stops all.\n",
           flush=True)

@@ -53,11 +53,22 @@ def test_changelist_filters_by_status_type_and_org_and_shows_progress(admin_clie
     assert response.status_code == 200
     assert listed(response) == {halfway.pk, other.pk}
     assert '<progress value="5" max="10"' in html and "50%" in html
-    for choice in ("?status=failed", "?type=noop", "?type=test_record", "?org=acme", "?org=globex"):
+    for choice in ("?status__exact=failed", "?type=noop", "?type=test_record", "?org=acme", "?org=globex"):
         assert choice in html
-    assert listed(admin_client.get(JOBS_URL, {"status": "failed"})) == {other.pk}
+    assert listed(admin_client.get(JOBS_URL, {"status__exact": "failed"})) == {other.pk}
     assert listed(admin_client.get(JOBS_URL, {"type": "noop"})) == {halfway.pk}
     assert listed(admin_client.get(JOBS_URL, {"org": "globex"})) == {other.pk}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("url", [JOBS_URL, ZOMBIES_URL])
+def test_every_column_sorts(admin_client, url):
+    jobs = {JobFactory(stale=True).pk, JobFactory(stale=True, attempts=2).pk}
+    columns = len(admin_client.get(url).context["cl"].list_display)
+
+    for column in range(1, columns):
+        for order in (str(column), f"-{column}"):
+            assert listed(admin_client.get(url, {"o": order})) == jobs, f"sorting by column {order}"
 
 
 @pytest.mark.django_db
@@ -81,6 +92,16 @@ def test_detail_view_is_read_only_with_pretty_json(admin_client):
     assert f"<pre>{escape(json.dumps(payload, indent=2, sort_keys=True))}</pre>" in html
     assert "s ago" in html  # heartbeat age of the running job
     assert 'name="_save"' not in html
+
+
+@pytest.mark.django_db
+def test_detail_view_of_a_bare_queued_job_shows_dashes_not_none(admin_client):
+    job = JobFactory()
+
+    html = admin_client.get(reverse("admin:jobs_job_change", args=[job.pk])).content.decode()
+
+    assert '<div class="readonly">None</div>' not in html
+    assert html.count('<div class="readonly">—</div>') >= 6
 
 
 @pytest.mark.django_db

@@ -1,0 +1,38 @@
+"""System checks for queue settings that would silently break its guarantees."""
+
+from django.conf import settings
+from django.core import checks
+
+from . import conf, registry
+
+
+@checks.register(checks.Tags.database)
+def check_postgresql(app_configs=None, **kwargs):
+    engine = settings.DATABASES["default"]["ENGINE"]
+    if "postgresql" not in engine:
+        return [
+            checks.Error(
+                f"The job queue needs PostgreSQL (SKIP LOCKED, advisory locks, LISTEN/NOTIFY); got {engine}.",
+                hint="Set DATABASE_URL to a PostgreSQL server, or unset it to use the embedded one.",
+                id="jobs.E001",
+            )
+        ]
+    return []
+
+
+@checks.register()
+def check_heartbeat_against_staleness(app_configs=None, **kwargs):
+    """A heartbeat slower than half the staleness threshold lets the sweep take live jobs."""
+    interval = float(conf.get("JOBS_HEARTBEAT_INTERVAL"))
+    thresholds = {"JOBS_STALE_AFTER": registry.default_stale_after()}
+    thresholds.update({f"job type {t.name!r}": t.stale_after for t in registry.all_types().values()})
+    return [
+        checks.Warning(
+            f"JOBS_HEARTBEAT_INTERVAL ({interval:g}s) is more than half of the stale_after of {what} "
+            f"({stale:g}s): the zombie sweep may re-queue jobs whose worker is alive.",
+            hint="Lower JOBS_HEARTBEAT_INTERVAL or raise the threshold.",
+            id="jobs.W001",
+        )
+        for what, stale in thresholds.items()
+        if interval > stale / 2
+    ]

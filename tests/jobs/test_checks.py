@@ -1,0 +1,21 @@
+from jobs.checks import check_heartbeat_against_staleness, check_postgresql
+
+
+def test_a_heartbeat_slower_than_half_the_threshold_is_flagged(settings):
+    settings.JOBS_HEARTBEAT_INTERVAL = 40
+    settings.JOBS_STALE_AFTER = 60
+    ids = {m.id for m in check_heartbeat_against_staleness()}
+    assert ids == {"jobs.W001"}
+
+
+def test_default_heartbeat_and_threshold_pass(settings):
+    settings.JOBS_HEARTBEAT_INTERVAL = 10
+    settings.JOBS_STALE_AFTER = 60
+    assert check_heartbeat_against_staleness() == []
+
+
+def test_only_postgresql_is_accepted(settings):
+    assert check_postgresql() == []
+    settings.DATABASES = {**settings.DATABASES, "default": {**settings.DATABASES["default"],
+                                                            "ENGINE": "django.db.backends.sqlite3"}}
+    assert [m.id for m in check_postgresql()] == ["jobs.E001"]

@@ -8,7 +8,10 @@ from . import conf, registry
 
 @checks.register(checks.Tags.database)
 def check_postgresql(app_configs=None, **kwargs):
-    engine = settings.DATABASES["default"]["ENGINE"]
+    return engine_errors(settings.DATABASES["default"]["ENGINE"])
+
+
+def engine_errors(engine: str) -> list:
     if "postgresql" not in engine:
         return [
             checks.Error(

@@ -16,6 +16,8 @@ from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 from django.utils.html import format_html
 
+from seoinsight.models import Org
+
 from . import queue, registry
 from .models import Job, JobStatus, ZombieJob
 
@@ -83,29 +85,29 @@ def plural_jobs(n: int) -> str:
     return f"{n} job" if n == 1 else f"{n} jobs"
 
 
-class DistinctValueFilter(admin.SimpleListFilter):
-    """One choice per distinct value of ``field`` among the rows this screen lists."""
+class TypeFilter(admin.SimpleListFilter):
+    """Registered types plus any type still live in the table (read from the small partial index)."""
 
-    field = ""
-
-    def lookups(self, request, model_admin):
-        values = model_admin.get_queryset(request).order_by(self.field).values_list(self.field, flat=True)
-        return [(value, value) for value in values.distinct()]
-
-    def queryset(self, request, queryset):
-        return queryset.filter(**{self.field: self.value()}) if self.value() else queryset
-
-
-class TypeFilter(DistinctValueFilter):
     title = "type"
     parameter_name = "type"
-    field = "type"
+
+    def lookups(self, request, model_admin):
+        live = Job.objects.filter(status__in=[JobStatus.QUEUED, JobStatus.RUNNING]).values_list("type", flat=True)
+        return [(name, name) for name in sorted(set(registry.all_types()) | set(live.distinct()))]
+
+    def queryset(self, request, queryset):
+        return queryset.filter(type=self.value()) if self.value() else queryset
 
 
-class OrgFilter(DistinctValueFilter):
+class OrgFilter(admin.SimpleListFilter):
     title = "org"
     parameter_name = "org"
-    field = "org_id"
+
+    def lookups(self, request, model_admin):
+        return [(org_id, org_id) for org_id in Org.objects.values_list("id", flat=True)]
+
+    def queryset(self, request, queryset):
+        return queryset.filter(org_id=self.value()) if self.value() else queryset
 
 
 @admin.register(Job)

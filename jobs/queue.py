@@ -171,10 +171,11 @@ def requeue(job_ids) -> list:
     Returns the ids that changed; others (done, queued, or running and alive) are left alone.
     """
     ids = [str(i) for i in job_ids]
-    stale = [str(i) for i in Job.objects.stale().filter(pk__in=ids).values_list("pk", flat=True)]
+    stale = list(Job.objects.stale().filter(pk__in=ids).values_list("pk", "attempts"))
     with transaction.atomic():
         changed = _ids(sql.OPERATOR_REQUEUE_FAILED, {"ids": ids})
-        changed += _ids(sql.OPERATOR_REQUEUE_STALE, {"ids": stale})
+        changed += _ids(sql.OPERATOR_REQUEUE_STALE,
+                        {"ids": [str(pk) for pk, _ in stale], "attempts": [a for _, a in stale]})
     return changed
 
 

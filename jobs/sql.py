@@ -139,13 +139,16 @@ WHERE id = ANY(%(ids)s::uuid[]) AND status = 'failed'
 RETURNING id
 """
 
-# requeue a zombie now instead of waiting for the sweep (the caller passes only
-# ids it found stale). The attempt it used stays counted.
+# requeue a zombie now instead of waiting for the sweep. The caller passes the
+# (id, attempts) it found stale: fenced on the attempt, so a job the sweep
+# re-queued and a worker re-claimed meanwhile is a live run and is left alone.
+# The attempt it used stays counted.
 OPERATOR_REQUEUE_STALE = """
 UPDATE jobs
 SET status = 'queued', started_at = NULL
-WHERE id = ANY(%(ids)s::uuid[]) AND status = 'running'
-RETURNING id
+FROM unnest(%(ids)s::uuid[], %(attempts)s::int[]) AS stale(id, attempts)
+WHERE jobs.id = stale.id AND jobs.attempts = stale.attempts AND jobs.status = 'running'
+RETURNING jobs.id
 """
 
 # give up on a live job. A worker still running it finds its fence broken: its

@@ -8,7 +8,7 @@ from django.utils.html import escape
 
 from jobs.admin import readable_duration
 from jobs.models import Job, JobStatus
-from tests.factories import JobFactory, UserFactory
+from tests.factories import OrgFactory, JobFactory, UserFactory
 
 JOBS_URL = reverse("admin:jobs_job_changelist")
 ZOMBIES_URL = reverse("admin:jobs_zombiejob_changelist")
@@ -44,6 +44,7 @@ def test_readable_duration(seconds, expected):
 
 @pytest.mark.django_db
 def test_changelist_filters_by_status_type_and_org_and_shows_progress(admin_client):
+    OrgFactory(id="acme"), OrgFactory(id="globex")
     halfway = JobFactory(org_id="acme", type="noop", running=True, progress={"done": 5, "total": 10})
     other = JobFactory(org_id="globex", type="test_record", failed=True)
 

@@ -206,3 +206,27 @@ def test_claim_uses_the_partial_index_on_a_table_of_finished_jobs():
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "jobs_live_status_created" in plan, plan
     assert "Seq Scan on jobs" not in plan, plan
+
+
+def test_operator_requeue_leaves_a_zombie_that_was_reclaimed_meanwhile(transactional_db):
+    """The zombie seen by the admin was swept and re-claimed before the click landed: a live run now."""
+    zombie = JobFactory(stale=True)
+    other = psycopg.connect(database_url(), autocommit=True)
+
+    def reclaim_before_the_requeue(execute, sql, params, many, context):
+        if "OPERATOR" not in sql and sql.lstrip().startswith("UPDATE jobs") and "attempts = 0" in sql:
+            other.execute("UPDATE jobs SET attempts = attempts + 1, started_at = now() WHERE id = %s", [zombie.id])
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(reclaim_before_the_requeue):
+        changed = queue.requeue([zombie.id])
+    other.close()
+    assert changed == []
+    fresh = Job.objects.get(pk=zombie.id)
+    assert (fresh.status, fresh.attempts) == (JobStatus.RUNNING, 2)
+
+
+def test_operator_requeue_moves_a_zombie_back_now():
+    zombie = JobFactory(stale=True)
+    assert queue.requeue([zombie.id]) == [zombie.id]
+    assert Job.objects.get(pk=zombie.id).status == JobStatus.QUEUED

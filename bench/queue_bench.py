@@ -36,9 +36,9 @@ DRAIN_GOAL = 0.6  # drain ≥ 0.6 × ceiling (issue goal)
 LATENCY_GOAL_MS = 5.0  # LISTEN/NOTIFY p50 ≤ 5 ms (issue goal)
 TIMEOUT = 300
 
-# The ceiling: what the same server does with no framework at all — the claim
-# the worker runs, minus its one_running_per guard, then a fenced finish, each
-# in autocommit, on a table with the same columns, constraints and indexes.
+# The ceiling: what the same server does with no framework at all — a one-statement
+# SKIP LOCKED claim, then a fenced finish, each in autocommit, on a table with the
+# jobs table's columns, constraints and indexes (the partial one included).
 CEILING_CLAIM = """
 UPDATE bench_ceiling
 SET status = 'running', started_at = now(), attempts = attempts + 1
@@ -58,7 +58,10 @@ WHERE id = %s AND status = 'running' AND attempts = %s
 """
 
 # Distinct created_at per row, as enqueue() one at a time would give.
-FILL = "INSERT INTO {} (org_id, type, payload, created_at) SELECT 'bench', 'noop', '{{}}', clock_timestamp() FROM generate_series(1, %s)"
+FILL = """
+INSERT INTO {} (org_id, type, payload, created_at)
+SELECT 'bench', 'noop', '{{}}', clock_timestamp() FROM generate_series(1, %s)
+"""
 
 
 # -- the database ------------------------------------------------------------------------------
@@ -123,12 +126,18 @@ def worker_env(url: str) -> dict:
 
 
 class Runjobs:
-    """``manage.py runjobs`` in its own process, its output kept for the crash report."""
+    """``manage.py runjobs`` in its own process, its output kept for the crash report.
+
+    Never left behind: a worker whose database is dropped waits for it forever.
+    """
 
     def __init__(self, url: str, *args: str):
         self.log = tempfile.NamedTemporaryFile(prefix="bench-runjobs-", suffix=".log", delete=False)
         self.proc = subprocess.Popen([sys.executable, "manage.py", "runjobs", *args], cwd=ROOT,
                                      env=worker_env(url), stdout=self.log, stderr=subprocess.STDOUT)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
 
     def wait(self) -> None:
         code = self.proc.wait(timeout=TIMEOUT)
@@ -137,9 +146,36 @@ class Runjobs:
         os.unlink(self.log.name)
 
     def stop(self) -> None:
+        """SIGTERM: the worker finishes its job and exits 0."""
         if self.proc.poll() is None:
             self.proc.terminate()
-            self.proc.wait(timeout=30)
+        self.wait()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class Ceiling:
+    """A ceiling consumer in a fresh interpreter (spawn: nothing inherited from this one)."""
+
+    def __init__(self, server: dict):
+        self.proc = multiprocessing.get_context("spawn").Process(target=ceiling_loop, args=(server,))
+        self.proc.start()
+
+    def alive(self) -> bool:
+        return self.proc.is_alive()
+
+    def wait(self) -> None:
+        self.proc.join(TIMEOUT)
+        if self.proc.exitcode != 0:
+            raise RuntimeError(f"ceiling process exited with {self.proc.exitcode}")
+
+    def kill(self) -> None:
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join()
 
 
 def ceiling_loop(server: dict) -> None:
@@ -161,27 +197,38 @@ def wait_for(condition, message: str, timeout: float = TIMEOUT, interval: float 
     return value
 
 
-def gated_drain(server: dict, db: psycopg.Connection, table: str, start_all, jobs: int) -> dict:
-    """Start the consumers behind a table lock, release them together, time the drain.
+def drain(server: dict, db: psycopg.Connection, table: str, start, processes: int, jobs: int) -> dict:
+    """Queue ``jobs`` in ``table``, start ``processes`` consumers behind a lock, release them together.
 
     The lock keeps process start-up (Django's ~0.5 s) out of the figure and lets
-    two processes begin at the same instant. The rate comes from the database's
-    own clock: first claim to last finish.
+    two processes begin at the same instant: a runjobs worker blocks in its first
+    sweep, a ceiling process in its first claim. The rate comes from the
+    database's own clock, first claim to last finish.
     """
+    reset_table(db, table, jobs)
     gate = connect(server, BENCH_DB, autocommit=False)
+    consumers = []
     try:
         gate.execute(sql.SQL("LOCK TABLE {} IN EXCLUSIVE MODE").format(sql.Identifier(table)))
-        consumers = start_all()
-        waiting = "SELECT count(*) FROM pg_locks WHERE relation = %s::regclass AND NOT granted"
-        wait_for(lambda: db.execute(waiting, (table,)).fetchone()[0] >= len(consumers),
-                 f"{len(consumers)} consumer(s) to reach the gate")
+        consumers = [start() for _ in range(processes)]
+        def at_gate() -> bool:
+            for consumer in consumers:
+                if not consumer.alive():
+                    consumer.wait()  # raises with its exit code (and output)
+                    raise RuntimeError("a consumer exited before the drain started")
+            waiting = "SELECT count(*) FROM pg_locks WHERE relation = %s::regclass AND NOT granted"
+            return db.execute(waiting, (table,)).fetchone()[0] >= processes
+
+        wait_for(at_gate, f"{processes} consumer(s) to reach the gate")
         released = time.perf_counter()
         gate.commit()
-        for wait in consumers:
-            wait()
+        for consumer in consumers:
+            consumer.wait()
         wall = time.perf_counter() - released
     finally:
         gate.close()
+        for consumer in consumers:
+            consumer.kill()  # only if something failed: by now they have exited
     done, window = db.execute(sql.SQL(
         "SELECT count(*) FILTER (WHERE status = 'done'), "
         "extract(epoch FROM max(finished_at) - min(started_at))::float8 FROM {}").format(sql.Identifier(table))
@@ -189,37 +236,6 @@ def gated_drain(server: dict, db: psycopg.Connection, table: str, start_all, job
     if done != jobs:
         raise RuntimeError(f"{table}: {done} of {jobs} jobs done after the drain")
     return {"rate": jobs / window, "window": window, "wall": wall}
-
-
-def drain_runjobs(server, db, url, jobs, workers) -> dict:
-    reset_table(db, "jobs", jobs)
-
-    def start_all():
-        procs = [Runjobs(url, "--burst") for _ in range(workers)]
-        return [p.wait for p in procs]
-
-    return gated_drain(server, db, "jobs", start_all, jobs)
-
-
-def drain_ceiling(server, db, jobs, processes) -> dict:
-    reset_table(db, "bench_ceiling", jobs)
-    ctx = multiprocessing.get_context("spawn")  # fresh interpreters: nothing inherited from Django
-
-    def start_all():
-        procs = [ctx.Process(target=ceiling_loop, args=(server,)) for _ in range(processes)]
-        for p in procs:
-            p.start()
-
-        def waiter(p):
-            def wait():
-                p.join(TIMEOUT)
-                if p.exitcode != 0:
-                    raise RuntimeError(f"ceiling process exited with {p.exitcode}")
-            return wait
-
-        return [waiter(p) for p in procs]
-
-    return gated_drain(server, db, "bench_ceiling", start_all, jobs)
 
 
 # -- enqueue and latency (in this process, through jobs.queue) ------------------------------
@@ -240,8 +256,13 @@ def enqueue_rate(count: int, per_transaction: int) -> float:
     return (count // per_transaction * per_transaction) / (time.perf_counter() - started)
 
 
-def latency(db: psycopg.Connection, url: str, samples: int, *worker_args: str) -> list[float]:
+def latency(db: psycopg.Connection, url: str, samples: int, gap: tuple, *worker_args: str) -> list[float]:
     """Milliseconds from "enqueue about to commit" to "a worker claimed it", one idle worker.
+
+    Jobs go one at a time, each ``gap`` (a random pause, seconds) after the previous
+    one finished. With LISTEN a few ms is enough for the worker to be waiting again;
+    a polling worker needs a pause as long as its interval, or every job would
+    arrive just as it starts to sleep and each sample would be a full interval.
 
     We take time.time() just before COMMIT and read the job's started_at, which is
     now() of the claim transaction: the database clock, the same machine's clock.
@@ -270,7 +291,7 @@ def latency(db: psycopg.Connection, url: str, samples: int, *worker_args: str) -
             sent.append((job.id, before_commit))
             # One job at a time, each into a worker that is back to waiting.
             wait_for(lambda: finished(job.id), "a latency job to finish", timeout=60, interval=0.002)
-            time.sleep(random.uniform(0.005, 0.015))
+            time.sleep(random.uniform(*gap))
     finally:
         worker.stop()
     started = dict(db.execute("SELECT id, extract(epoch FROM started_at)::float8 FROM jobs "
@@ -280,8 +301,12 @@ def latency(db: psycopg.Connection, url: str, samples: int, *worker_args: str) -
 
 # -- report --------------------------------------------------------------------------------
 
-def p(values: list[float], q: int) -> float:
+def percentile(values: list[float], q: int) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "es" if word.endswith("s") else "s")
 
 
 def verdict(ok: bool) -> str:
@@ -289,31 +314,34 @@ def verdict(ok: bool) -> str:
 
 
 def report(r: dict, args, version: str) -> str:
+    def row(label, value, ratio="", goal=""):
+        return f"{label:<40}{value:>20}{ratio:>12}  {goal}".rstrip()
+
+    def rate(x):
+        return f"{x:,.0f} job/s"
+
     lines = [
         f"seoinsight queue benchmark  {datetime.datetime.now():%Y-%m-%d %H:%M}  "
         f"{os.cpu_count()} CPU(s), {platform.python_implementation()} {platform.python_version()}, {version}",
         f"jobs per drain: {args.jobs:,}  latency samples: {args.latency_samples} (listen), "
         f"{r['poll_samples']} (poll)",
         "",
-        f"{'figure':<44}{'value':>18}{'vs ceiling':>12}  goal",
+        row("figure", "value", "vs ceiling", "goal"),
         "-" * 96,
-        f"{'enqueue, 1 per transaction':<44}{r['enqueue_1']:>12,.0f} job/s",
-        f"{f'enqueue, {BATCH} per transaction':<44}{r['enqueue_batch']:>12,.0f} job/s",
+        row("enqueue, 1 per transaction", rate(r["enqueue_1"])),
+        row(f"enqueue, {BATCH} per transaction", rate(r["enqueue_batch"])),
     ]
     for n in (1, 2):
-        c = r[f"ceiling_{n}"]
-        lines.append(f"{f'ceiling: raw psycopg, {n} process(es)':<44}{c['rate']:>12,.0f} job/s{1:>11.2f}x")
+        lines.append(row(f"ceiling: raw psycopg, {plural(n, 'process')}", rate(r[f"ceiling_{n}"]["rate"]), "1.00x"))
     for n in (1, 2):
-        d, c = r[f"drain_{n}"], r[f"ceiling_{n}"]
-        ratio = d["rate"] / c["rate"]
-        lines.append(f"{f'drain: runjobs --burst, {n} worker(s)':<44}{d['rate']:>12,.0f} job/s{ratio:>11.2f}x"
-                     f"  >= {DRAIN_GOAL}x  {verdict(ratio >= DRAIN_GOAL)}")
+        ratio = r[f"drain_{n}"]["rate"] / r[f"ceiling_{n}"]["rate"]
+        lines.append(row(f"drain: runjobs --burst, {plural(n, 'worker')}", rate(r[f"drain_{n}"]["rate"]),
+                         f"{ratio:.2f}x", f">= {DRAIN_GOAL}x  {verdict(ratio >= DRAIN_GOAL)}"))
     for key, label in (("listen", "LISTEN/NOTIFY"), ("poll", "polling, --no-listen")):
-        values = r[f"latency_{key}"]
-        p50, p95 = p(values, 50), p(values, 95)
-        goal = f"  p50 <= {LATENCY_GOAL_MS:g} ms  {verdict(p50 <= LATENCY_GOAL_MS)}" if key == "listen" else ""
-        lines.append(f"{f'latency p50 / p95, {label}':<44}{f'{p50:.1f} / {p95:.1f} ms':>18}{'':>12}{goal}")
-    lines += ["", "drain wall time (gate release to last process exited), drain window (first claim to last finish):"]
+        p50, p95 = percentile(r[f"latency_{key}"], 50), percentile(r[f"latency_{key}"], 95)
+        goal = f"p50 <= {LATENCY_GOAL_MS:g} ms  {verdict(p50 <= LATENCY_GOAL_MS)}" if key == "listen" else ""
+        lines.append(row(f"latency p50 / p95, {label}", f"{p50:.1f} / {p95:.1f} ms", "", goal))
+    lines += ["", "drain wall time (gate release to last process exited), window (first claim to last finish):"]
     for key in ("ceiling_1", "drain_1", "ceiling_2", "drain_2"):
         lines.append(f"  {key:<10} wall {r[key]['wall']:6.2f} s   window {r[key]['window']:6.2f} s")
     return "\n".join(lines)
@@ -323,7 +351,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=10_000, help="jobs per drain run (default: 10000)")
     parser.add_argument("--latency-samples", type=int, default=200,
-                        help="enqueue-to-start samples with LISTEN/NOTIFY (default: 200; polling takes a fifth)")
+                        help="enqueue-to-start samples with LISTEN/NOTIFY (default: 200; polling takes a tenth)")
     args = parser.parse_args()
     if args.jobs < BATCH or args.latency_samples < 10:
         parser.error("--jobs must be at least 100 and --latency-samples at least 10")
@@ -342,6 +370,8 @@ def main() -> int:
         django.setup()
         from django.db import connection
 
+        from jobs import conf
+
         results = {}
         with connect(server, BENCH_DB) as db:
             version = "PostgreSQL " + db.execute("SHOW server_version").fetchone()[0]
@@ -352,15 +382,18 @@ def main() -> int:
             results["enqueue_1"] = enqueue_rate(enqueues, 1)
             reset_table(db, "jobs", 0)
             results["enqueue_batch"] = enqueue_rate(args.jobs, BATCH)
-            for n in (1, 2):
-                print(f"drain: {args.jobs:,} jobs, ceiling then runjobs, {n} process(es) ...", flush=True)
-                results[f"ceiling_{n}"] = drain_ceiling(server, db, args.jobs, n)
-                results[f"drain_{n}"] = drain_runjobs(server, db, url, args.jobs, n)
-            results["poll_samples"] = max(10, args.latency_samples // 5)  # ~0.75 s each at the default interval
+            for n in (1, 2):  # ceiling and runjobs back to back, so both see the same machine
+                print(f"drain: {args.jobs:,} jobs, ceiling then runjobs, {plural(n, 'process')} ...", flush=True)
+                results[f"ceiling_{n}"] = drain(server, db, "bench_ceiling", lambda: Ceiling(server), n, args.jobs)
+                results[f"drain_{n}"] = drain(server, db, "jobs", lambda: Runjobs(url, "--burst"), n, args.jobs)
+            # Polling samples take ~2 s each at the default interval: a tenth as many.
+            results["poll_samples"] = max(10, args.latency_samples // 10)
+            poll_interval = conf.get("JOBS_POLL_INTERVAL")
             print(f"latency: {args.latency_samples} samples with LISTEN/NOTIFY, "
-                  f"{results['poll_samples']} polling ...", flush=True)
-            results["latency_listen"] = latency(db, url, args.latency_samples)
-            results["latency_poll"] = latency(db, url, results["poll_samples"], "--no-listen")
+                  f"{results['poll_samples']} polling every ~{poll_interval:g} s ...", flush=True)
+            results["latency_listen"] = latency(db, url, args.latency_samples, (0.005, 0.015))
+            results["latency_poll"] = latency(db, url, results["poll_samples"], (0, poll_interval * 4 / 3),
+                                              "--no-listen")
         connection.close()
     finally:
         drop_database(server)

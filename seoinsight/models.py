@@ -12,6 +12,7 @@ import secrets
 from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
+from django.db.models.functions import Now
 from django.utils import timezone
 
 TOKEN_PREFIX = "sik_"
@@ -132,3 +133,20 @@ class SiteTarget(models.Model):
     @property
     def org_id(self) -> str:
         return self.site.org_id
+
+
+class Page(models.Model):
+    """A URL of a site target, one row per normalized URL. Created by ``map_reconcile``."""
+
+    site_target = models.ForeignKey(SiteTarget, on_delete=models.CASCADE, related_name="pages")
+    url = models.TextField(help_text="The URL as first seen.")
+    url_normalized = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True, db_default=Now())
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["site_target", "url_normalized"], name="page_target_url_unique")
+        ]
+
+    def __str__(self):
+        return self.url

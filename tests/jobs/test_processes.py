@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import signal
+import subprocess
 from collections import Counter, defaultdict
 from datetime import timedelta
 
@@ -53,7 +54,39 @@ def started(proc) -> bool:
     return "worker started" in proc.output()
 
 
-# -- a. many jobs, two workers ---------------------------------------------------
+def with_application_name(name: str) -> str:
+    """The test database's URL, naming the worker's sessions so pg_stat_activity can tell them apart."""
+    return f"{database_url()}?application_name={name}"
+
+
+def backends(application_name: str) -> list[tuple]:
+    """(pid, state, query, backend_start, state_change) of the sessions with that name."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pid, state, query, backend_start, state_change FROM pg_stat_activity"
+            " WHERE application_name = %s AND datname = current_database()",
+            [application_name],
+        )
+        return cursor.fetchall()
+
+
+def idle_after_listening(application_name: str) -> bool:
+    """Has the worker LISTENed, then run a claim that found nothing?
+
+    Its loop is sweep, LISTEN, claim, wait. Its main connection going idle after the
+    LISTEN connection was opened is the claim's commit (the sweep's came before), so
+    from here on a new job reaches it only through NOTIFY or its next poll. (A
+    notification sent before the wait begins is buffered, not lost.)
+    """
+    rows = backends(application_name)
+    listening = [r for r in rows if r[2].upper().startswith("LISTEN") and r[1] == "idle"]
+    if not listening:
+        return False
+    listen_pid, listen_start = listening[0][0], listening[0][3]
+    return any(r[0] != listen_pid and r[1] == "idle" and r[4] > listen_start for r in rows)
+
+
+# -- many jobs, two workers: each runs once --------------------------------------------
 
 def test_two_workers_drain_3000_jobs_and_never_run_one_twice(executions, processes):
     n = 3000
@@ -81,7 +114,7 @@ def test_two_workers_drain_3000_jobs_and_never_run_one_twice(executions, process
     assert set(Job.objects.values_list("attempts", flat=True)) == {1}
 
 
-# -- b. kill -9 ---------------------------------------------------------------------
+# -- kill -9: the zombie sweep ---------------------------------------------------------
 
 def test_job_of_a_killed_worker_is_swept_and_run_again_by_another(executions, processes):
     a = processes(runjobs)
@@ -136,7 +169,7 @@ def test_job_whose_every_worker_dies_fails_and_the_queue_goes_on(executions, pro
     assert c.alive()
 
 
-# -- c. SIGTERM -----------------------------------------------------------------------
+# -- SIGTERM: graceful stop ------------------------------------------------------------
 
 def test_sigterm_finishes_the_current_job_and_starts_no_other(executions, processes):
     worker = processes(runjobs)
@@ -159,7 +192,21 @@ def test_sigterm_finishes_the_current_job_and_starts_no_other(executions, proces
     assert not Job.objects.running().exists()
 
 
-# -- d. one_running_per -----------------------------------------------------------------
+def test_sigterm_stops_an_idle_listening_worker_without_waiting_out_its_poll(processes):
+    worker = processes(runjobs, "--poll-interval", "30", DATABASE_URL=with_application_name("idle-worker"))
+    wait_for(lambda: idle_after_listening("idle-worker"), timeout=20, message="the worker to be idle, listening")
+
+    worker.signal(signal.SIGTERM)
+    try:
+        code = worker.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pytest.fail("SIGTERM did not stop an idle worker within 10 s: Waker.wait must return when the "
+                    "stop event is set, not only on NOTIFY or at the poll timeout (20-40 s here)")
+    assert code == 0
+    assert "worker stopped after 0 job(s)" in worker.output()
+
+
+# -- one_running_per -------------------------------------------------------------------
 
 def test_one_running_per_site_never_overlaps_but_sites_run_in_parallel(executions, processes):
     a = processes(runjobs)
@@ -193,21 +240,30 @@ def test_one_running_per_site_never_overlaps_but_sites_run_in_parallel(execution
     assert {r[1] for r in rows} == {a.pid, b.pid}
 
 
-# -- e. waking up: polling and LISTEN/NOTIFY --------------------------------------------
+def test_one_running_per_holds_when_claims_race(executions, processes):
+    workers = [processes(runjobs) for _ in range(3)]
+    wait_for(lambda: all(started(w) for w in workers), timeout=20, message="the workers to start")
 
-def with_application_name(name: str) -> str:
-    return f"{database_url()}?application_name={name}"
+    # Short jobs on two sites, woken by one commit: claims for the same site keep
+    # colliding, which only the claim's advisory-lock re-check resolves.
+    rng = random.Random(7)
+    ids = enqueue_batch("test_guarded", [{"site_id": rng.choice(["site-a", "site-b"]), "sleep": 0.005}
+                                         for _ in range(300)])
+    wait_for(lambda: Job.objects.filter(pk__in=ids, status=JobStatus.DONE).count() == len(ids),
+             timeout=60, message="all guarded jobs to be done")
+
+    rows = executions("SELECT site_id, started_at, finished_at FROM test_executions ORDER BY started_at")
+    assert len(rows) == len(ids)
+    by_site = defaultdict(list)
+    for site, start, end in rows:
+        by_site[site].append((start, end))
+    overlaps = [(site, b[0]) for site, runs in by_site.items() for a, b in zip(runs, runs[1:]) if b[0] < a[1]]
+    assert not overlaps, f"{len(overlaps)} run(s) started while another of the same site ran: {overlaps[:3]}"
+    yielded = sum(w.output().count("claim yielded") for w in workers)
+    assert yielded, "no claim ever collided with another: this run did not exercise the guard's re-check"
 
 
-def backends(application_name: str) -> list[tuple]:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT pid, state, query, backend_start, state_change FROM pg_stat_activity"
-            " WHERE application_name = %s AND datname = current_database()",
-            [application_name],
-        )
-        return cursor.fetchall()
-
+# -- waking up: polling and LISTEN/NOTIFY ----------------------------------------------
 
 def test_worker_without_listen_drains_jobs_by_polling(executions, processes):
     worker = processes(runjobs, "--no-listen", DATABASE_URL=with_application_name("poll-worker"))
@@ -217,23 +273,9 @@ def test_worker_without_listen_drains_jobs_by_polling(executions, processes):
     wait_for(lambda: Job.objects.filter(pk__in=ids, status=JobStatus.DONE).count() == len(ids),
              timeout=20, message="the jobs to be done by polling")
 
-    assert {r[1] for r in executions()} == {worker.pid}
+    assert {r[3] for r in executions()} == {worker.pid}
     assert "listen=False" in worker.output()
     assert not [b for b in backends("poll-worker") if b[2].upper().startswith("LISTEN")]
-
-
-def idle_after_listening(application_name: str) -> bool:
-    """The worker LISTENs, and its main connection went idle after that: its claim found nothing.
-
-    The loop is LISTEN, claim, wait; so from here on a commit is seen only through
-    NOTIFY (or the next poll). A notification sent before the wait begins is buffered.
-    """
-    rows = backends(application_name)
-    listening = [r for r in rows if r[2].upper().startswith("LISTEN") and r[1] == "idle"]
-    if not listening:
-        return False
-    listen_start = listening[0][3]
-    return any(r[0] != listening[0][0] and r[1] == "idle" and r[4] > listen_start for r in rows)
 
 
 def test_listening_worker_is_woken_by_notify_not_by_its_poll(executions, processes):

@@ -1,0 +1,95 @@
+"""Job types of the Imports module: import_csv, map_reconcile (import_api lives in searchconsole.py)."""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import transaction
+from django.utils import timezone
+
+from jobs.queue import enqueue
+from jobs.registry import register
+
+from . import ingest, reconcile
+from .formats import UnreadableFile, open_source
+from .models import Import, ImportStatus
+
+log = logging.getLogger(__name__)
+
+
+class ImportRejected(Exception):
+    """The file cannot be an import at all; the message is for the operator."""
+
+
+def import_failed(job) -> None:
+    """on_fail: the Import shows the job's error, whoever failed it (worker, sweep, operator)."""
+    Import.objects.filter(pk=job.payload.get("import_id")).exclude(status=ImportStatus.DONE).update(
+        status=ImportStatus.FAILED, error=job.error or "failed", finished_at=timezone.now()
+    )
+
+
+def enqueue_import(imp: Import):
+    """Queue the job for an Import; call inside the transaction that created it."""
+    job = enqueue("import_csv", org_id=imp.org_id, payload={"import_id": imp.pk,
+                                                              "site_target_id": imp.site_target_id},
+                  dedup_key=f"import_csv:{imp.pk}")
+    Import.objects.filter(pk=imp.pk).update(job=job)
+    imp.job = job
+    return job
+
+
+def enqueue_reconcile(org_id: str, site_target_id: int):
+    return enqueue("map_reconcile", org_id=org_id, payload={"site_target_id": site_target_id},
+                   dedup_key=f"map_reconcile:{site_target_id}")
+
+
+@register("import_csv", dedup_scope="active", on_fail=import_failed)
+def import_csv(job):
+    """Stream a CSV / Excel / Search Console export into UrlMetric, resumably."""
+    imp = Import.objects.select_related("site_target").get(pk=job.payload["import_id"], org_id=job.org_id)
+    Import.objects.filter(pk=imp.pk, status=ImportStatus.QUEUED).update(status=ImportStatus.RUNNING)
+    try:
+        source = open_source(imp.file.path, imp.original_filename)
+    except UnreadableFile as exc:
+        raise ImportRejected(str(exc)) from None
+    except FileNotFoundError:
+        raise ImportRejected("the uploaded file is missing from storage") from None
+
+    period = source.period or ((imp.period_start, imp.period_end) if imp.period_start else None)
+    if "date" not in source.columns and period is None:
+        raise ImportRejected("the file has no Date column and no period was given for it")
+
+    checkpoint = job.progress or {}
+    done = int(checkpoint.get("done", 0))
+    counts = ingest.Counts.from_dict(checkpoint.get("counts"))
+    total = source.total_rows()
+    scope = ingest.Scope(
+        url_prefix=imp.site_target.url_prefix,
+        search_console_property=imp.site_target.search_console_property,
+        period=period,
+    )
+    if done:
+        log.info("job=%s import=%s resuming after row %s", job.id, imp.pk, done)
+    for rows in ingest.batched(source.rows(skip=done)):
+        with transaction.atomic():
+            records = ingest.prepare(rows, scope, counts)
+            inserted, updated = ingest.upsert(imp.site_target_id, imp.pk, records)
+            counts.inserted += inserted
+            counts.updated += updated
+            done += len(rows)
+            # Same transaction as the rows: the checkpoint never runs ahead of the data.
+            job.report_progress(done=done, total=max(total, done), counts=counts.as_dict())
+
+    report = counts.as_dict()
+    with transaction.atomic():
+        Import.objects.filter(pk=imp.pk).update(
+            status=ImportStatus.DONE, read=counts.read, inserted=counts.inserted, updated=counts.updated,
+            skipped=counts.skipped, errors=counts.errors, error="", finished_at=timezone.now(),
+        )
+        enqueue_reconcile(imp.org_id, imp.site_target_id)
+    return report
+
+
+@register("map_reconcile", dedup_scope="queue")
+def map_reconcile(job):
+    return reconcile.reconcile(int(job.payload["site_target_id"]))

@@ -1,0 +1,123 @@
+"""Imports of SEO metrics and the metrics themselves.
+
+An ``Import`` is one file (or one API pull) for one site target; its job does
+the work and ``on_fail`` keeps the two coherent. ``UrlMetric`` has a natural key
+— target, normalized URL, period — so importing the same export twice updates
+rows instead of doubling them.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import F, Q
+from django.db.models.functions import Now
+
+from jobs.models import Job
+from seoinsight.models import Org, Page, SiteTarget
+
+
+class ImportKind(models.TextChoices):
+    CSV = "csv", "CSV"  # also a Search Console .zip bundle of CSVs
+    XLSX = "xlsx", "Excel"
+    API = "api", "Search Console API"
+
+
+class ImportOrigin(models.TextChoices):
+    UPLOAD = "upload", "Upload"
+    EMAIL = "email", "Email"
+    API = "api", "API"
+
+
+class ImportStatus(models.TextChoices):
+    # Created with its job, in one transaction.
+    QUEUED = "queued", "Queued"
+    # The job started working on it.
+    RUNNING = "running", "Running"
+    # All rows read; counts final. map_reconcile was enqueued for the target.
+    DONE = "done", "Done"
+    # The file is not an import (error says why), or the job failed; set by on_fail.
+    FAILED = "failed", "Failed"
+
+
+class ImportQuerySet(models.QuerySet):
+    def for_org(self, org_id: str):
+        return self.filter(org_id=org_id)
+
+
+def import_upload_path(instance, filename):
+    # Stored under a generated name: the operator's filename is kept only as data.
+    return f"imports/{instance.org_id}/{instance.uid}"
+
+
+class Import(models.Model):
+    org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="imports")
+    site_target = models.ForeignKey(SiteTarget, on_delete=models.CASCADE, related_name="imports")
+    kind = models.CharField(max_length=10, choices=ImportKind.choices)
+    origin = models.CharField(max_length=10, choices=ImportOrigin.choices, default=ImportOrigin.UPLOAD)
+    status = models.CharField(max_length=10, choices=ImportStatus.choices, default=ImportStatus.QUEUED)
+    uid = models.CharField(max_length=32, unique=True, editable=False)
+    file = models.FileField(upload_to=import_upload_path, max_length=300, blank=True)
+    original_filename = models.CharField(max_length=255, blank=True)
+    size = models.BigIntegerField(default=0)
+    # The period covered, when the file has no Date column (or for API pulls).
+    period_start = models.DateField(null=True, blank=True)
+    period_end = models.DateField(null=True, blank=True)
+    job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    read = models.IntegerField(default=0)
+    inserted = models.IntegerField(default=0)
+    updated = models.IntegerField(default=0)
+    skipped = models.IntegerField(default=0)
+    errors = models.IntegerField(default=0)
+    error = models.TextField(blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ImportQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["org", "-created_at"], name="import_org_created")]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(period_start__isnull=True) | Q(period_end__gte=F("period_start")),
+                name="import_period_ordered",
+            ),
+        ]
+
+    def __str__(self):
+        return self.original_filename or f"{self.get_kind_display()} import {self.pk}"
+
+
+class UrlMetric(models.Model):
+    site_target = models.ForeignKey(SiteTarget, on_delete=models.CASCADE, related_name="metrics")
+    url = models.TextField()
+    url_normalized = models.TextField()
+    period_start = models.DateField()
+    period_end = models.DateField()
+    clicks = models.BigIntegerField(null=True, blank=True)
+    impressions = models.BigIntegerField(null=True, blank=True)
+    ctr = models.FloatField(null=True, blank=True)
+    position = models.FloatField(null=True, blank=True)
+    source_import = models.ForeignKey(
+        Import, null=True, blank=True, on_delete=models.SET_NULL, related_name="metrics", db_column="import_id"
+    )
+    page = models.ForeignKey(Page, null=True, blank=True, on_delete=models.SET_NULL, related_name="metrics")
+    updated_at = models.DateTimeField(auto_now=True, db_default=Now())
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["site_target", "url_normalized", "period_start", "period_end"],
+                name="urlmetric_natural_key",
+            ),
+            models.CheckConstraint(condition=Q(period_end__gte=F("period_start")), name="urlmetric_period_ordered"),
+        ]
+        indexes = [
+            # map_reconcile reads exactly the unlinked rows of one target.
+            models.Index(fields=["site_target"], name="urlmetric_unlinked", condition=Q(page__isnull=True)),
+        ]
+
+    def __str__(self):
+        return f"{self.url} {self.period_start}..{self.period_end}"

@@ -15,6 +15,8 @@ from django.db import models
 from django.db.models.functions import Now
 from django.utils import timezone
 
+from . import crypto
+
 TOKEN_PREFIX = "sik_"
 
 
@@ -117,6 +119,8 @@ class SiteTarget(models.Model):
     search_console_property = models.CharField(
         max_length=300, blank=True, help_text="e.g. sc-domain:example.com or https://example.com/"
     )
+    # A Google service-account key (JSON), encrypted; write-only (see set_service_account).
+    search_console_credentials = models.TextField(blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -133,6 +137,27 @@ class SiteTarget(models.Model):
     @property
     def org_id(self) -> str:
         return self.site.org_id
+
+    @property
+    def has_search_console_credentials(self) -> bool:
+        return bool(self.search_console_credentials)
+
+    def set_service_account(self, key_json: str) -> None:
+        """Store a service-account key encrypted. Validated as JSON with the fields Google needs."""
+        import json
+
+        info = json.loads(key_json)
+        missing = {"client_email", "private_key", "token_uri"} - set(info)
+        if missing:
+            raise ValueError(f"not a service-account key: missing {', '.join(sorted(missing))}")
+        self.search_console_credentials = crypto.encrypt(json.dumps(info))
+
+    def service_account_info(self) -> dict | None:
+        import json
+
+        if not self.search_console_credentials:
+            return None
+        return json.loads(crypto.decrypt(self.search_console_credentials))
 
 
 class Page(models.Model):

@@ -111,6 +111,9 @@ SILENCED_SYSTEM_CHECKS = ["security.W021"]
 if env.bool("BEHIND_TLS_PROXY", default=False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
+# Fernet keys for secrets at rest, newest first; derived from SECRET_KEY if unset.
+SECRETS_KEYS = env.list("SECRETS_KEYS", default=[])
+
 # --- Jobs ---------------------------------------------------------------------
 # Read through jobs.conf, which documents each one.
 JOBS_HANDLER_MODULES = env.list("JOBS_HANDLER_MODULES", default=[])

@@ -90,3 +90,34 @@ class JobFactory(factory.django.DjangoModelFactory):
             finished_at=factory.LazyFunction(timezone.now),
             error="boom",
         )
+
+
+def import_file(target, path, *, filename=None, period=None, user=None):
+    """An Import of the file at ``path`` for ``target``, with its queued job, as the upload view makes it."""
+    import uuid
+    from pathlib import Path
+
+    from django.core.files import File
+    from django.db import transaction
+
+    from imports.handlers import enqueue_import
+    from imports.models import Import, ImportKind
+
+    name = filename or Path(path).name
+    imp = Import(
+        org_id=target.site.org_id,
+        site_target=target,
+        kind=ImportKind.XLSX if name.lower().endswith(".xlsx") else ImportKind.CSV,
+        uid=uuid.uuid4().hex,
+        original_filename=name,
+        period_start=period[0] if period else None,
+        period_end=period[1] if period else None,
+        created_by=user,
+    )
+    with open(path, "rb") as handle:
+        imp.file.save(name, File(handle), save=False)
+    imp.size = imp.file.size
+    with transaction.atomic():
+        imp.save()
+        enqueue_import(imp)
+    return imp

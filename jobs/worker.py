@@ -28,6 +28,8 @@ CONNECTION_ERRORS = (OperationalError, InterfaceError, psycopg.OperationalError,
 
 BACKOFF_FIRST = 0.5
 BACKOFF_MAX = 15.0
+# Longest an idle LISTEN worker takes to notice a stop request.
+STOP_CHECK_INTERVAL = 0.5
 
 
 class Worker:
@@ -60,7 +62,7 @@ class Worker:
 
     def _on_signal(self, signum, frame):
         if self._stop.is_set():
-            log.warning("second %s: exiting now; the running job will be recovered by the sweep",
+            log.warning("second %s: exiting now; a running job is left to the zombie sweep",
                         signal.Signals(signum).name)
             raise SystemExit(1)
         log.info("%s received: finishing the current job, then exiting", signal.Signals(signum).name)
@@ -294,9 +296,16 @@ class Waker:
         if self._conn is None:
             stop.wait(timeout)
             return
-        # Returns on the first notification or at the timeout.
-        for _ in self._conn.notifies(timeout=timeout, stop_after=1):
-            pass
+        # Returns on the first notification, at the timeout, or soon after stop is
+        # set: a signal does not interrupt notifies() (PEP 475 retries the select),
+        # so waiting in short slices is what lets SIGTERM stop an idle worker.
+        deadline = time.monotonic() + timeout
+        while not stop.is_set():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            if list(self._conn.notifies(timeout=min(remaining, STOP_CHECK_INTERVAL), stop_after=1)):
+                return
 
     def close(self) -> None:
         if self._conn is not None:

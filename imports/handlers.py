@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -15,6 +16,9 @@ from .formats import UnreadableFile, open_source
 from .models import Import, ImportStatus
 
 log = logging.getLogger(__name__)
+
+# Registers import_api (Search Console), which shares this module's on_fail and reconcile.
+from . import searchconsole  # noqa: E402,F401
 
 
 class ImportRejected(Exception):
@@ -70,7 +74,7 @@ def import_csv(job):
     )
     if done:
         log.info("job=%s import=%s resuming after row %s", job.id, imp.pk, done)
-    for rows in ingest.batched(source.rows(skip=done)):
+    for rows in ingest.batched(source.rows(skip=done), settings.IMPORTS_BATCH_SIZE):
         with transaction.atomic():
             records = ingest.prepare(rows, scope, counts)
             inserted, updated = ingest.upsert(imp.site_target_id, imp.pk, records)

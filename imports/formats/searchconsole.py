@@ -1,0 +1,235 @@
+"""Search Console performance exports: the .xlsx workbook and the .zip of CSVs.
+
+What the Performance report's Export writes, in English or French: one table
+per dimension (Queries/Requêtes, Pages, Countries/Pays, Devices/Appareils, …),
+the daily totals (Dates; newer exports call it Chart) and Filters/Filtres, a
+two-column table whose "Date" row says the period: relative ("Last 3 months",
+"3 derniers mois") or explicit ("2024-01-01 - 2024-03-31",
+"Jan 1, 2024 - Mar 31, 2024", "1 janv. 2024 - 31 mars 2024").
+
+Rows come from the Pages table. The period is the explicit Filters range, else
+the first and last day of the Dates table, else unknown.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+import zipfile
+import zlib
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import date
+from itertools import chain
+from pathlib import Path
+from typing import Any
+
+from openpyxl.workbook.workbook import Workbook
+
+from .csvfile import CsvTable
+from .headers import METRICS, fold, map_columns
+from .rows import BadRecord, RowSource, Table, UnreadableFile, is_blank
+from .values import parse_date
+from .xlsxfile import SheetTable, sheet_rows
+
+PAGES = "pages"
+FILTERS = ("filters", "filtres")
+DATES = ("dates", "chart", "graphique")
+QUERIES = ("queries", "requetes")
+
+_MONTHS = {
+    **dict.fromkeys(("jan", "january", "janv", "janvier"), 1),
+    **dict.fromkeys(("feb", "february", "fev", "fevr", "fevrier"), 2),
+    **dict.fromkeys(("mar", "march", "mars"), 3),
+    **dict.fromkeys(("apr", "april", "avr", "avril"), 4),
+    **dict.fromkeys(("may", "mai"), 5),
+    **dict.fromkeys(("jun", "june", "juin"), 6),
+    **dict.fromkeys(("jul", "july", "juil", "juillet"), 7),
+    **dict.fromkeys(("aug", "august", "aout"), 8),
+    **dict.fromkeys(("sep", "sept", "september", "septembre"), 9),
+    **dict.fromkeys(("oct", "october", "octobre"), 10),
+    **dict.fromkeys(("nov", "november", "novembre"), 11),
+    **dict.fromkeys(("dec", "december", "decembre"), 12),
+}
+_DATE_IN_TEXT = re.compile(
+    r"(?P<iso>(?P<iy>\d{4})-(?P<im>\d{2})-(?P<id>\d{2}))"
+    r"|(?P<dmy>(?P<sd>\d{1,2})/(?P<sm>\d{1,2})/(?P<sy>\d{4}))"
+    r"|(?P<en>(?P<em>[a-z]+)\.? (?P<ed>\d{1,2}),? (?P<ey>\d{4}))"
+    r"|(?P<fr>(?P<fd>\d{1,2})(?:er)? (?P<fm>[a-z]+)\.? (?P<fy>\d{4}))",
+    re.ASCII,
+)
+
+
+def table_key(name: str) -> str:
+    """A sheet or member name reduced for lookup: "Requêtes.csv" -> "requetes"."""
+    name = name.rsplit("/", 1)[-1]
+    if name.lower().endswith(".csv"):
+        name = name[:-4]
+    decomposed = unicodedata.normalize("NFKD", name)
+    return "".join(char for char in decomposed if not unicodedata.combining(char)).casefold().strip()
+
+
+def is_export(sheet_names: Iterable[str]) -> bool:
+    """A workbook with a Pages sheet beside Filters, Dates or Queries is a Search Console export."""
+    keys = {table_key(name) for name in sheet_names}
+    return PAGES in keys and bool(keys & {*FILTERS, *DATES, *QUERIES})
+
+
+def from_workbook(path: Path, workbook: Workbook) -> RowSource:
+    sheets: dict[str, str] = {}
+    for name in workbook.sheetnames:
+        sheets.setdefault(table_key(name), name)
+    pages = SheetTable(path, workbook, sheets[PAGES])
+    filters = _first(sheets, FILTERS)
+    dates = _first(sheets, DATES)
+    period = period_from_filters(sheet_rows(workbook, filters)) if filters else None
+    if period is None and dates:
+        period = period_from_dates(sheet_rows(workbook, dates))
+    return _pages_source(pages, period)
+
+
+def from_bundle(path: Path, members: Sequence[zipfile.ZipInfo], max_unzipped_bytes: int) -> RowSource:
+    tables: dict[str, zipfile.ZipInfo] = {}
+    for info in members:
+        base = info.filename.rsplit("/", 1)[-1]
+        # Skip folders and macOS resource forks ("__MACOSX/._Pages.csv").
+        if info.is_dir() or info.filename.startswith("__MACOSX/") or base.startswith("._"):
+            continue
+        if base.lower().endswith(".csv"):
+            tables.setdefault(table_key(base), info)
+    if PAGES not in tables:
+        names = [info.filename for info in members if not info.is_dir()]
+        found = ", ".join(f"'{name}'" for name in names[:10]) + (", …" if len(names) > 10 else "")
+        raise UnreadableFile(
+            f"the zip has no Pages.csv (found {found or 'no files'}): upload the .zip exactly as "
+            "Search Console exported it, or the Pages table alone as .csv"
+        )
+
+    def table(info: zipfile.ZipInfo) -> CsvTable:
+        return CsvTable(_member_opener(path, info, max_unzipped_bytes))
+
+    pages = table(tables[PAGES])
+    filters = _first(tables, FILTERS)
+    dates = _first(tables, DATES)
+    period = period_from_filters(_all_rows(table(filters))) if filters else None
+    if period is None and dates:
+        period = period_from_dates(_all_rows(table(dates)))
+    return _pages_source(pages, period)
+
+
+def period_from_filters(rows: Iterable[Sequence[Any]]) -> tuple[date, date] | None:
+    """The explicit range in the Filters table's "Date" row, if it holds one."""
+    for cells in rows:
+        if len(cells) >= 2 and isinstance(cells[0], str) and fold(cells[0]) == "date":
+            return parse_period(cells[1])
+    return None
+
+
+def period_from_dates(rows: Iterable[Sequence[Any]]) -> tuple[date, date] | None:
+    """First and last day of a daily table (header first); unreadable dates are ignored."""
+    rows = iter(rows)
+    header = next((cells for cells in rows if not is_blank(cells)), None)
+    column = map_columns(tuple("" if cell is None else str(cell) for cell in header or ())).get("date")
+    if column is None:
+        return None
+    first = last = None
+    for cells in rows:
+        try:
+            day = parse_date(cells[column]) if column < len(cells) else None
+        except ValueError:
+            continue
+        if day is not None:
+            first = day if first is None else min(first, day)
+            last = day if last is None else max(last, day)
+    return None if first is None else (first, last)
+
+
+def parse_period(text: Any) -> tuple[date, date] | None:
+    """An explicit date range written in a Filters cell; None for a relative or compared one.
+
+    >>> parse_period("Jan 1, 2024 - Mar 31, 2024")
+    (datetime.date(2024, 1, 1), datetime.date(2024, 3, 31))
+    >>> parse_period("Last 3 months") is None
+    True
+    """
+    if not isinstance(text, str):
+        return None
+    decomposed = unicodedata.normalize("NFKD", text)
+    plain = "".join(char for char in decomposed if not unicodedata.combining(char)).casefold()
+    days = [day for match in _DATE_IN_TEXT.finditer(plain) if (day := _matched_date(match))]
+    if len(days) == 1:
+        return days[0], days[0]
+    if len(days) == 2 and days[0] <= days[1]:
+        return days[0], days[1]
+    return None  # none, or a comparison of two ranges
+
+
+def _matched_date(match: re.Match) -> date | None:
+    groups = match.groupdict()
+    if groups["iso"]:
+        parts = groups["iy"], groups["im"], groups["id"]
+    elif groups["dmy"]:
+        parts = groups["sy"], groups["sm"], groups["sd"]
+    else:
+        prefix = "e" if groups["en"] else "f"  # "Jan 1, 2024" or "1 janv. 2024"
+        month_word, day, year = (groups[prefix + part] for part in "mdy")
+        month = _MONTHS.get(month_word)
+        if month is None:
+            return None
+        parts = year, month, day
+    try:
+        return date(int(parts[0]), int(parts[1]), int(parts[2]))
+    except ValueError:
+        return None
+
+
+def _pages_source(pages: Table, period: tuple[date, date] | None) -> RowSource:
+    source = RowSource("searchconsole", pages, period=period)
+    if not any(field in source.columns for field in METRICS):
+        raise UnreadableFile(
+            "the Search Console Pages table has no Clicks, Impressions, CTR or Position column "
+            "(a comparison export?): export a single date range"
+        )
+    return source
+
+
+def _first(tables: dict[str, Any], keys: Sequence[str]) -> Any:
+    return next((tables[key] for key in keys if key in tables), None)
+
+
+def _all_rows(table: CsvTable) -> Iterator[Sequence[Any]]:
+    records = (record for record in table.records() if not isinstance(record, BadRecord))
+    return chain([table.headers], records)
+
+
+def check_member(info: zipfile.ZipInfo, max_unzipped_bytes: int) -> None:
+    """Refuse a zip member we could not read, or that unpacks to more than the limit.
+
+    zipfile stops a member at its declared size, so checking the declaration
+    bounds the work: a zip bomb is refused here, never inflated.
+    """
+    if info.flag_bits & 0x1:
+        raise UnreadableFile(f"'{info.filename}' in the zip is password-protected")
+    if info.file_size > max_unzipped_bytes:
+        raise UnreadableFile(
+            f"'{info.filename}' in the zip unpacks to {_size(info.file_size)}, "
+            f"over the {_size(max_unzipped_bytes)} limit"
+        )
+
+
+def _member_opener(path: Path, info: zipfile.ZipInfo, max_unzipped_bytes: int):
+    check_member(info, max_unzipped_bytes)
+
+    @contextmanager
+    def opener():
+        try:
+            with zipfile.ZipFile(path) as archive, archive.open(info.filename) as member:
+                yield member
+        except (zipfile.BadZipFile, NotImplementedError, zlib.error, EOFError) as exc:
+            raise UnreadableFile(f"'{info.filename}' in the zip is damaged ({exc})") from exc
+
+    return opener
+
+
+def _size(size: int) -> str:
+    return f"{size / 1_000_000:,.1f} MB" if size >= 1_000_000 else f"{size / 1000:,.1f} KB"

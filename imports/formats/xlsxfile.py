@@ -1,0 +1,107 @@
+"""Excel .xlsx sheets as a ``Table``, through openpyxl's read-only (streaming) mode.
+
+openpyxl still loads a workbook's shared-strings table whole: a huge workbook
+of distinct URLs costs memory that a CSV of the same rows does not.
+"""
+
+from __future__ import annotations
+
+import warnings
+import zipfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from itertools import islice
+from pathlib import Path
+from typing import Any
+from xml.etree.ElementTree import ParseError
+
+from openpyxl import load_workbook
+from openpyxl.utils.exceptions import InvalidFileException
+from openpyxl.workbook.workbook import Workbook
+
+from .headers import map_columns
+from .rows import UnreadableFile, is_blank
+
+# Rows scanned for the header: some exports put a title above the table.
+# (Materialized while scanning: 50 rows of cells.)
+HEADER_SCAN_ROWS = 50
+
+
+@contextmanager
+def opened(path: Path) -> Iterator[Workbook]:
+    """A read-only workbook, closed on exit; a damaged file is an ``UnreadableFile``."""
+    # A file object, not a path: given a path, openpyxl refuses names that do
+    # not end in .xlsx, and uploads are stored under names of our choosing.
+    with open(path, "rb") as file:
+        with reading(), warnings.catch_warnings():
+            # "Workbook contains no default style" and the like: noise for an import.
+            warnings.simplefilter("ignore")
+            workbook = load_workbook(file, read_only=True, data_only=True, keep_links=False)
+        try:
+            yield workbook
+        finally:
+            workbook.close()
+
+
+@contextmanager
+def reading():
+    """Turn what a damaged workbook makes openpyxl raise into an ``UnreadableFile``."""
+    try:
+        yield
+    except UnreadableFile:
+        raise
+    except (zipfile.BadZipFile, InvalidFileException, ParseError, KeyError, ValueError, TypeError,
+            EOFError) as exc:
+        raise UnreadableFile(
+            f"the Excel workbook is damaged or not an .xlsx file ({type(exc).__name__}: {exc})"
+        ) from exc
+
+
+def sheet_rows(workbook: Workbook, sheet: str) -> Iterator[Sequence[Any]]:
+    """Every row of a sheet, as values, whatever its declared size."""
+    worksheet = workbook[sheet]
+    # Some writers declare a wrong <dimension> (often just "A1"); read-only
+    # openpyxl would then stop early or cut columns off. Ignore it.
+    worksheet.reset_dimensions()
+    with reading():
+        yield from worksheet.iter_rows(values_only=True)
+
+
+class SheetTable:
+    """The header and records of one worksheet."""
+
+    def __init__(self, path: Path, workbook: Workbook, sheet: str):
+        self._path = path
+        self._sheet = sheet
+        worksheet = workbook[sheet]
+        self._declared_last_row = worksheet.max_row  # from <dimension>, for count() only
+        top = islice(sheet_rows(workbook, sheet), HEADER_SCAN_ROWS)
+        candidates = [(index, cells) for index, cells in enumerate(top, start=1) if not is_blank(cells)]
+        if not candidates:
+            raise UnreadableFile(
+                f"the sheet '{sheet}' has no header row (its first {HEADER_SCAN_ROWS} rows are blank)"
+            )
+        # The first row naming a URL column, else the first row (whose headers the error will list).
+        self._header_row, cells = next(
+            ((index, cells) for index, cells in candidates if "url" in map_columns(_texts(cells))), candidates[0]
+        )
+        self.headers = _texts(cells)
+        self._counted: int | None = None
+
+    def count(self) -> int:
+        if self._declared_last_row is not None and self._declared_last_row > self._header_row:
+            return self._declared_last_row - self._header_row
+        if self._counted is None:  # no usable <dimension>: count once, streaming
+            self._counted = sum(1 for _ in self.records())
+        return self._counted
+
+    def records(self) -> Iterator[Sequence[Any]]:
+        with opened(self._path) as workbook:
+            worksheet = workbook[self._sheet]
+            worksheet.reset_dimensions()
+            with reading():
+                yield from worksheet.iter_rows(min_row=self._header_row + 1, values_only=True)
+
+
+def _texts(cells: Sequence[Any]) -> tuple[str, ...]:
+    return tuple("" if cell is None else str(cell).strip() for cell in cells)

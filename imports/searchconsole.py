@@ -1,0 +1,277 @@
+"""Search Console Search Analytics into ``UrlMetric``: the ``import_api`` job.
+
+One API import pulls ``searchanalytics.query`` for a site target's property over
+the Import's period, by page (and by date unless ``by_date`` is false), page after
+page of ``row_limit`` rows until a page comes back short. ``startRow`` is the
+checkpoint: each page's rows and ``progress.start_row`` (with the running counts)
+commit in one transaction, so a run killed at any point resumes at the first page
+not yet written, and the natural key keeps a re-fetched page from doubling rows.
+
+Transport, and why tests need no patching. Production and tests run the same code:
+
+* The access token is fetched up front by the credentials themselves (``refresh``
+  over a plain ``httplib2.Http``) from the key's ``token_uri``. A revoked or wrong
+  key fails there, with a message naming the service account. Tests give the fake
+  key a ``token_uri`` on a loopback server (``tests/support/google.py``), so the
+  real JWT signing and token exchange run.
+* API calls go through ``AuthorizedHttp(credentials, http=http_factory())``.
+  ``http_factory`` is a module-level hook returning a fresh ``httplib2.Http``;
+  tests point it at ``googleapiclient.http.HttpMockSequence``, the library's own
+  mock transport, which records every request.
+* ``build(..., static_discovery=True)`` reads the discovery document shipped with
+  google-api-python-client, so nothing but the token and the queries touches the
+  network.
+* ``sleep`` (the pause between retries) is a module-level hook too.
+
+Errors: 429 and 5xx are retried up to ``MAX_ATTEMPTS`` times with exponential
+backoff, honouring ``Retry-After``; 401/403/404 mean the service account cannot
+see the property and fail at once; any other 4xx is a bad query and fails at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import date
+from uuid import uuid4
+
+import google_auth_httplib2
+import httplib2
+from django.db import transaction
+from django.utils import timezone
+from google.auth.exceptions import GoogleAuthError
+from google.oauth2 import service_account
+from googleapiclient.discovery import build
+from googleapiclient.errors import HttpError
+
+from jobs.queue import enqueue
+from jobs.registry import register
+
+from . import ingest
+from .models import Import, ImportKind, ImportOrigin, ImportStatus
+
+log = logging.getLogger(__name__)
+
+SCOPES = ["https://www.googleapis.com/auth/webmasters.readonly"]
+ROW_LIMIT = 25000  # the API's maximum rows per query
+MAX_ATTEMPTS = 5
+BACKOFF_FIRST = 1.0
+BACKOFF_MAX = 60.0
+RETRY_AFTER_MAX = 300.0  # a longer Retry-After is shortened: a worker is not parked for an hour
+HTTP_TIMEOUT = 120  # seconds; a 25,000-row query can take a while
+NO_ACCESS_STATUSES = {401, 403, 404}
+
+
+def default_http() -> httplib2.Http:
+    return httplib2.Http(timeout=HTTP_TIMEOUT)
+
+
+# Injection points (see the module docstring); tests replace them, nothing else should.
+http_factory = default_http
+sleep = time.sleep
+
+
+class SearchConsoleError(Exception):
+    """The pull cannot go on; the message is for the operator."""
+
+
+def retry_delay(attempt: int, retry_after: str | None) -> float:
+    """Seconds to wait after failed attempt number ``attempt`` (1-based).
+
+    ``Retry-After`` in seconds wins, capped at RETRY_AFTER_MAX; otherwise (absent,
+    or an HTTP date) the backoff doubles from BACKOFF_FIRST up to BACKOFF_MAX:
+
+    >>> [retry_delay(n, None) for n in (1, 2, 3, 4, 8)]
+    [1.0, 2.0, 4.0, 8.0, 60.0]
+    >>> retry_delay(1, "7"), retry_delay(3, "0"), retry_delay(1, "3600")
+    (7.0, 0.0, 300.0)
+    >>> retry_delay(2, "Wed, 21 Oct 2026 07:28:00 GMT")
+    2.0
+    """
+    if retry_after is not None:
+        try:
+            return min(max(float(retry_after), 0.0), RETRY_AFTER_MAX)
+        except ValueError:
+            pass
+    return min(BACKOFF_FIRST * 2 ** (attempt - 1), BACKOFF_MAX)
+
+
+class SearchAnalytics:
+    """``searchanalytics.query`` for one property, with bounded retries."""
+
+    def __init__(self, service, site_url: str, account_email: str, *, max_attempts: int = MAX_ATTEMPTS,
+                 job_id=None):
+        self.service = service
+        self.site_url = site_url
+        self.account_email = account_email
+        self.max_attempts = max_attempts
+        self.job_id = job_id  # for the logs
+
+    @classmethod
+    def connect(cls, site_url: str, account_info: dict, *, job_id=None) -> SearchAnalytics:
+        try:
+            credentials = service_account.Credentials.from_service_account_info(account_info, scopes=SCOPES)
+        except ValueError as exc:  # a key that passed set_service_account but cannot sign (bad PEM)
+            raise SearchConsoleError(f"the stored service-account key is not usable: {exc}") from None
+        email = credentials.service_account_email
+        try:
+            credentials.refresh(google_auth_httplib2.Request(default_http()))
+        except GoogleAuthError as exc:
+            reason = exc.args[0] if exc.args else exc
+            raise SearchConsoleError(
+                f"could not get a Search Console access token for service account {email}: {reason}"
+            ) from None
+        http = google_auth_httplib2.AuthorizedHttp(credentials, http=http_factory())
+        service = build("searchconsole", "v1", http=http, static_discovery=True, cache_discovery=False)
+        return cls(service, site_url, email, job_id=job_id)
+
+    def query(self, body: dict) -> dict:
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return self.service.searchanalytics().query(siteUrl=self.site_url, body=body).execute()
+            except HttpError as exc:
+                status, reason = exc.resp.status, exc.reason
+                if status in NO_ACCESS_STATUSES:
+                    raise SearchConsoleError(
+                        f"service account {self.account_email} has no access to Search Console property "
+                        f"{self.site_url!r} (HTTP {status}: {reason}); add it as a user of the property"
+                    ) from None
+                if status != 429 and status < 500:
+                    raise SearchConsoleError(
+                        f"Search Console API rejected the query (HTTP {status}): {reason}"
+                    ) from None
+                if attempt == self.max_attempts:
+                    raise SearchConsoleError(
+                        f"Search Console API error {status} after {attempt} attempts: {reason}"
+                    ) from None
+                delay = retry_delay(attempt, exc.resp.get("retry-after"))
+                log.warning("job=%s search console HTTP %s (%s), attempt %s/%s, retrying in %.1fs",
+                            self.job_id, status, reason, attempt, self.max_attempts, delay)
+                sleep(delay)
+
+    def pages(self, start: date, end: date, *, by_date: bool, row_limit: int, start_row: int = 0):
+        """Yield ``(start_row, rows)`` per page, ending after the first short page.
+
+        The caller commits each page before asking for the next one.
+        """
+        while True:
+            body = {
+                "startDate": start.isoformat(),
+                "endDate": end.isoformat(),
+                "dimensions": ["page", "date"] if by_date else ["page"],
+                "rowLimit": row_limit,
+                "startRow": start_row,
+                "dataState": "final",
+            }
+            rows = self.query(body).get("rows", [])
+            yield start_row, rows
+            if len(rows) < row_limit:
+                return
+            start_row += len(rows)
+
+
+def parsed_rows(rows: list[dict], first_row: int):
+    """API rows as ``ingest.prepare`` reads them; ``number`` counts from 1 over the whole result."""
+    for offset, row in enumerate(rows):
+        keys = row["keys"]
+        yield ingest.ParsedRow(
+            number=first_row + offset + 1,
+            url=keys[0],
+            date=date.fromisoformat(keys[1]) if len(keys) > 1 else None,
+            clicks=int(row.get("clicks", 0)),
+            impressions=int(row.get("impressions", 0)),
+            ctr=float(row["ctr"]) if "ctr" in row else None,  # already a fraction
+            position=float(row["position"]) if "position" in row else None,
+        )
+
+
+def import_failed(job) -> None:
+    """on_fail: the same as import_csv's (imported here, late: the handlers module imports this one)."""
+    from .handlers import import_failed as mark_import_failed
+
+    mark_import_failed(job)
+
+
+def create_api_import(site_target, period_start: date, period_end: date, *, created_by=None,
+                      by_date: bool = True, row_limit: int = ROW_LIMIT) -> Import:
+    """Create an API Import and its job, in one transaction."""
+    with transaction.atomic():
+        imp = Import.objects.create(
+            org_id=site_target.org_id, site_target=site_target, kind=ImportKind.API,
+            origin=ImportOrigin.API, uid=uuid4().hex, period_start=period_start, period_end=period_end,
+            created_by=created_by,
+        )
+        enqueue_api_import(imp, by_date=by_date, row_limit=row_limit)
+    return imp
+
+
+def enqueue_api_import(imp: Import, *, by_date: bool = True, row_limit: int = ROW_LIMIT):
+    """Queue the job for an API Import; call inside the transaction that created it."""
+    job = enqueue("import_api", org_id=imp.org_id,
+                  payload={"import_id": imp.pk, "site_target_id": imp.site_target_id,
+                           "by_date": by_date, "row_limit": row_limit},
+                  dedup_key=f"import_api:{imp.pk}")
+    Import.objects.filter(pk=imp.pk).update(job=job)
+    imp.job = job
+    return job
+
+
+@register("import_api", dedup_scope="active", on_fail=import_failed)
+def import_api(job):
+    """Pull Search Analytics for the Import's period into UrlMetric, page by page, resumably."""
+    from .handlers import enqueue_reconcile
+
+    imp = Import.objects.select_related("site_target").get(pk=job.payload["import_id"], org_id=job.org_id)
+    target = imp.site_target
+    if imp.kind != ImportKind.API:
+        raise SearchConsoleError(f"import {imp.pk} is a {imp.get_kind_display()} import, not an API pull")
+    if imp.period_start is None or imp.period_end is None:
+        raise SearchConsoleError("an API import needs a period (period_start and period_end)")
+    if not target.search_console_property:
+        raise SearchConsoleError(f"site target {target.pk} ({target}) has no Search Console property")
+    account_info = target.service_account_info()
+    if account_info is None:
+        raise SearchConsoleError(f"site target {target.pk} ({target}) has no Search Console credentials")
+    by_date = bool(job.payload.get("by_date", True))
+    row_limit = int(job.payload.get("row_limit", ROW_LIMIT))
+    if not 1 <= row_limit <= ROW_LIMIT:
+        raise SearchConsoleError(f"row_limit must be between 1 and {ROW_LIMIT}, not {row_limit}")
+
+    Import.objects.filter(pk=imp.pk, status=ImportStatus.QUEUED).update(status=ImportStatus.RUNNING)
+    checkpoint = job.progress or {}
+    start_row = int(checkpoint.get("start_row", 0))
+    counts = ingest.Counts.from_dict(checkpoint.get("counts"))
+    scope = ingest.Scope(
+        url_prefix=target.url_prefix,
+        search_console_property=target.search_console_property,
+        period=(imp.period_start, imp.period_end),  # for rows without a date (by_date false)
+    )
+    if start_row:
+        log.info("job=%s import=%s resuming at startRow %s", job.id, imp.pk, start_row)
+
+    client = SearchAnalytics.connect(target.search_console_property, account_info, job_id=job.id)
+    pages = client.pages(imp.period_start, imp.period_end, by_date=by_date, row_limit=row_limit,
+                         start_row=start_row)
+    for first_row, rows in pages:
+        if not rows:
+            break
+        with transaction.atomic():
+            for batch in ingest.batched(parsed_rows(rows, first_row)):
+                records = ingest.prepare(batch, scope, counts)
+                inserted, updated = ingest.upsert(imp.site_target_id, imp.pk, records)
+                counts.inserted += inserted
+                counts.updated += updated
+            next_row = first_row + len(rows)
+            # Same transaction as the rows: the checkpoint never runs ahead of the data.
+            job.report_progress(done=next_row, start_row=next_row, counts=counts.as_dict())
+        log.info("job=%s import=%s startRow %s: %s rows", job.id, imp.pk, first_row, len(rows))
+
+    with transaction.atomic():
+        Import.objects.filter(pk=imp.pk).update(
+            status=ImportStatus.DONE, read=counts.read, inserted=counts.inserted, updated=counts.updated,
+            skipped=counts.skipped, errors=counts.errors, error="", finished_at=timezone.now(),
+        )
+        enqueue_reconcile(imp.org_id, imp.site_target_id)
+    return counts.as_dict()

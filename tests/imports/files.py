@@ -1,0 +1,109 @@
+"""Export files generated in tmp_path, the way the tools write them: no binary fixtures."""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import io
+import zipfile
+from pathlib import Path
+
+from openpyxl import Workbook
+
+ENCODINGS = {
+    # name -> (codec, BOM)
+    "utf-8": ("utf-8", b""),
+    "utf-8-bom": ("utf-8", codecs.BOM_UTF8),
+    "utf-16": ("utf-16-le", codecs.BOM_UTF16_LE),
+    "utf-16-be": ("utf-16-be", codecs.BOM_UTF16_BE),
+    "utf-16-le-nobom": ("utf-16-le", b""),
+    "cp1252": ("cp1252", b""),
+}
+
+HEADERS = {
+    "en": ["Top pages", "Clicks", "Impressions", "CTR", "Position"],
+    "fr": ["Pages les plus populaires", "Clics", "Impressions", "CTR", "Position"],
+}
+
+
+def csv_text(rows: list[list], *, delimiter: str = ",", newline: str = "\r\n") -> str:
+    buffer = io.StringIO()
+    csv.writer(buffer, delimiter=delimiter, lineterminator=newline).writerows(rows)
+    return buffer.getvalue()
+
+
+def write_csv(
+    directory: Path, name: str, rows: list[list], *, encoding: str = "utf-8", delimiter: str = ",",
+    newline: str = "\r\n",
+) -> Path:
+    codec, bom = ENCODINGS[encoding]
+    path = directory / name
+    path.write_bytes(bom + csv_text(rows, delimiter=delimiter, newline=newline).encode(codec))
+    return path
+
+
+def write_bytes(directory: Path, name: str, data: bytes) -> Path:
+    path = directory / name
+    path.write_bytes(data)
+    return path
+
+
+def write_xlsx(directory: Path, name: str, sheets: dict[str, list[list]]) -> Path:
+    workbook = Workbook()
+    workbook.remove(workbook.active)
+    for title, rows in sheets.items():
+        sheet = workbook.create_sheet(title)
+        for row in rows:
+            sheet.append(row)
+    path = directory / name
+    workbook.save(path)
+    return path
+
+
+def write_zip(directory: Path, name: str, members: dict[str, str | bytes]) -> Path:
+    path = directory / name
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for member, content in members.items():
+            archive.writestr(member, content)
+    return path
+
+
+def search_console_tables(lang: str = "en", *, date_filter: str = "Last 3 months") -> dict[str, list[list]]:
+    """The tables of a Search Console performance export, as (sheet or file) name -> rows."""
+    en = lang == "en"
+    pages = [
+        HEADERS[lang],
+        ["https://example.com/", 120, 3400, "3.53%" if en else "3,53 %", 4.2],
+        ["https://example.com/blog/é", 7, 90, "7.78%" if en else "7,78 %", 11.5],
+    ]
+    return {
+        ("Queries" if en else "Requêtes"): [
+            ["Top queries" if en else "Requêtes les plus fréquentes", "Clicks"],
+            ["seo", 3],
+        ],
+        "Pages": pages,
+        ("Countries" if en else "Pays"): [["Country" if en else "Pays", "Clicks"], ["France", 3]],
+        "Dates": [
+            ["Date", "Clicks" if en else "Clics", "Impressions"],
+            ["2024-03-31", 1, 2],
+            ["2024-01-01", 2, 3],
+        ],
+        ("Filters" if en else "Filtres"): [
+            ["Filter" if en else "Filtre", "Value" if en else "Valeur"],
+            ["Search type" if en else "Type de recherche", "Web"],
+            ["Date", date_filter],
+        ],
+    }
+
+
+def write_search_console_xlsx(directory: Path, name: str = "export.xlsx", **kwargs) -> Path:
+    return write_xlsx(directory, name, search_console_tables(**kwargs))
+
+
+def write_search_console_zip(directory: Path, name: str = "export.zip", **kwargs) -> Path:
+    return write_tables_zip(directory, name, search_console_tables(**kwargs))
+
+
+def write_tables_zip(directory: Path, name: str, tables: dict[str, list[list]]) -> Path:
+    """A zip of one CSV per table, as Search Console's CSV export writes it."""
+    return write_zip(directory, name, {f"{table}.csv": csv_text(rows) for table, rows in tables.items()})

@@ -1,0 +1,73 @@
+"""A worker killed mid-import: the next one resumes from the checkpoint, counts identical to a clean run."""
+
+import signal
+
+import pytest
+
+from imports.models import Import, ImportStatus, UrlMetric
+from jobs.models import Job
+from jobs.worker import Worker
+from tests.factories import SiteTargetFactory, import_file
+from tests.imports.files import write_csv
+from tests.support.processes import runjobs, wait_for
+
+pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
+
+ROWS = 30_000
+
+
+def export_rows():
+    rows = [["Page", "Clicks", "Impressions", "CTR", "Position", "Date"]]
+    for n in range(ROWS):
+        if n % 1000 == 7:
+            rows.append([f"https://shop.example/p{n}", "n/a", "1", "1%", "1", "2026-11-01"])  # a bad row
+        elif n % 1000 == 8:
+            rows.append([f"https://other.example/p{n}", "1", "1", "1%", "1", "2026-11-01"])  # out of scope
+        else:
+            # every URL twice (two dates), and a repeated row every 500 (an update within the file)
+            rows.append([f"https://shop.example/p{n // 2}", str(n), "100", "5%", "2,5",
+                         f"2026-11-0{1 + n % 2}" if n % 500 else "2026-11-01"])
+    return rows
+
+
+def counts(imp):
+    imp.refresh_from_db()
+    return imp.read, imp.inserted, imp.updated, imp.skipped, imp.errors
+
+
+def test_kill_9_mid_import_resumes_with_identical_counts(processes, tmp_path, settings):
+    media = tmp_path / "media"
+    settings.MEDIA_ROOT = media
+    path = write_csv(tmp_path, "big.csv", export_rows())
+
+    # The reference: the same file imported cleanly into another target, in-process.
+    clean_target = SiteTargetFactory(url_prefix="https://shop.example/", site__domain="shop.example")
+    clean = import_file(clean_target, path)
+    Worker(burst=True, listen=False, max_jobs=1).run()
+    assert Import.objects.get(pk=clean.pk).status == ImportStatus.DONE
+
+    target = SiteTargetFactory(url_prefix="https://shop.example/", site__domain="shop.example", site__org__id="org-r")
+    imp = import_file(target, path)
+    env = {"MEDIA_ROOT": media, "IMPORTS_BATCH_SIZE": 500}
+    victim = processes(runjobs, **env)
+
+    def checkpoint():
+        progress = Job.objects.get(pk=imp.job_id).progress or {}
+        return progress.get("done", 0)
+
+    wait_for(lambda: checkpoint() >= 5000, timeout=60, message="the import to pass row 5000")
+    victim.kill9()
+    done_at_kill = checkpoint()
+    assert done_at_kill < ROWS, "the import finished before the kill: make the file bigger"
+
+    rescuer = processes(runjobs, **env)
+    wait_for(lambda: Import.objects.get(pk=imp.pk).status == ImportStatus.DONE, timeout=90,
+             message="the resumed import to finish")
+
+    job = Job.objects.get(pk=imp.job_id)
+    assert job.attempts == 2
+    assert f"import={imp.pk} resuming after row" in rescuer.output()
+    assert counts(imp) == counts(clean)
+    assert UrlMetric.objects.filter(site_target=target).count() == UrlMetric.objects.filter(
+        site_target=clean_target).count()
+    assert job.report == Job.objects.get(pk=clean.job_id).report

@@ -22,6 +22,7 @@ run: migrate
 	$(BIN)/python scripts/run_all.py
 
 test: setup
+	sh scripts/install_browser.sh
 	$(BIN)/python -m pytest
 
 bench: migrate

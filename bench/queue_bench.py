@@ -107,7 +107,7 @@ def drop_database(server: dict) -> None:
 def reset_table(db: psycopg.Connection, table: str, rows: int) -> None:
     """Empty ``table``, queue ``rows`` noop jobs, and give every run the same starting state."""
     ident = sql.Identifier(table)
-    db.execute(sql.SQL("TRUNCATE {}").format(ident))
+    db.execute(sql.SQL("TRUNCATE {} CASCADE").format(ident))  # other apps' tables point at jobs: empty here
     if rows:
         db.execute(sql.SQL(FILL).format(ident), (rows,))
     db.execute(sql.SQL("VACUUM ANALYZE {}").format(ident))
@@ -132,18 +132,20 @@ class Runjobs:
     """
 
     def __init__(self, url: str, *args: str):
-        self.log = tempfile.NamedTemporaryFile(prefix="bench-runjobs-", suffix=".log", delete=False)
-        self.proc = subprocess.Popen([sys.executable, "manage.py", "runjobs", *args], cwd=ROOT,
-                                     env=worker_env(url), stdout=self.log, stderr=subprocess.STDOUT)
+        with tempfile.NamedTemporaryFile(prefix="bench-runjobs-", suffix=".log", delete=False) as log:
+            self.log = Path(log.name)
+            self.proc = subprocess.Popen([sys.executable, "manage.py", "runjobs", *args], cwd=ROOT,
+                                         env=worker_env(url), stdout=log, stderr=subprocess.STDOUT)
 
     def alive(self) -> bool:
         return self.proc.poll() is None
 
     def wait(self) -> None:
         code = self.proc.wait(timeout=TIMEOUT)
+        output = self.log.read_text(errors="replace")
+        self.log.unlink()
         if code != 0:
-            raise RuntimeError(f"runjobs exited with {code}:\n{Path(self.log.name).read_text()[-4000:]}")
-        os.unlink(self.log.name)
+            raise RuntimeError(f"runjobs exited with {code}:\n{output[-4000:]}")
 
     def stop(self) -> None:
         """SIGTERM: the worker finishes its job and exits 0."""
@@ -155,6 +157,7 @@ class Runjobs:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+        self.log.unlink(missing_ok=True)
 
 
 class Ceiling:
@@ -293,7 +296,10 @@ def latency(db: psycopg.Connection, url: str, samples: int, gap: tuple, *worker_
             wait_for(lambda: finished(job.id), "a latency job to finish", timeout=60, interval=0.002)
             time.sleep(random.uniform(*gap))
     finally:
-        worker.stop()
+        try:
+            worker.stop()
+        finally:
+            worker.kill()  # only if stopping failed
     started = dict(db.execute("SELECT id, extract(epoch FROM started_at)::float8 FROM jobs "
                               "WHERE id = ANY(%s)", ([i for i, _ in sent],)).fetchall())
     return [(started[i] - t) * 1000 for i, t in sent[warmup:]]

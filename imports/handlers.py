@@ -53,7 +53,8 @@ def import_csv(job):
     imp = Import.objects.select_related("site_target").get(pk=job.payload["import_id"], org_id=job.org_id)
     Import.objects.filter(pk=imp.pk, status=ImportStatus.QUEUED).update(status=ImportStatus.RUNNING)
     try:
-        source = open_source(imp.file.path, imp.original_filename)
+        source = open_source(imp.file.path, imp.original_filename,
+                             max_unzipped_bytes=settings.IMPORT_MAX_UNZIPPED_BYTES)
     except UnreadableFile as exc:
         raise ImportRejected(str(exc)) from None
     except FileNotFoundError:

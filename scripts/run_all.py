@@ -27,7 +27,8 @@ def main() -> int:
     # Own sessions: a terminal Ctrl-C reaches only this script, which then stops
     # each child exactly once (a worker's second signal means "exit now").
     procs = {name: subprocess.Popen(cmd, cwd=ROOT, start_new_session=True) for name, cmd in COMMANDS.items()}
-    print(f"\n  seoinsight is starting: admin at http://{ADDRESS}/admin/  login: admin / {password}\n"
+    print(f"\n  seoinsight is starting: imports at http://{ADDRESS}/imports/, admin at http://{ADDRESS}/admin/\n"
+          f"  login: admin / {password}\n"
           f"  processes: {', '.join(f'{n} (pid {p.pid})' for n, p in procs.items())}. Ctrl-C stops all.\n",
           flush=True)
 

@@ -96,7 +96,9 @@ STATIC_ROOT = env.path("STATIC_ROOT", default=BASE_DIR / "static")
 MEDIA_ROOT = env.path("MEDIA_ROOT", default=BASE_DIR / ".data" / "media")
 MEDIA_URL = "media/"
 
-LOGIN_URL = "admin:login"
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "imports:index"
+LOGOUT_REDIRECT_URL = "login"
 
 # --- Production hardening (all on when DEBUG is off) --------------------------
 SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=not DEBUG)
@@ -113,6 +115,14 @@ if env.bool("BEHIND_TLS_PROXY", default=False):
 
 # Fernet keys for secrets at rest, newest first; derived from SECRET_KEY if unset.
 SECRETS_KEYS = env.list("SECRETS_KEYS", default=[])
+
+# --- Imports --------------------------------------------------------------------
+# Uploads larger than this are refused with a message naming the limit (imports.forms).
+IMPORT_MAX_UPLOAD_BYTES = env.int("IMPORT_MAX_UPLOAD_BYTES", default=200 * 1024 * 1024)
+# A zip member (bundle CSV, workbook part) that would inflate past this is refused.
+IMPORT_MAX_UNZIPPED_BYTES = env.int("IMPORT_MAX_UNZIPPED_BYTES", default=1024 * 1024 * 1024)
+# Rows per transaction (and per progress checkpoint) in import_csv.
+IMPORTS_BATCH_SIZE = env.int("IMPORTS_BATCH_SIZE", default=5000)
 
 # --- Jobs ---------------------------------------------------------------------
 # Read through jobs.conf, which documents each one.

@@ -3,7 +3,9 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 
 urlpatterns = [
-    path("", RedirectView.as_view(url="/admin/", permanent=False)),
+    path("", RedirectView.as_view(url="/imports/", permanent=False)),
     path("admin/", admin.site.urls),
     path("jobs/", include("jobs.urls")),
+    path("imports/", include("imports.urls")),
+    path("accounts/", include("django.contrib.auth.urls")),
 ]

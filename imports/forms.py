@@ -1,0 +1,148 @@
+"""The upload form, and ``create_import`` which the form and ``manage.py importfile`` share.
+
+The operator's filename is data, never a path: the file is stored under a
+generated name (``import_upload_path``) and the original name is kept, cleaned
+up, for display only.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+import uuid
+from pathlib import PurePosixPath
+
+from django import forms
+from django.conf import settings
+from django.db import transaction
+from django.template.defaultfilters import filesizeformat
+
+from seoinsight.models import SiteTarget
+
+from .handlers import enqueue_import
+from .models import Import, ImportKind, ImportOrigin
+
+# What import_csv reads, by extension: a .zip is a Search Console bundle of CSVs.
+KIND_BY_EXTENSION = {
+    ".csv": ImportKind.CSV,
+    ".tsv": ImportKind.CSV,
+    ".txt": ImportKind.CSV,
+    ".zip": ImportKind.CSV,
+    ".xlsx": ImportKind.XLSX,
+}
+ACCEPTED = ", ".join(KIND_BY_EXTENSION)
+
+
+def kind_for(filename: str) -> ImportKind | None:
+    """The import kind for a filename, or None when the extension is not one we read."""
+    return KIND_BY_EXTENSION.get(PurePosixPath(filename.lower()).suffix)
+
+
+def display_filename(name: str, max_length: int = 255) -> str:
+    """The last path component, without control characters, cut to fit (keeping the extension).
+
+    ``C:\\exports\\Pages.csv`` (an old browser's full path) becomes ``Pages.csv``.
+    """
+    name = unicodedata.normalize("NFC", name).replace("\\", "/").rsplit("/", 1)[-1]
+    name = "".join(ch for ch in name if unicodedata.category(ch)[0] != "C").strip()
+    if len(name) > max_length:
+        suffix = PurePosixPath(name).suffix[:16]
+        name = name[: max_length - len(suffix) - 1] + "…" + suffix
+    return name or "upload"
+
+
+def max_upload_bytes() -> int:
+    return settings.IMPORT_MAX_UPLOAD_BYTES
+
+
+def create_import(*, site_target: SiteTarget, content, filename: str, size: int, period_start=None,
+                  period_end=None, created_by=None, origin: str = ImportOrigin.UPLOAD) -> Import:
+    """Store the file and create the Import with its ``import_csv`` job, both or neither.
+
+    ``content`` is a Django ``File`` (an upload, or an opened local file).
+    """
+    shown = display_filename(filename)
+    imp = Import(
+        org_id=site_target.site.org_id, site_target=site_target, kind=kind_for(shown) or ImportKind.CSV,
+        origin=origin, uid=uuid.uuid4().hex, original_filename=shown, size=size,
+        period_start=period_start, period_end=period_end, created_by=created_by,
+    )
+    # Storage is not transactional: the file is written first and removed again if
+    # the rows are not committed, so no Import ever points at a missing file.
+    imp.file.save(imp.uid, content, save=False)
+    try:
+        with transaction.atomic():
+            imp.save()
+            enqueue_import(imp)
+    except BaseException:
+        imp.file.delete(save=False)
+        raise
+    return imp
+
+
+class TargetChoiceField(forms.ModelChoiceField):
+    def label_from_instance(self, target):
+        label = str(target)
+        return label if target.site.domain in label else f"{target.site.domain} — {label}"
+
+
+class ImportUploadForm(forms.Form):
+    file = forms.FileField(
+        label="Export file",
+        help_text=f"A Search Console or rank-tracker export: {ACCEPTED}.",
+        widget=forms.ClearableFileInput(attrs={"accept": ",".join(KIND_BY_EXTENSION)}),
+    )
+    site_target = TargetChoiceField(
+        queryset=SiteTarget.objects.none(),
+        label="Site target",
+        empty_label="Choose a target…",
+        help_text="Rows whose URL is outside this target are skipped and counted.",
+    )
+    period_start = forms.DateField(
+        label="From", required=False, widget=forms.DateInput(attrs={"type": "date"}),
+    )
+    period_end = forms.DateField(
+        label="To", required=False, widget=forms.DateInput(attrs={"type": "date"}),
+    )
+
+    def __init__(self, *args, org_id: str, **kwargs):
+        super().__init__(*args, **kwargs)
+        targets = SiteTarget.objects.filter(site__org_id=org_id).select_related("site").order_by(
+            "site__domain", "url_prefix", "search_console_property"
+        )
+        self.fields["site_target"].queryset = targets
+        if len(targets) == 1:
+            self.fields["site_target"].initial = targets[0].pk
+        self.fields["file"].help_text += f" Up to {filesizeformat(max_upload_bytes())}."
+
+    def clean_file(self):
+        upload = self.cleaned_data["file"]
+        if kind_for(upload.name) is None:
+            raise forms.ValidationError(
+                "“%(name)s” is not a file we can import: use one of %(accepted)s.",
+                code="extension", params={"name": display_filename(upload.name), "accepted": ACCEPTED},
+            )
+        limit = max_upload_bytes()
+        if upload.size > limit:
+            raise forms.ValidationError(
+                "This file is %(size)s; the largest file accepted is %(limit)s. "
+                "Split the export by period, or ask an administrator to raise the limit.",
+                code="too_large", params={"size": filesizeformat(upload.size), "limit": filesizeformat(limit)},
+            )
+        return upload
+
+    def clean(self):
+        cleaned = super().clean()
+        start, end = cleaned.get("period_start"), cleaned.get("period_end")
+        if bool(start) != bool(end):
+            self.add_error("period_end" if start else "period_start", "Give both dates of the period, or neither.")
+        elif start and end < start:
+            self.add_error("period_end", "The period ends before it starts.")
+        return cleaned
+
+    def save(self, *, created_by=None) -> Import:
+        upload = self.cleaned_data["file"]
+        return create_import(
+            site_target=self.cleaned_data["site_target"], content=upload, filename=upload.name, size=upload.size,
+            period_start=self.cleaned_data.get("period_start"), period_end=self.cleaned_data.get("period_end"),
+            created_by=created_by,
+        )

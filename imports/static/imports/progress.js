@@ -1,0 +1,116 @@
+// Live progress for the Imports pages.
+//
+// Every element with data-job-url is a progress bar for one import's job: it polls
+// GET /jobs/<id> every second until the job is done or failed, then updates the
+// status badge, the counts ([data-count=read] …) and the error of the enclosing
+// [data-import] element. A container marked data-reload-when-finished (the detail
+// page) reloads instead, so the server renders the full report.
+(function () {
+  "use strict";
+
+  var POLL_MS = 1000;
+  var WORKER_HINT_AFTER_MS = 10000;
+  var LABELS = { queued: "Queued", running: "Running", done: "Done", failed: "Failed" };
+  var COUNTS = ["read", "inserted", "updated", "skipped", "errors"];
+
+  function number(n) {
+    return typeof n === "number" ? n.toLocaleString("en-US") : "";
+  }
+
+  function setStatus(scope, status) {
+    var badge = scope.querySelector("[data-status]");
+    if (badge && LABELS[status]) {
+      badge.className = "badge " + status;
+      badge.textContent = LABELS[status];
+    }
+  }
+
+  function setCounts(scope, counts) {
+    if (!counts) return;
+    COUNTS.forEach(function (name) {
+      var cell = scope.querySelector('[data-count="' + name + '"]');
+      if (cell && typeof counts[name] === "number") cell.textContent = number(counts[name]);
+    });
+  }
+
+  function setBar(el, job, waitingSince) {
+    var progress = job.progress || {};
+    var done = progress.done, total = progress.total;
+    var label = el.querySelector("[data-progress-label]");
+    var bar = el.querySelector(".bar");
+    if (typeof done === "number" && typeof total === "number" && total > 0) {
+      var percent = Math.max(0, Math.min(100, Math.round((100 * done) / total)));
+      el.classList.remove("indeterminate");
+      el.setAttribute("aria-valuenow", String(percent));
+      bar.style.width = percent + "%";
+      label.textContent = percent + "% · " + number(done) + " / " + number(total) + " rows";
+    } else if (job.status === "queued") {
+      label.textContent = Date.now() - waitingSince > WORKER_HINT_AFTER_MS
+        ? "Still waiting for a worker — is “manage.py runjobs” running?"
+        : "Waiting for a worker…";
+    } else {
+      label.textContent = "Starting…";
+    }
+  }
+
+  function finish(el, scope, job) {
+    if (scope.hasAttribute("data-reload-when-finished")) {
+      window.location.reload();
+      return;
+    }
+    el.classList.add("ended");
+    el.removeAttribute("aria-valuenow");
+    setStatus(scope, job.status);
+    var counts = job.status === "done" ? job.report : (job.progress || {}).counts;
+    setCounts(scope, counts);
+    var error = scope.querySelector("[data-error]");
+    if (error && job.status === "failed") {
+      error.textContent = (job.error || "failed").replace(/^ImportRejected: /, "");
+    }
+  }
+
+  function watch(el) {
+    var scope = el.closest("[data-import]") || document;
+    var url = el.getAttribute("data-job-url");
+    var waitingSince = Date.now();
+    var failures = 0;
+
+    function poll() {
+      fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } })
+        .then(function (response) {
+          if (response.status === 401 || response.status === 404) {
+            throw Object.assign(new Error("gone"), { permanent: true });
+          }
+          if (!response.ok) throw new Error("HTTP " + response.status);
+          return response.json();
+        })
+        .then(function (job) {
+          failures = 0;
+          if (job.status !== "queued") waitingSince = Date.now();
+          if (job.status === "done" || job.status === "failed") {
+            finish(el, scope, job);
+            return;
+          }
+          setStatus(scope, job.status);
+          setBar(el, job, waitingSince);
+          setCounts(scope, (job.progress || {}).counts);
+          window.setTimeout(poll, POLL_MS);
+        })
+        .catch(function (err) {
+          var label = el.querySelector("[data-progress-label]");
+          if (err.permanent) {
+            label.textContent = "Progress unavailable — reload the page.";
+            return;
+          }
+          // A restarting server or a network blip: keep trying, more slowly.
+          failures += 1;
+          label.textContent = "Reconnecting…";
+          window.setTimeout(poll, Math.min(POLL_MS * Math.pow(2, failures), 15000));
+        });
+    }
+
+    poll();
+  }
+
+  document.querySelectorAll("[data-job-url]").forEach(watch);
+})();

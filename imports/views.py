@@ -1,0 +1,151 @@
+"""The Imports pages: upload + list + event log, and one import's detail.
+
+Every query is filtered on the caller's org (``seoinsight.auth``); another
+org's import is the same 404 as an unknown one. Live progress is drawn by
+``imports/progress.js``, which polls ``GET /jobs/<id>``.
+"""
+
+from __future__ import annotations
+
+from functools import wraps
+
+from django.contrib import messages
+from django.contrib.auth.views import redirect_to_login
+from django.core.paginator import Paginator
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods
+
+from jobs.models import Job, JobStatus
+from seoinsight.auth import NotAuthenticated, current_org_id
+from seoinsight.models import Org, SiteTarget
+
+from .forms import ImportUploadForm
+from .models import Import, ImportStatus
+
+COUNT_FIELDS = ("read", "inserted", "updated", "skipped", "errors")
+IMPORTS_PER_PAGE = 25
+EVENTS_SHOWN = 20
+
+
+def member_required(view):
+    """Logged-in members only: anonymous callers go to the login page; the view gets ``org``."""
+
+    @wraps(view)
+    def wrapper(request, *args, **kwargs):
+        if not request.user.is_authenticated:
+            return redirect_to_login(request.get_full_path())
+        try:
+            org_id = current_org_id(request)
+        except NotAuthenticated:
+            return redirect_to_login(request.get_full_path())
+        if org_id is None:
+            return render(request, "imports/no_org.html", status=403)
+        return view(request, *args, org=Org.objects.get(pk=org_id), **kwargs)
+
+    return wrapper
+
+
+class ImportRow:
+    """An Import as the pages show it: counts so far, and whether a progress bar is live."""
+
+    def __init__(self, imp: Import):
+        self.imp = imp
+        job = imp.job
+        self.live = job is not None and job.status in (JobStatus.QUEUED, JobStatus.RUNNING)
+        self.job_url = reverse("jobs:detail", args=[job.pk]) if job is not None else ""
+        self.progress = job.progress if job is not None and isinstance(job.progress, dict) else {}
+        self.report = self._report(imp, job)
+        self.counts = {name: self.report.get(name, getattr(imp, name)) for name in COUNT_FIELDS}
+        # The job is the fresher source until the import has its final state (the
+        # job may be claimed before the handler marks the import running).
+        finished = imp.status in (ImportStatus.DONE, ImportStatus.FAILED)
+        self.status = imp.status if finished or job is None else job.status
+        self.error = operator_error(imp.error or (job.error if job is not None else "") or "")
+
+    @staticmethod
+    def _report(imp, job) -> dict:
+        # A finished import_csv's report is its counts; a failed job's report is a
+        # traceback, so the counts reached so far come from its progress checkpoint.
+        if job is not None and job.status == JobStatus.DONE and isinstance(job.report, dict):
+            return job.report
+        counts = (job.progress or {}).get("counts") if job is not None and isinstance(job.progress, dict) else None
+        return counts if isinstance(counts, dict) else {}
+
+    @property
+    def percent(self) -> int | None:
+        done, total = self.progress.get("done"), self.progress.get("total")
+        if not isinstance(done, int) or not isinstance(total, int) or total <= 0:
+            return None
+        return max(0, min(100, round(100 * done / total)))
+
+    @property
+    def status_label(self) -> str:
+        return ImportStatus(self.status).label
+
+    @property
+    def count_items(self) -> list[tuple[str, int]]:
+        return list(self.counts.items())
+
+    @property
+    def skipped_reasons(self) -> list[tuple[str, int]]:
+        reasons = self.report.get("skipped_reasons") or {}
+        return sorted(reasons.items(), key=lambda item: (-item[1], item[0])) if isinstance(reasons, dict) else []
+
+    @property
+    def error_samples(self) -> list[dict]:
+        samples = self.report.get("error_samples") or []
+        return [s for s in samples if isinstance(s, dict)] if isinstance(samples, list) else []
+
+
+def operator_error(error: str) -> str:
+    """The job error without the exception name when it is a message written for the operator."""
+    prefix = "ImportRejected: "
+    return error[len(prefix):] if error.startswith(prefix) else error
+
+
+def reconcile_events(org_id: str) -> list[dict]:
+    """The org's ``map_reconcile`` jobs, newest first, with the target each one was for."""
+    jobs = list(Job.objects.for_org(org_id).filter(type="map_reconcile").order_by("-created_at")[:EVENTS_SHOWN])
+    target_ids = {(job.payload or {}).get("site_target_id") for job in jobs}
+    targets = SiteTarget.objects.filter(site__org_id=org_id, pk__in=[t for t in target_ids if t is not None])
+    by_id = {t.pk: t for t in targets.select_related("site")}
+    return [
+        {
+            "job": job,
+            "target": by_id.get((job.payload or {}).get("site_target_id")),
+            "report": job.report if job.status == JobStatus.DONE and isinstance(job.report, dict) else {},
+        }
+        for job in jobs
+    ]
+
+
+@require_http_methods(["GET", "POST"])
+@member_required
+def index(request, org):
+    if request.method == "POST":
+        form = ImportUploadForm(request.POST, request.FILES, org_id=org.pk)
+        if form.is_valid():
+            imp = form.save(created_by=request.user)
+            messages.success(request, f"“{imp.original_filename}” is queued; its progress shows below.")
+            return redirect("imports:index")
+    else:
+        form = ImportUploadForm(org_id=org.pk)
+    imports = Import.objects.for_org(org.pk).select_related("site_target__site", "job")
+    page = Paginator(imports, IMPORTS_PER_PAGE).get_page(request.GET.get("page"))
+    return render(request, "imports/index.html", {
+        "org": org,
+        "form": form,
+        "has_targets": form.fields["site_target"].queryset.exists(),
+        "page": page,
+        "rows": [ImportRow(imp) for imp in page],
+        "events": reconcile_events(org.pk),
+    })
+
+
+@require_GET
+@member_required
+def detail(request, pk, org):
+    imports = Import.objects.for_org(org.pk).select_related("site_target__site", "job", "created_by")
+    imp = get_object_or_404(imports, pk=pk)
+    return render(request, "imports/detail.html", {"org": org, "row": ImportRow(imp), "imp": imp})

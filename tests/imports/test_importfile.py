@@ -1,0 +1,146 @@
+"""manage.py importfile: enqueues an import; --wait follows it on a real worker to its report."""
+
+import io
+import threading
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.core.management.base import OutputWrapper
+from django.db import connection
+
+from imports.management.commands.importfile import Waiter, progress_line
+from imports.models import Import, ImportOrigin, ImportStatus
+from jobs.models import Job, JobStatus
+from tests.factories import OrgFactory, SiteFactory, SiteTargetFactory
+from tests.support.processes import runjobs, wait_for
+
+CSV = (
+    "Page,Clicks,Impressions,CTR,Position,Date\n"
+    "https://acme.example/a,10,100,10%,1.5,2024-05-01\n"
+    "https://acme.example/b,5,200,2.5%,7.1,2024-05-01\n"
+    "https://acme.example/c,0,50,0%,12,2024-05-01\n"
+)
+
+
+@pytest.fixture(autouse=True)
+def media(settings, tmp_path):
+    settings.MEDIA_ROOT = tmp_path / "media"
+    return settings.MEDIA_ROOT
+
+
+@pytest.fixture
+def target(db):
+    org = OrgFactory(id="acme")
+    return SiteTargetFactory(site=SiteFactory(org=org, domain="acme.example"), url_prefix="https://acme.example/")
+
+
+@pytest.fixture
+def csv_file(tmp_path):
+    path = tmp_path / "Pages.csv"
+    path.write_text(CSV)
+    return path
+
+
+def importfile(*args) -> str:
+    out = io.StringIO()
+    call_command("importfile", *[str(a) for a in args], stdout=out, stderr=io.StringIO())
+    return out.getvalue()
+
+
+def worker(processes, media):
+    # The worker reads the stored file: it must share this test's MEDIA_ROOT.
+    return processes(runjobs, MEDIA_ROOT=str(media))
+
+
+@pytest.mark.parametrize("done, total, line", [
+    (520, 1000, "[#####.....] 52% 520/1000 rows"),
+    (0, 3, "[..........] 0% 0/3 rows"),
+    (3, 3, "[##########] 100% 3/3 rows"),
+    (None, None, "[..........] starting…"),
+    (5, 0, "[..........] starting…"),
+])
+def test_progress_line(done, total, line):
+    assert progress_line(done, total) == line
+
+
+def test_enqueues_the_import_and_prints_its_ids(target, csv_file, media):
+    out = importfile(csv_file, "--target", target.pk)
+    imp = Import.objects.get()
+    assert (imp.org_id, imp.site_target, imp.origin, imp.status) == ("acme", target, ImportOrigin.UPLOAD,
+                                                                      ImportStatus.QUEUED)
+    assert imp.original_filename == "Pages.csv" and (media / imp.file.name).read_text() == CSV
+    job = Job.objects.get()
+    assert (job.type, job.status, imp.job) == ("import_csv", JobStatus.QUEUED, job)
+    assert f"Import {imp.pk} queued as job {job.pk}" in out
+    assert "manage.py runjobs" in out
+
+
+def test_period_is_kept(target, csv_file):
+    importfile(csv_file, "--target", target.pk, "--org", "acme", "--period-start", "2024-05-01",
+               "--period-end", "2024-05-31")
+    imp = Import.objects.get()
+    assert (str(imp.period_start), str(imp.period_end)) == ("2024-05-01", "2024-05-31")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["{dir}/missing.csv", "--target", "{target}"], "no such file: "),
+    (["{dir}/notes.pdf", "--target", "{target}"], "cannot import 'notes.pdf': the file must be one of"),
+    (["{csv}", "--target", "999999"], "no site target 999999"),
+    (["{csv}", "--target", "{target}", "--org", "rival"], "no site target {target} in org 'rival'"),
+    (["{csv}", "--target", "{target}", "--period-start", "2024-05-01"], "give both --period-start and --period-end"),
+    (["{csv}", "--target", "{target}", "--period-start", "2024-05-02", "--period-end", "2024-05-01"],
+     "--period-end is before --period-start"),
+])
+def test_errors_are_command_errors_and_create_nothing(target, csv_file, tmp_path, args, message):
+    (tmp_path / "notes.pdf").write_bytes(b"%PDF")
+    OrgFactory(id="rival")
+    values = {"dir": tmp_path, "target": target.pk, "csv": csv_file}
+    with pytest.raises(CommandError, match=message.format(**values).replace("(", r"\(")):
+        importfile(*[a.format(**values) for a in args])
+    assert not Import.objects.exists() and not Job.objects.exists()
+
+
+@pytest.mark.processes
+@pytest.mark.django_db(transaction=True)
+def test_wait_draws_progress_and_prints_the_final_report(target, csv_file, media, processes):
+    worker(processes, media)
+    out = importfile(csv_file, "--target", target.pk, "--wait")
+    assert "[##########] 100% 3/3 rows" in out
+    assert "read 3  inserted 3  updated 0  skipped 0  errors 0" in out
+    assert Import.objects.get().status == ImportStatus.DONE
+
+
+@pytest.mark.processes
+@pytest.mark.django_db(transaction=True)
+def test_wait_exits_non_zero_with_the_error_when_the_import_fails(target, tmp_path, media, processes):
+    bad = tmp_path / "nothing.csv"
+    bad.write_text("Foo,Bar\n1,2\n")
+    worker(processes, media)
+    with pytest.raises(CommandError, match=r"import \d+ failed: "):
+        importfile(bad, "--target", target.pk, "--wait")
+    assert Import.objects.get().status == ImportStatus.FAILED
+
+
+@pytest.mark.processes
+@pytest.mark.django_db(transaction=True)
+def test_wait_says_when_no_worker_picks_the_job_up(target, csv_file, media, processes):
+    importfile(csv_file, "--target", target.pk)
+    out = io.StringIO()
+    waiter = Waiter(Import.objects.get().job_id, OutputWrapper(out), interval=0.05, hint_after=0.3)
+    finished = {}
+
+    def follow():
+        try:
+            finished["job"] = waiter.run()
+        finally:
+            connection.close()  # this thread's own connection, or the test database cannot be dropped
+
+    thread = threading.Thread(target=follow)
+    thread.start()
+    try:
+        wait_for(lambda: "is a worker running?" in out.getvalue(), timeout=10, message="the no-worker hint")
+        assert "waiting for a worker…" in out.getvalue()
+        worker(processes, media)
+    finally:
+        thread.join(timeout=60)
+    assert finished["job"].status == JobStatus.DONE

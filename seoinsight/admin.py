@@ -1,4 +1,7 @@
-from django.contrib import admin
+from datetime import date, timedelta
+
+from django import forms
+from django.contrib import admin, messages
 
 from .models import ApiToken, Membership, Org, Site, SiteTarget
 
@@ -52,9 +55,63 @@ class SiteAdmin(admin.ModelAdmin):
     inlines = [SiteTargetInline]
 
 
+class SiteTargetForm(forms.ModelForm):
+    """The service-account key is write-only: never rendered back, replaced only when a new one is pasted."""
+
+    service_account_key = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 4, "autocomplete": "off", "placeholder": "Paste the JSON key file"}),
+        help_text="Google service-account key (JSON) with access to the Search Console property. "
+        "Stored encrypted; leave empty to keep the current key.",
+    )
+    clear_service_account_key = forms.BooleanField(required=False, label="Remove the stored key")
+
+    class Meta:
+        model = SiteTarget
+        fields = ["site", "url_prefix", "search_console_property"]
+
+    def clean_service_account_key(self):
+        key = self.cleaned_data["service_account_key"].strip()
+        if key:
+            try:
+                self.instance.set_service_account(key)
+            except (ValueError, TypeError) as exc:
+                raise forms.ValidationError(f"Not a usable service-account key: {exc}") from None
+        return key
+
+    def save(self, commit=True):
+        if self.cleaned_data.get("clear_service_account_key") and not self.cleaned_data.get("service_account_key"):
+            self.instance.search_console_credentials = ""
+        return super().save(commit)
+
+
 @admin.register(SiteTarget)
 class SiteTargetAdmin(admin.ModelAdmin):
-    list_display = ["__str__", "site", "created_at"]
+    form = SiteTargetForm
+    list_display = ["__str__", "site", "search_console_property", "has_key", "created_at"]
     list_filter = ["site__org"]
     search_fields = ["url_prefix", "search_console_property", "site__domain"]
     autocomplete_fields = ["site"]
+    actions = ["pull_search_console"]
+
+    @admin.display(boolean=True, description="service-account key")
+    def has_key(self, target):
+        return target.has_search_console_credentials
+
+    @admin.action(description="Pull Search Console data (last 28 settled days)")
+    def pull_search_console(self, request, queryset):
+        from imports.searchconsole import create_api_import
+
+        end = date.today() - timedelta(days=3)
+        start = end - timedelta(days=27)
+        queued, refused = [], []
+        for target in queryset.select_related("site"):
+            if target.search_console_property and target.has_search_console_credentials:
+                queued.append(create_api_import(target, start, end, created_by=request.user))
+            else:
+                refused.append(str(target))
+        if queued:
+            self.message_user(request, f"{len(queued)} Search Console pull(s) queued for {start} to {end}.")
+        if refused:
+            self.message_user(request, "Needs a property and a service-account key first: " + ", ".join(refused),
+                              messages.WARNING)

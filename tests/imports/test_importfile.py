@@ -8,7 +8,7 @@ from django.core.management import CommandError, call_command
 from django.core.management.base import OutputWrapper
 from django.db import connection
 
-from imports.management.commands.importfile import Waiter, progress_line
+from imports.cli import Waiter, progress_line
 from imports.models import Import, ImportOrigin, ImportStatus
 from jobs.models import Job, JobStatus
 from tests.factories import OrgFactory, SiteFactory, SiteTargetFactory

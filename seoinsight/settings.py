@@ -32,6 +32,7 @@ INSTALLED_APPS = [
     "seoinsight",
     "jobs",
     "imports",
+    "mailpoll",
 ]
 
 MIDDLEWARE = [
@@ -123,6 +124,14 @@ IMPORT_MAX_UPLOAD_BYTES = env.int("IMPORT_MAX_UPLOAD_BYTES", default=200 * 1024 
 IMPORT_MAX_UNZIPPED_BYTES = env.int("IMPORT_MAX_UNZIPPED_BYTES", default=1024 * 1024 * 1024)
 # Rows per transaction (and per progress checkpoint) in import_csv.
 IMPORTS_BATCH_SIZE = env.int("IMPORTS_BATCH_SIZE", default=5000)
+
+# --- Mail intake ------------------------------------------------------------------
+# Read through mailpoll.conf, which documents each one.
+MAILPOLL_INTERVAL = env.float("MAILPOLL_INTERVAL", default=120.0)
+MAILPOLL_MAX_MESSAGE_BYTES = env.int("MAILPOLL_MAX_MESSAGE_BYTES", default=25 * 1024 * 1024)
+MAILPOLL_FETCH_BATCH = env.int("MAILPOLL_FETCH_BATCH", default=25)
+MAILPOLL_STUCK_AFTER = env.float("MAILPOLL_STUCK_AFTER", default=900.0)
+MAILPOLL_CLAIM_LIMIT = env.int("MAILPOLL_CLAIM_LIMIT", default=10)
 
 # --- Jobs ---------------------------------------------------------------------
 # Read through jobs.conf, which documents each one.

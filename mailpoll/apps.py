@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class MailpollConfig(AppConfig):
+    name = "mailpoll"
+    verbose_name = "Mail intake"

@@ -1,0 +1,22 @@
+"""Mail intake settings (all from the environment through seoinsight.settings).
+
+MAILPOLL_INTERVAL         seconds between poll cycles of `pollmail` (default 120)
+MAILPOLL_MAX_MESSAGE_BYTES  a message larger than this becomes a rejected Request (25 MB)
+MAILPOLL_FETCH_BATCH      messages per IMAP FETCH (default 25)
+MAILPOLL_STUCK_AFTER      seconds before an attachment stuck in `processing` is released (900)
+MAILPOLL_CLAIM_LIMIT      mailboxes claimed per cycle by one poller (10, seed 000)
+"""
+
+from django.conf import settings
+
+DEFAULTS = {
+    "MAILPOLL_INTERVAL": 120.0,
+    "MAILPOLL_MAX_MESSAGE_BYTES": 25 * 1024 * 1024,
+    "MAILPOLL_FETCH_BATCH": 25,
+    "MAILPOLL_STUCK_AFTER": 900.0,
+    "MAILPOLL_CLAIM_LIMIT": 10,
+}
+
+
+def get(name: str):
+    return getattr(settings, name, DEFAULTS[name])

@@ -1,0 +1,211 @@
+"""Mailboxes polled for documents, their sync cursors, and what arrived.
+
+A ``Request`` is one message, accepted or rejected — never silently dropped —
+unique per (org, source, source_ref): the UNIQUE constraint, not a prior
+SELECT, is what makes N pollers create exactly one row per message.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.db import models
+from django.db.models import F, Q
+from django.db.models.functions import Now
+
+from imports.models import Import
+from seoinsight import crypto
+from seoinsight.models import Org, SiteTarget
+
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+class Provider(models.TextChoices):
+    IMAP = "imap", "IMAP"
+
+
+class Security(models.TextChoices):
+    TLS = "tls", "TLS (port 993)"
+    STARTTLS = "starttls", "STARTTLS (port 143)"
+    NONE = "none", "None (127.0.0.1 only)"
+
+
+class InitialMode(models.TextChoices):
+    # First poll records the high-water mark and fetches nothing: the corpus starts now.
+    NEW_ONLY = "new-only", "New mail only"
+    # First poll fetches messages since initial_since (closes a known gap).
+    SINCE = "since", "Since a date"
+    # First poll fetches the whole folder.
+    FULL = "full", "Everything"
+
+
+class MailboxQuerySet(models.QuerySet):
+    def due(self):
+        """Enabled mailboxes whose interval has passed since their last poll (seed 000's claim filter)."""
+        return self.filter(enabled=True).filter(
+            Q(last_polled_at__isnull=True) | Q(last_polled_at__lt=Now() - F("poll_interval"))
+        )
+
+
+class Mailbox(models.Model):
+    org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="mailboxes")
+    name = models.CharField(max_length=100)
+    provider = models.CharField(max_length=10, choices=Provider.choices, default=Provider.IMAP)
+    host = models.CharField(max_length=253)
+    port = models.PositiveIntegerField(default=993)
+    security = models.CharField(max_length=10, choices=Security.choices, default=Security.TLS)
+    username = models.CharField(max_length=254)
+    secret = models.TextField(blank=True, editable=False, help_text="Encrypted password or token.")
+    folders = models.JSONField(default=list, help_text='Folders to poll, e.g. ["INBOX"].')
+    poll_interval = models.DurationField(default=timedelta(seconds=120))
+    # No default on purpose: the first poll is a policy decision (seed 002).
+    initial_mode = models.CharField(max_length=10, choices=InitialMode.choices)
+    initial_since = models.DateField(null=True, blank=True)
+    site_target = models.ForeignKey(
+        SiteTarget, null=True, blank=True, on_delete=models.SET_NULL, related_name="mailboxes",
+        help_text="Where CSV and Excel attachments are imported.",
+    )
+    enabled = models.BooleanField(default=True)
+    last_polled_at = models.DateTimeField(null=True, blank=True)
+    last_success_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    last_error_at = models.DateTimeField(null=True, blank=True)
+    consecutive_failures = models.IntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = MailboxQuerySet.as_manager()
+
+    class Meta:
+        verbose_name_plural = "mailboxes"
+        constraints = [
+            models.UniqueConstraint(fields=["org", "name"], name="mailbox_org_name_unique"),
+            models.CheckConstraint(
+                condition=~Q(initial_mode="since") | Q(initial_since__isnull=False),
+                name="mailbox_since_has_date",
+            ),
+            # Plain-text credentials never cross a network.
+            models.CheckConstraint(
+                condition=~Q(security="none") | Q(host__in=LOOPBACK_HOSTS), name="mailbox_plaintext_loopback_only"
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.name} ({self.username}@{self.host})"
+
+    def set_secret(self, plaintext: str) -> None:
+        self.secret = crypto.encrypt(plaintext) if plaintext else ""
+
+    def get_secret(self) -> str:
+        return crypto.decrypt(self.secret) if self.secret else ""
+
+    @property
+    def folder_list(self) -> list[str]:
+        return [f for f in (self.folders or []) if isinstance(f, str) and f] or ["INBOX"]
+
+
+class FolderCursor(models.Model):
+    """Seed 002's mail_sync_state: how far a folder has been durably read."""
+
+    mailbox = models.ForeignKey(Mailbox, on_delete=models.CASCADE, related_name="cursors")
+    folder = models.CharField(max_length=255)
+    uidvalidity = models.BigIntegerField()
+    last_uid = models.BigIntegerField()
+    last_sync_ts = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["mailbox", "folder"], name="cursor_mailbox_folder_unique")]
+
+    def __str__(self):
+        return f"{self.folder}: uidvalidity {self.uidvalidity}, last uid {self.last_uid}"
+
+
+class RequestStatus(models.TextChoices):
+    # Stored with its attachments; documents queued for processing.
+    ACCEPTED = "accepted", "Accepted"
+    # Could not be taken in (too big, unparseable); reject_reason says why. Still a row: nothing is silent.
+    REJECTED = "rejected", "Rejected"
+
+
+class Request(models.Model):
+    org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="requests")
+    source = models.CharField(max_length=20, default="email")
+    source_ref = models.CharField(max_length=300, help_text="Message-ID, or sha256:<hex> of the raw message.")
+    mailbox = models.ForeignKey(Mailbox, null=True, blank=True, on_delete=models.SET_NULL, related_name="requests")
+    folder = models.CharField(max_length=255, blank=True)
+    uid = models.BigIntegerField(null=True, blank=True)
+    sender = models.CharField(max_length=500, blank=True)
+    subject = models.CharField(max_length=1000, blank=True)
+    received_at = models.DateTimeField(null=True, blank=True)
+    body_text = models.TextField(blank=True)
+    size = models.BigIntegerField(default=0)
+    status = models.CharField(max_length=10, choices=RequestStatus.choices, default=RequestStatus.ACCEPTED)
+    reject_reason = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["org", "source", "source_ref"], name="request_org_source_ref_unique")
+        ]
+
+    def __str__(self):
+        return self.subject or self.source_ref
+
+
+class AttachmentKind(models.TextChoices):
+    FILE = "file", "Attached file"
+    BODY = "body", "Message body"
+
+
+class AttachmentStatus(models.TextChoices):
+    # Stored, its process_attachment job queued.
+    PENDING = "pending", "Pending"
+    # A job is working on it since processing_started_at; the watchdog releases it after 15 min.
+    PROCESSING = "processing", "Processing"
+    DONE = "done", "Done"
+    # Processing failed for good; error says why.
+    FAILED = "failed", "Failed"
+    # Not a document we process (metadata only); skip_reason says why.
+    SKIPPED = "skipped", "Skipped"
+
+
+class AttachmentQuerySet(models.QuerySet):
+    def stuck(self, after_seconds: float):
+        return self.filter(
+            status=AttachmentStatus.PROCESSING,
+            processing_started_at__lt=Now() - timedelta(seconds=after_seconds),
+        )
+
+
+class Attachment(models.Model):
+    request = models.ForeignKey(Request, on_delete=models.CASCADE, related_name="attachments")
+    kind = models.CharField(max_length=10, choices=AttachmentKind.choices, default=AttachmentKind.FILE)
+    document_type = models.CharField(max_length=10, blank=True, help_text="pdf, xlsx, xls, csv or body.")
+    filename = models.CharField(max_length=255, help_text="Safe name, for display.")
+    original_filename = models.CharField(max_length=500, blank=True)
+    mime = models.CharField(max_length=255, blank=True)
+    size = models.BigIntegerField(default=0)
+    sha256 = models.CharField(max_length=64, blank=True)
+    # Stored under its content hash, never under the sender's name.
+    file = models.FileField(max_length=300, blank=True)
+    status = models.CharField(max_length=12, choices=AttachmentStatus.choices, default=AttachmentStatus.PENDING)
+    skip_reason = models.CharField(max_length=300, blank=True)
+    context_text = models.TextField(blank=True)
+    processing_started_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.IntegerField(default=0)
+    error = models.TextField(blank=True)
+    extracted_text = models.TextField(blank=True)
+    source_import = models.ForeignKey(Import, null=True, blank=True, on_delete=models.SET_NULL,
+                                      related_name="attachments", db_column="import_id")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = AttachmentQuerySet.as_manager()
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["processing_started_at"], name="attachment_processing",
+                         condition=Q(status="processing")),
+        ]
+
+    def __str__(self):
+        return self.filename

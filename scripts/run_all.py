@@ -1,4 +1,4 @@
-"""`make run`: the web server and a job worker together, in the foreground.
+"""`make run`: the web server, a job worker and a mail poller together, in the foreground.
 
 Ctrl-C (or SIGTERM) stops both: the worker finishes its current job first. If
 either process exits, the other is stopped too, so nothing is left half-running.
@@ -18,6 +18,7 @@ ADDRESS = os.environ.get("RUN_ADDRESS", "127.0.0.1:8000")
 COMMANDS = {
     "web": [PYTHON, "manage.py", "runserver", ADDRESS, "--noreload"],
     "worker": [PYTHON, "manage.py", "runjobs"],
+    "poller": [PYTHON, "manage.py", "pollmail"],
 }
 
 

@@ -1,0 +1,107 @@
+"""process_attachment: each stored document goes down the pipeline.
+
+CSV / Excel become an Import (origin email) for the mailbox's site target —
+``import_csv`` does the rest; PDF text is extracted with pypdf; a body document
+is its own text. Status moves pending → processing → done | failed; the watchdog
+releases a document whose worker died in ``processing``.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+
+from django.core.files import File
+from django.core.files.storage import default_storage
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from jobs.registry import register
+
+from .models import Attachment, AttachmentStatus
+
+log = logging.getLogger(__name__)
+
+MAX_EXTRACTED_CHARS = 2_000_000
+
+
+class DocumentError(Exception):
+    """The document cannot be processed; the message says why."""
+
+
+def attachment_failed(job) -> None:
+    Attachment.objects.filter(pk=job.payload.get("attachment_id")).exclude(
+        status__in=[AttachmentStatus.DONE, AttachmentStatus.SKIPPED]
+    ).update(status=AttachmentStatus.FAILED, error=(job.error or "failed")[:2000])
+
+
+@register("process_attachment", on_fail=attachment_failed)
+def process_attachment(job):
+    attachment_id = job.payload["attachment_id"]
+    # Guarded start: only a pending attachment is taken, so a duplicate job is a no-op.
+    started = Attachment.objects.filter(pk=attachment_id, status=AttachmentStatus.PENDING).update(
+        status=AttachmentStatus.PROCESSING, processing_started_at=timezone.now(), attempts=F("attempts") + 1
+    )
+    if not started:
+        return {"skipped": "attachment is not pending"}
+    attachment = Attachment.objects.select_related("request__mailbox__site_target").get(pk=attachment_id)
+    if attachment.request.org_id != job.org_id:
+        raise DocumentError("attachment belongs to another org")
+    kind = attachment.document_type
+    if kind in ("csv", "xlsx", "xls"):
+        report = _to_import(attachment)
+    elif kind == "pdf":
+        report = _extract_pdf(attachment)
+    elif kind == "body":
+        report = _body_text(attachment)
+    else:
+        raise DocumentError(f"no processing for document type {kind!r}")
+    Attachment.objects.filter(pk=attachment.pk, status=AttachmentStatus.PROCESSING).update(
+        status=AttachmentStatus.DONE, error="", **report.pop("fields", {})
+    )
+    return report
+
+
+def _to_import(attachment: Attachment) -> dict:
+    from imports.forms import create_import
+    from imports.models import ImportOrigin
+
+    if attachment.document_type == "xls":
+        raise DocumentError("old Excel .xls files cannot be imported: save the file as .xlsx or CSV and resend it")
+    mailbox = attachment.request.mailbox
+    target = mailbox.site_target if mailbox else None
+    if target is None:
+        raise DocumentError("the mailbox has no site target to import CSV/Excel attachments into")
+    name = attachment.filename
+    if not name.lower().endswith((".csv", ".tsv", ".txt", ".xlsx", ".zip")):
+        name += ".xlsx" if attachment.document_type == "xlsx" else ".csv"
+    with default_storage.open(attachment.file.name, "rb") as handle:
+        with transaction.atomic():
+            imp = create_import(site_target=target, content=File(handle), filename=name, size=attachment.size,
+                                origin=ImportOrigin.EMAIL)
+            Attachment.objects.filter(pk=attachment.pk).update(source_import=imp)
+    return {"import_id": imp.pk, "job_id": str(imp.job_id)}
+
+
+def _extract_pdf(attachment: Attachment) -> dict:
+    from pypdf import PdfReader
+    from pypdf.errors import PdfReadError
+
+    with default_storage.open(attachment.file.name, "rb") as handle:
+        data = handle.read()
+    try:
+        reader = PdfReader(io.BytesIO(data))
+        if reader.is_encrypted:
+            raise DocumentError("the PDF is encrypted")
+        text = "\n".join((page.extract_text() or "") for page in reader.pages)
+    except (PdfReadError, ValueError, KeyError, TypeError) as exc:
+        raise DocumentError(f"the PDF cannot be read: {exc}") from None
+    text = text[:MAX_EXTRACTED_CHARS]
+    return {"pages": len(reader.pages), "characters": len(text), "fields": {"extracted_text": text}}
+
+
+def _body_text(attachment: Attachment) -> dict:
+    with default_storage.open(attachment.file.name, "rb") as handle:
+        text = handle.read().decode("utf-8", errors="replace")[:MAX_EXTRACTED_CHARS]
+    return {"characters": len(text), "fields": {"extracted_text": text}}

@@ -1,0 +1,23 @@
+from django.core.management.base import BaseCommand, CommandError
+
+from mailpoll import conf
+from mailpoll.poller import Poller
+
+
+class Command(BaseCommand):
+    help = ("Poll the due mailboxes for mail, every --interval seconds, until SIGTERM/SIGINT. "
+            "Run several: replicas share the work through row locks.")
+
+    def add_arguments(self, parser):
+        parser.add_argument("--once", action="store_true", help="Run one cycle and exit (cron, tests).")
+        parser.add_argument(
+            "--interval", type=float, default=None,
+            help=f"Seconds between cycles (default: MAILPOLL_INTERVAL, {conf.DEFAULTS['MAILPOLL_INTERVAL']:.0f}).",
+        )
+
+    def handle(self, *args, once, interval, **options):
+        if interval is not None and interval <= 0:
+            raise CommandError("--interval must be positive")
+        poller = Poller(interval=interval)
+        poller.install_signal_handlers()
+        poller.run(once=once)

@@ -1,0 +1,230 @@
+"""The poll loop behind ``manage.py pollmail``.
+
+Every cycle claims the due mailboxes (``FOR UPDATE SKIP LOCKED``: replicas get
+disjoint sets without a coordinator), bumps their ``last_polled_at`` and
+commits before any network I/O — a replica that dies mid-poll leaves the
+mailbox due again one interval later. Each mailbox is then polled folder by
+folder under the cursor rules of ``mailpoll.cursor``; each message is stored in
+its own transaction (``mailpoll.store``). Any exception of a mailbox is recorded
+on it and swallowed, and every cycle ends with the watchdog: the loop never dies.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+
+from django.db import connection, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from . import conf, cursor, store, watchdog
+from .models import FolderCursor, Mailbox
+from .providers import for_mailbox
+
+log = logging.getLogger(__name__)
+
+# Claim the due mailboxes and mark them polled, in one committed statement.
+# SKIP LOCKED: a mailbox another replica is claiming right now is simply not ours.
+CLAIM_DUE_MAILBOXES = """
+UPDATE mailpoll_mailbox AS m
+SET last_polled_at = now()
+FROM (
+    SELECT id FROM mailpoll_mailbox
+    WHERE enabled AND (last_polled_at IS NULL OR last_polled_at < now() - poll_interval)
+    ORDER BY last_polled_at NULLS FIRST, id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+) AS due
+WHERE m.id = due.id
+RETURNING m.id
+"""
+
+
+@dataclass
+class FolderResult:
+    folder: str
+    mode: str
+    fetched: int = 0
+    stored: int = 0
+    duplicates: int = 0
+    rejected: int = 0
+    failed: dict = field(default_factory=dict)  # uid -> error
+    last_uid: int = 0
+
+
+class Poller:
+    def __init__(self, *, interval: float | None = None, store_message=None):
+        self.interval = interval or conf.get("MAILPOLL_INTERVAL")
+        # The storage step, replaceable so tests can make one message fail.
+        self.store_message = store_message or store.store_message
+        self._stop = threading.Event()
+
+    def install_signal_handlers(self) -> None:
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+
+    def _on_signal(self, signum, frame):
+        log.info("%s received: finishing the current mailbox, then exiting", signal.Signals(signum).name)
+        self._stop.set()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def run(self, once: bool = False) -> None:
+        log.info("poller started: interval=%.0fs", self.interval)
+        while not self._stop.is_set():
+            self.cycle()
+            if once:
+                break
+            self._stop.wait(self.interval * random.uniform(0.9, 1.1))
+        log.info("poller stopped")
+
+    def cycle(self) -> list[int]:
+        """One cycle: claim, poll each claimed mailbox, watchdog. Returns the mailbox ids polled."""
+        polled = []
+        try:
+            ids = self.claim_due()
+            for mailbox in Mailbox.objects.filter(pk__in=ids).select_related("org"):
+                if self._stop.is_set():
+                    break
+                self.poll(mailbox)
+                polled.append(mailbox.pk)
+        except Exception:
+            log.exception("poll cycle failed")
+            _reset_connection()
+        try:
+            watchdog.run_once()
+        except Exception:
+            log.exception("watchdog failed")
+            _reset_connection()
+        return polled
+
+    def claim_due(self) -> list[int]:
+        with connection.cursor() as cur:
+            cur.execute(CLAIM_DUE_MAILBOXES, {"limit": conf.get("MAILPOLL_CLAIM_LIMIT")})
+            return [row[0] for row in cur.fetchall()]
+
+    def poll(self, mailbox: Mailbox) -> list[FolderResult]:
+        """Poll every folder of one mailbox; record success or the error on the mailbox."""
+        results = []
+        try:
+            with for_mailbox(mailbox) as provider:
+                for folder in mailbox.folder_list:
+                    results.append(self.sync_folder(provider, mailbox, folder))
+        except Exception as exc:
+            _reset_connection_if_broken()
+            self._record_failure(mailbox, f"{type(exc).__name__}: {exc}")
+            log.warning("mailbox=%s poll failed: %s: %s", mailbox.pk, type(exc).__name__, exc)
+            return results
+        failures = {f"{r.folder} uid {uid}": err for r in results for uid, err in r.failed.items()}
+        if failures:
+            first = next(iter(failures.items()))
+            self._record_failure(mailbox, f"{len(failures)} message(s) not stored; first: {first[0]}: {first[1]}")
+        else:
+            Mailbox.objects.filter(pk=mailbox.pk).update(last_success_at=timezone.now(), consecutive_failures=0)
+        for r in results:
+            log.info("mailbox=%s folder=%s mode=%s fetched=%s stored=%s duplicates=%s rejected=%s failed=%s "
+                     "last_uid=%s", mailbox.pk, r.folder, r.mode, r.fetched, r.stored, r.duplicates, r.rejected,
+                     len(r.failed), r.last_uid)
+        return results
+
+    def sync_folder(self, provider, mailbox: Mailbox, folder: str) -> FolderResult:
+        status = provider.folder_status(folder)
+        saved = FolderCursor.objects.filter(mailbox=mailbox, folder=folder).first()
+        state = cursor.CursorState(saved.uidvalidity, saved.last_uid) if saved else None
+        plan = cursor.plan_folder_sync(mailbox.initial_mode, mailbox.initial_since, status, state)
+        if plan.uidvalidity_reset:
+            log.warning("mailbox=%s folder=%s UIDVALIDITY changed %s -> %s: full sweep, dedup absorbs repeats",
+                        mailbox.pk, folder, state.uidvalidity, status.uidvalidity)
+        uids = cursor.uids_to_fetch(plan, provider.search(plan.search, start_uid=plan.start_uid, since=plan.since))
+        result = FolderResult(folder, plan.mode)
+        succeeded: set[int] = set()
+        attempted: list[int] = []
+        batch_size = conf.get("MAILPOLL_FETCH_BATCH")
+        for start in range(0, len(uids), batch_size):
+            if self._stop.is_set():
+                break
+            batch = uids[start:start + batch_size]
+            attempted.extend(batch)
+            self._store_batch(provider, mailbox, folder, batch, result, succeeded)
+            if batch and not all(uid in succeeded for uid in batch):
+                break  # the cursor cannot pass the failure; fetch no further this tick
+        result.last_uid = cursor.next_cursor(plan, attempted, succeeded)
+        FolderCursor.objects.update_or_create(
+            mailbox=mailbox, folder=folder,
+            defaults={"uidvalidity": status.uidvalidity, "last_uid": result.last_uid,
+                      "last_sync_ts": timezone.now()},
+        )
+        return result
+
+    def _store_batch(self, provider, mailbox, folder, batch, result, succeeded) -> None:
+        limit = conf.get("MAILPOLL_MAX_MESSAGE_BYTES")
+        sizes = provider.sizes(batch)
+        small = [uid for uid in batch if uid in sizes and sizes[uid] <= limit]
+        raws = provider.fetch(small)
+        for uid in batch:
+            try:
+                if uid not in sizes or (uid in small and uid not in raws):
+                    # Expunged between SEARCH and FETCH: nothing to store, nothing lost.
+                    succeeded.add(uid)
+                    continue
+                if uid not in small:
+                    outcome = self._reject_oversized(provider, mailbox, folder, uid, sizes[uid], limit)
+                else:
+                    result.fetched += 1
+                    outcome = self.store_message(mailbox, folder, uid, raws[uid])
+            except Exception as exc:
+                _reset_connection_if_broken()
+                result.failed[uid] = f"{type(exc).__name__}: {exc}"
+                log.error("mailbox=%s folder=%s uid=%s not stored: %s: %s", mailbox.pk, folder, uid,
+                          type(exc).__name__, exc)
+                continue
+            succeeded.add(uid)
+            if not outcome.created:
+                result.duplicates += 1
+            elif outcome.status == "rejected":
+                result.rejected += 1
+            else:
+                result.stored += 1
+
+    def _reject_oversized(self, provider, mailbox, folder, uid, size, limit):
+        from email.parser import BytesHeaderParser
+
+        headers = provider.fetch_headers(uid) or b""
+        parsed = BytesHeaderParser().parsebytes(headers)
+        message_id = (parsed.get("Message-ID") or "").strip().strip("<>").strip()
+        source_ref = message_id or store.raw_ref(headers + str(size).encode())
+        return store.store_rejected(
+            mailbox, folder, uid, source_ref,
+            f"message is {size:,} bytes, over the {limit:,}-byte limit", size=size,
+            sender=str(parsed.get("From") or ""), subject=str(parsed.get("Subject") or ""),
+        )
+
+    def _record_failure(self, mailbox: Mailbox, error: str) -> None:
+        try:
+            Mailbox.objects.filter(pk=mailbox.pk).update(
+                last_error=error[:2000], last_error_at=timezone.now(),
+                consecutive_failures=F("consecutive_failures") + 1,
+            )
+        except Exception:
+            log.exception("mailbox=%s could not record its failure", mailbox.pk)
+            _reset_connection()
+
+
+def _reset_connection_if_broken() -> None:
+    if connection.connection is not None and not connection.is_usable():
+        _reset_connection()
+    elif connection.in_atomic_block:
+        transaction.set_rollback(True)
+
+
+def _reset_connection() -> None:
+    try:
+        connection.close()
+    except Exception:
+        pass

@@ -1,0 +1,54 @@
+"""What the poller needs from a mail server, whatever the protocol.
+
+The cursor, dedup and triage code only ever talks to this interface, so Gmail's
+API or Microsoft Graph slot in as other implementations.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from datetime import date
+
+from ..cursor import FolderStatus
+
+
+class ProviderError(Exception):
+    """The server or the configuration failed; the message is safe to show (no secrets)."""
+
+
+class MailProvider(ABC):
+    def __init__(self, mailbox):
+        self.mailbox = mailbox
+
+    def __enter__(self):
+        self.connect()
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    @abstractmethod
+    def connect(self) -> None: ...
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    @abstractmethod
+    def folder_status(self, folder: str) -> FolderStatus:
+        """Select ``folder`` (read-only) and return its UIDVALIDITY and UIDNEXT."""
+
+    @abstractmethod
+    def search(self, search: str, *, start_uid: int | None = None, since: date | None = None) -> list[int]:
+        """UIDs of the selected folder matching a cursor plan's search."""
+
+    @abstractmethod
+    def sizes(self, uids: list[int]) -> dict[int, int]:
+        """Message sizes in bytes; an expunged UID is absent."""
+
+    @abstractmethod
+    def fetch(self, uids: list[int]) -> dict[int, bytes]:
+        """Raw messages, without changing their read state; an expunged UID is absent."""
+
+    @abstractmethod
+    def fetch_headers(self, uid: int) -> bytes | None:
+        """The header block only (for messages too big to fetch whole)."""

@@ -1,0 +1,43 @@
+"""Releases attachments stuck in ``processing`` (their worker died) — run at the end of every poll cycle."""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import transaction
+
+from jobs.queue import enqueue
+
+from . import conf
+from .models import Attachment, AttachmentStatus
+
+log = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 3
+
+
+def run_once() -> dict:
+    """Stuck attachments go back to ``pending`` with a new job, or ``failed`` once out of attempts."""
+    released = failed = 0
+    with transaction.atomic():
+        stuck = list(
+            Attachment.objects.stuck(conf.get("MAILPOLL_STUCK_AFTER"))
+            .select_for_update(skip_locked=True)
+            .select_related("request")
+        )
+        for attachment in stuck:
+            if attachment.attempts >= MAX_ATTEMPTS:
+                attachment.status = AttachmentStatus.FAILED
+                attachment.error = f"stuck in processing {attachment.attempts} times; given up"
+                attachment.save(update_fields=["status", "error"])
+                failed += 1
+                log.error("attachment=%s failed: stuck %s times", attachment.pk, attachment.attempts)
+                continue
+            attachment.status = AttachmentStatus.PENDING
+            attachment.processing_started_at = None
+            attachment.save(update_fields=["status", "processing_started_at"])
+            enqueue("process_attachment", org_id=attachment.request.org_id,
+                    payload={"attachment_id": attachment.pk}, dedup_key=f"process_attachment:{attachment.pk}")
+            released += 1
+            log.warning("attachment=%s released from processing (attempt %s)", attachment.pk, attachment.attempts)
+    return {"released": released, "failed": failed}

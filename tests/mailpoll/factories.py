@@ -1,0 +1,53 @@
+"""Mailboxes and raw messages for mail tests."""
+
+from email.message import EmailMessage
+from email.utils import make_msgid
+
+import factory
+
+from mailpoll.models import Mailbox
+from tests.factories import OrgFactory, SiteTargetFactory
+
+
+class MailboxFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Mailbox
+        skip_postgeneration_save = True
+
+    org = factory.SubFactory(OrgFactory)
+    name = factory.Sequence(lambda n: f"inbox{n}")
+    host = "127.0.0.1"
+    port = 143
+    security = "none"
+    username = factory.Sequence(lambda n: f"user{n}")
+    folders = factory.LazyFunction(lambda: ["INBOX"])
+    initial_mode = "full"
+    site_target = factory.LazyAttribute(
+        lambda mb: SiteTargetFactory(site__org=mb.org, url_prefix="https://shop.example/", site__domain="shop.example")
+    )
+
+    @factory.post_generation
+    def password(self, create, extracted, **kwargs):
+        self.set_secret(extracted or "secret")
+        if create:
+            self.save(update_fields=["secret"])
+
+
+def mail(subject="Report", *, message_id="auto", body="See attached.", attachments=(), sender="ana@client.example"):
+    """A raw RFC 5322 message; attachments are (filename, bytes, mime) triples."""
+    msg = EmailMessage()
+    msg["From"] = sender
+    msg["To"] = "seo@agency.example"
+    msg["Subject"] = subject
+    if message_id == "auto":
+        msg["Message-ID"] = make_msgid(domain="client.example")
+    elif message_id:
+        msg["Message-ID"] = message_id
+    msg.set_content(body)
+    for filename, data, mime in attachments:
+        maintype, subtype = mime.split("/", 1)
+        msg.add_attachment(data, maintype=maintype, subtype=subtype, filename=filename)
+    return msg.as_bytes()
+
+
+CSV = b"Page,Clicks,Impressions,CTR,Position,Date\nhttps://shop.example/a,3,30,10%,2.5,2026-11-01\n"

@@ -1,0 +1,130 @@
+"""Storing messages: dedup by the UNIQUE constraint, attachments and their jobs, rejections."""
+
+import threading
+from pathlib import Path
+
+import pytest
+from django.db import connection
+
+from jobs.models import Job
+from mailpoll.models import Attachment, AttachmentStatus, Request, RequestStatus
+from mailpoll.store import store_message, store_rejected
+from tests.mailpoll.corpus import hostile_corpus, tiny_pdf
+from tests.mailpoll.factories import CSV, MailboxFactory, mail
+
+
+@pytest.fixture(autouse=True)
+def media(settings, tmp_path):
+    settings.MEDIA_ROOT = tmp_path / "media"
+    return settings.MEDIA_ROOT
+
+
+@pytest.mark.django_db
+def test_a_message_with_documents_becomes_a_request_attachments_and_jobs(media):
+    mailbox = MailboxFactory()
+    raw = mail(attachments=[("report.csv", CSV, "text/csv"), ("scan.pdf", tiny_pdf(), "application/pdf"),
+                            ("notes.docx", b"PK\x03\x04 not really", "application/octet-stream")])
+    stored = store_message(mailbox, "INBOX", 7, raw)
+
+    assert stored.created and stored.status == RequestStatus.ACCEPTED
+    request = Request.objects.get(pk=stored.request_id)
+    assert (request.org_id, request.uid, request.folder) == (mailbox.org_id, 7, "INBOX")
+    documents = {a.filename: a for a in request.attachments.all()}
+    assert {n: a.status for n, a in documents.items()} == {
+        "report.csv": AttachmentStatus.PENDING, "scan.pdf": AttachmentStatus.PENDING,
+        "notes.docx": AttachmentStatus.SKIPPED}
+    assert documents["report.csv"].context_text.startswith("See attached.")
+    csv = documents["report.csv"]
+    assert Path(media / csv.file.name).read_bytes() == CSV
+    assert csv.file.name == f"mail/{csv.sha256[:2]}/{csv.sha256}"  # by content, never by the sender's name
+    assert sorted(Job.objects.values_list("type", flat=True)) == ["process_attachment"] * 2
+
+
+@pytest.mark.django_db
+def test_the_same_message_twice_is_one_request():
+    mailbox = MailboxFactory()
+    raw = mail()
+    assert store_message(mailbox, "INBOX", 1, raw).created
+    again = store_message(mailbox, "Archive", 9, raw)
+    assert not again.created and again.status == "duplicate"
+    assert Request.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_one_message_in_two_orgs_is_one_request_each():
+    raw = mail()
+    assert store_message(MailboxFactory(), "INBOX", 1, raw).created
+    assert store_message(MailboxFactory(), "INBOX", 1, raw).created
+    assert Request.objects.count() == 2
+
+
+@pytest.mark.django_db
+def test_without_message_id_the_raw_bytes_identify_the_message():
+    mailbox = MailboxFactory()
+    raw = mail(message_id=None)
+    store_message(mailbox, "INBOX", 1, raw)
+    request = Request.objects.get()
+    import hashlib
+
+    assert request.source_ref == "sha256:" + hashlib.sha256(raw).hexdigest()
+
+
+@pytest.mark.django_db
+def test_a_body_only_message_becomes_a_body_document():
+    mailbox = MailboxFactory()
+    store_message(mailbox, "INBOX", 1, mail(body="Please check https://shop.example/a"))
+    attachment = Attachment.objects.get()
+    assert (attachment.kind, attachment.document_type) == ("body", "body")
+
+
+@pytest.mark.django_db
+def test_rejections_are_recorded_and_deduplicated():
+    mailbox = MailboxFactory()
+    first = store_rejected(mailbox, "INBOX", 3, "big@x", "message is 30,000,000 bytes, over the limit")
+    second = store_rejected(mailbox, "INBOX", 3, "big@x", "message is 30,000,000 bytes, over the limit")
+    assert first.created and not second.created
+    request = Request.objects.get()
+    assert request.status == RequestStatus.REJECTED and "over the limit" in request.reject_reason
+
+
+@pytest.mark.django_db
+def test_the_hostile_corpus_is_fully_accounted_for_and_writes_only_under_media(media):
+    mailbox = MailboxFactory()
+    corpus = hostile_corpus()
+    outcomes = [store_message(mailbox, "INBOX", uid, raw) for uid, (name, raw) in enumerate(corpus, 1)]
+    created = [o for o in outcomes if o.created]
+    duplicates = [o for o in outcomes if not o.created]
+    # every message is a Request (accepted or rejected) unless it shares a Message-ID with an earlier one
+    assert len(created) == Request.objects.count()
+    assert len(created) + len(duplicates) == len(corpus)
+    stored_files = [p for p in Path(media).rglob("*") if p.is_file()]
+    assert all(p.resolve().is_relative_to(Path(media).resolve()) for p in stored_files)
+    assert all(p.parent.parent.name == "mail" for p in stored_files)
+    assert set(Attachment.objects.exclude(file="").values_list("sha256", flat=True)) == {p.name for p in stored_files}
+
+
+def test_concurrent_stores_of_one_message_create_one_request(transactional_db):
+    """The savepointed INSERT is the authority: no prior SELECT can see the other's uncommitted row."""
+    mailbox = MailboxFactory()
+    raw = mail(attachments=[("report.csv", CSV, "text/csv")])
+    barrier = threading.Barrier(4)
+    outcomes, errors = [], []
+
+    def store():
+        try:
+            barrier.wait()
+            outcomes.append(store_message(mailbox, "INBOX", 1, raw))
+        except Exception as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=store) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert sum(o.created for o in outcomes) == 1
+    assert Request.objects.count() == 1
+    assert Attachment.objects.count() == 1 and Job.objects.count() == 1

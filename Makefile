@@ -23,6 +23,7 @@ run: migrate
 
 test: setup
 	sh scripts/install_browser.sh
+	sh scripts/install_dovecot.sh
 	$(BIN)/python -m pytest
 
 bench: migrate

@@ -18,7 +18,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from django.db import connection, transaction
+from django.db import connection
 from django.db.models import F
 from django.utils import timezone
 
@@ -217,10 +217,9 @@ class Poller:
 
 
 def _reset_connection_if_broken() -> None:
-    if connection.connection is not None and not connection.is_usable():
+    """After an error: a dead database connection is dropped so the next query reconnects."""
+    if connection.connection is not None and not connection.in_atomic_block and not connection.is_usable():
         _reset_connection()
-    elif connection.in_atomic_block:
-        transaction.set_rollback(True)
 
 
 def _reset_connection() -> None:

@@ -1,0 +1,24 @@
+import pytest
+
+from tests.support.dovecot import dovecot  # noqa: F401  (session fixture: one real Dovecot per run)
+from tests.mailpoll.factories import MailboxFactory
+
+
+@pytest.fixture(autouse=True)
+def media(settings, tmp_path):
+    settings.MEDIA_ROOT = tmp_path / "media"
+    return settings.MEDIA_ROOT
+
+
+@pytest.fixture
+def imap_mailbox(dovecot, db):
+    """A Mailbox pointing at a fresh Dovecot user; returns a factory taking Mailbox fields."""
+
+    def make(user=None, **fields):
+        name, password = dovecot.add_user(user)
+        fields.setdefault("initial_mode", "full")
+        fields.setdefault("port", dovecot.port)
+        mailbox = MailboxFactory(host=dovecot.host, username=name, password=password, **fields)
+        return mailbox
+
+    return make

@@ -1,0 +1,533 @@
+"""A private Dovecot IMAP server on 127.0.0.1, and a proxy that drops its connections.
+
+Debian's ``dovecot-imapd`` (``scripts/install_dovecot.sh``) is started with a config
+of our own in a temporary directory: its own port, sockets, state, log and Maildirs;
+nothing under /etc/dovecot is read and no system service is involved. Users are
+added while it runs. Helpers open a short imapclient session per call: tests set up
+a mailbox through the server exactly as a mail client would.
+
+``DroppingProxy`` sits between a client and the server to cut connections at a
+chosen point (on demand, or after N bytes of a FETCH response): the deterministic
+way to test "the server went away mid-fetch".
+"""
+
+from __future__ import annotations
+
+import grp
+import itertools
+import os
+import pwd
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import pytest
+from imapclient import IMAPClient
+
+HOST = "127.0.0.1"
+START_TIMEOUT = 10.0
+# Debian's package creates these system users; in root mode login processes run as
+# the first, Dovecot's internals as the second, and mail is owned by 'nobody' (the
+# docs advise against using the internal user for mail).
+LOGIN_USER, INTERNAL_USER, MAIL_USER = "dovenull", "dovecot", "nobody"
+
+_APPENDUID = re.compile(rb"\[APPENDUID (\d+) (\d+)\]")
+_user_seq = itertools.count(1)
+
+
+class DovecotUnavailable(RuntimeError):
+    """Dovecot is not installed (or cannot run here); the message says how to fix it."""
+
+
+def dovecot_binary() -> str:
+    path = shutil.which("dovecot") or ("/usr/sbin/dovecot" if os.access("/usr/sbin/dovecot", os.X_OK) else None)
+    if path is None:
+        raise DovecotUnavailable("dovecot is not installed: run `sh scripts/install_dovecot.sh` (Debian's dovecot-imapd)")
+    return path
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (the caller binds it soon after)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((HOST, 0))
+        return sock.getsockname()[1]
+
+
+def _config(root: Path, port: int, login_user: str, internal_user: str, mail_uid: int, mail_gid: int) -> str:
+    # Without root Dovecot can neither chroot nor hand sockets to other users or
+    # groups: every process runs as the caller.
+    as_root = os.geteuid() == 0
+    internal_group = "" if as_root else f"default_internal_group = {grp.getgrgid(os.getegid()).gr_name}\n"
+    chroot = "" if as_root else "chroot ="
+    return f"""\
+# Written by tests/support/dovecot.py: a throw-away server for the test suite.
+protocols = imap
+listen = {HOST}
+base_dir = {root}/run
+state_dir = {root}/state
+log_path = {root}/dovecot.log
+ssl = no
+disable_plaintext_auth = no
+auth_mechanisms = plain login
+# Tests log in with wrong passwords on purpose: answer at once.
+auth_failure_delay = 0
+default_internal_user = {internal_user}
+default_login_user = {login_user}
+{internal_group}first_valid_uid = {mail_uid}
+first_valid_gid = {mail_gid}
+mail_location = maildir:{root}/mail/%u
+# Tests throw the data away: no need to fsync it.
+mail_fsync = never
+# One passwd-file per user: Dovecot stats a passwd-file at most once a second, so a
+# user appended to a shared file could be refused for up to a second; a new file is
+# read on its first lookup.
+passdb {{
+  driver = passwd-file
+  args = scheme=PLAIN {root}/users/%u
+}}
+userdb {{
+  driver = passwd-file
+  args = {root}/users/%u
+  default_fields = uid={mail_uid} gid={mail_gid} home={root}/home/%u
+}}
+protocol imap {{
+  # Several pollers (and the test itself) may hold sessions of one user at once.
+  mail_max_userip_connections = 100
+}}
+service imap-login {{
+  inet_listener imap {{
+    address = {HOST}
+    port = {port}
+  }}
+  inet_listener imaps {{
+    port = 0
+  }}
+  {chroot}
+}}
+service anvil {{
+  {chroot}
+}}
+"""
+
+
+class DovecotServer:
+    """A running private Dovecot: ``host``/``port`` for clients, helpers for test setup.
+
+    Built by :func:`dovecot_server`, which owns start and stop.
+    """
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.host = HOST
+        self.port = 0
+        self.config_path = root / "dovecot.conf"
+        self.log_path = root / "dovecot.log"
+        self.passwords: dict[str, str] = {}
+        self._proc: subprocess.Popen | None = None
+        self._users_lock = threading.Lock()
+
+    # -- lifecycle --------------------------------------------------------------
+
+    def start(self, attempts: int = 3) -> None:
+        """Start on a fresh free port; retried when another process took the port meanwhile."""
+        binary = dovecot_binary()
+        if os.geteuid() == 0:
+            _ensure_system_users()
+            login_user, internal_user = LOGIN_USER, INTERNAL_USER
+            mail = pwd.getpwnam(MAIL_USER)
+            mail_uid, mail_gid = mail.pw_uid, mail.pw_gid
+        else:
+            login_user = internal_user = pwd.getpwuid(os.geteuid()).pw_name
+            mail_uid, mail_gid = os.geteuid(), os.getegid()
+        for sub in ("mail", "home"):
+            (self.root / sub).mkdir(exist_ok=True)
+            os.chown(self.root / sub, mail_uid, mail_gid)
+        (self.root / "users").mkdir(exist_ok=True)
+        # mkdtemp makes it 0700; mail processes run as another uid and must reach mail/.
+        self.root.chmod(0o755)
+
+        for attempt in range(attempts):
+            self.port = free_port()
+            self.config_path.write_text(_config(self.root, self.port, login_user, internal_user, mail_uid, mail_gid))
+            self.log_path.write_text("")
+            with (self.root / "stderr.log").open("wb") as stderr:
+                self._proc = subprocess.Popen(
+                    [binary, "-F", "-c", str(self.config_path)],
+                    stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True,
+                )
+            try:
+                self._disable_auth_penalty()
+                self._wait_ready()
+                return
+            except DovecotUnavailable:
+                self.stop()
+                if "Address already in use" not in self.log() or attempt == attempts - 1:
+                    raise
+
+    def _disable_auth_penalty(self) -> None:
+        """Keep one failed login from slowing every later login from 127.0.0.1.
+
+        Dovecot 2.3 delays logins from an IP after failed ones (anvil's auth penalty,
+        2 s and up), and has no setting to turn that off for trusted networks. An auth
+        process that finds no ``anvil-auth-penalty`` socket quietly does without, so
+        the socket goes before the first connection starts the auth process.
+        """
+        socket_path = self.root / "run" / "anvil-auth-penalty"
+        deadline = time.monotonic() + START_TIMEOUT
+        while not socket_path.exists():
+            if self._proc.poll() is not None or time.monotonic() > deadline:
+                return  # _wait_ready reports it
+            time.sleep(0.01)
+        socket_path.unlink()
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                break
+            try:
+                with socket.create_connection((self.host, self.port), timeout=1) as sock:
+                    greeting = sock.makefile("rb").readline()
+                if greeting.startswith(b"* OK"):
+                    return
+            except OSError:
+                pass
+            time.sleep(0.02)
+        raise DovecotUnavailable(
+            f"dovecot did not greet on {self.host}:{self.port} "
+            f"(exit code {self._proc.poll()}); its log:\n{self.log()}"
+        )
+
+    def stop(self) -> None:
+        """SIGTERM the master (it takes its children down) and wait for it."""
+        proc, self._proc = self._proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=5)
+
+    def log(self) -> str:
+        """Dovecot's log file, plus anything it printed before it could open the log."""
+        parts = []
+        for path in (self.root / "stderr.log", self.log_path):
+            if path.exists():
+                parts.append(path.read_text(errors="replace"))
+        return "\n".join(p for p in parts if p)
+
+    # -- users and sessions -------------------------------------------------------
+
+    def add_user(self, name: str | None = None, password: str | None = None) -> tuple[str, str]:
+        """Create a user (a unique name when none is given); returns ``(user, password)``."""
+        name = name or f"user{os.getpid()}x{next(_user_seq)}"
+        password = password or f"pw-{name}"
+        for value in (name, password):
+            if not value or any(c in value for c in ":\n\r\t "):
+                raise ValueError(f"not usable in a passwd-file: {value!r}")
+        with self._users_lock:
+            if name in self.passwords:
+                raise ValueError(f"user {name!r} exists already")
+            (self.root / "users" / name).write_text(f"{name}:{{PLAIN}}{password}::::::\n")
+            self.passwords[name] = password
+        return name, password
+
+    def connect(self, user: str, *, port: int | None = None, timeout: float = 10) -> IMAPClient:
+        """A logged-in imapclient session (the caller logs out); ``port`` to go through a proxy."""
+        client = IMAPClient(self.host, port=port or self.port, ssl=False, timeout=timeout)
+        client.login(user, self.passwords[user])
+        return client
+
+    @contextmanager
+    def session(self, user: str, folder: str | None = None, *, readonly: bool = False) -> Iterator[IMAPClient]:
+        client = self.connect(user)
+        try:
+            if folder is not None:
+                client.select_folder(folder, readonly=readonly)
+            yield client
+        finally:
+            try:
+                client.logout()
+            except (IMAPClient.Error, OSError):
+                pass  # the test may have broken the session on purpose
+
+    # -- folders and messages -----------------------------------------------------
+
+    def create_folder(self, user: str, folder: str) -> None:
+        with self.session(user) as client:
+            client.create_folder(folder)
+
+    def delete_folder(self, user: str, folder: str) -> None:
+        """Delete a folder and its messages (not INBOX: IMAP forbids it)."""
+        with self.session(user) as client:
+            client.delete_folder(folder)
+
+    def recreate_folder(self, user: str, folder: str) -> tuple[int, int]:
+        """Delete and create again, empty: returns (old, new) UIDVALIDITY, which differ."""
+        old = self.uidvalidity(user, folder)
+        self.delete_folder(user, folder)
+        self.create_folder(user, folder)
+        return old, self.uidvalidity(user, folder)
+
+    def change_uidvalidity(self, user: str, folder: str) -> int:
+        """Give a folder (INBOX too) a new UIDVALIDITY, messages and UIDs kept; returns it.
+
+        What a server rebuild looks like to a client: the same UIDs now belong to a new
+        generation (``doveadm mailbox update``). A session that has the folder selected
+        is disconnected by Dovecot ("IMAP session state is inconsistent").
+        """
+        new = self.uidvalidity(user, folder) + 1
+        self.doveadm("mailbox", "update", "-u", user, "--uid-validity", str(new), folder)
+        return new
+
+    def append(self, user: str, folder: str, raw: bytes, flags: Iterable = (),
+               date: datetime | None = None) -> int:
+        """APPEND one message; returns its UID (from Dovecot's APPENDUID response)."""
+        return self.append_many(user, folder, [raw], flags=flags, date=date)[0]
+
+    def append_many(self, user: str, folder: str, messages: Iterable[bytes], flags: Iterable = (),
+                    date: datetime | None = None) -> list[int]:
+        """APPEND several messages over one session; returns their UIDs in order."""
+        flags = tuple(flags)
+        uids = []
+        with self.session(user) as client:
+            for raw in messages:
+                response = client.append(folder, raw, flags=flags, msg_time=date)
+                match = _APPENDUID.search(response)
+                assert match, f"no APPENDUID in {response!r}"
+                uids.append(int(match.group(2)))
+        return uids
+
+    def expunge(self, user: str, folder: str, uids: Iterable[int]) -> None:
+        """Remove these messages now (\\Deleted + UID EXPUNGE of exactly them)."""
+        uids = list(uids)
+        with self.session(user, folder) as client:
+            client.add_flags(uids, [b"\\Deleted"])
+            client.expunge(uids)
+
+    def uids(self, user: str, folder: str) -> list[int]:
+        with self.session(user, folder, readonly=True) as client:
+            return sorted(client.search("ALL"))
+
+    def flags(self, user: str, folder: str, uid: int) -> tuple[bytes, ...]:
+        with self.session(user, folder, readonly=True) as client:
+            return tuple(client.get_flags([uid]).get(uid, ()))
+
+    def uidvalidity(self, user: str, folder: str) -> int:
+        return self._status(user, folder, b"UIDVALIDITY")
+
+    def message_count(self, user: str, folder: str) -> int:
+        return self._status(user, folder, b"MESSAGES")
+
+    def _status(self, user: str, folder: str, item: bytes) -> int:
+        with self.session(user) as client:
+            return int(client.folder_status(folder, [item])[item])
+
+    # -- dropping clients ---------------------------------------------------------
+
+    def doveadm(self, *args: str) -> subprocess.CompletedProcess:
+        """Run ``doveadm`` against this server (same config, so the same sockets)."""
+        return subprocess.run(
+            ["doveadm", "-c", str(self.config_path), *args],
+            capture_output=True, text=True, timeout=30, check=True,
+        )
+
+    def kick(self, user: str, timeout: float = 10) -> None:
+        """Disconnect every IMAP session of ``user`` (``doveadm kick``); returns once they are gone.
+
+        Each session's process gets SIGTERM, says ``* BYE`` and closes, so the client's
+        next command fails (imaplib's ``abort``). ``doveadm kick`` only sends the signals:
+        waiting for ``doveadm who`` to drop the user keeps a NOOP sent right after from
+        racing the shutdown.
+        """
+        self.doveadm("kick", user)
+        deadline = time.monotonic() + timeout
+        while user in self.who():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{user}'s sessions still there {timeout}s after doveadm kick")
+            time.sleep(0.02)
+
+    def who(self) -> set[str]:
+        """Users with an IMAP session open right now (``doveadm who``)."""
+        lines = self.doveadm("who").stdout.splitlines()[1:]  # a header line first
+        return {line.split()[0] for line in lines if line.strip()}
+
+
+def _ensure_system_users() -> None:
+    """The package creates its users; recreate them if someone removed them."""
+    for name in (LOGIN_USER, INTERNAL_USER):
+        try:
+            pwd.getpwnam(name)
+        except KeyError:
+            subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
+                           check=True, capture_output=True)
+
+
+@contextmanager
+def dovecot_server() -> Iterator[DovecotServer]:
+    """Start a private Dovecot in a temporary directory; stop it and delete everything on exit."""
+    root = Path(tempfile.mkdtemp(prefix="seoinsight-dovecot-"))
+    server = DovecotServer(root)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def dovecot() -> Iterator[DovecotServer]:
+    """One Dovecot for the whole run; tests keep apart by using their own users (``add_user()``)."""
+    with dovecot_server() as server:
+        yield server
+
+
+# -- the proxy ---------------------------------------------------------------------
+
+
+class DroppingProxy:
+    """A TCP proxy on 127.0.0.1 to an upstream server that can cut its connections.
+
+    ``drop_all()`` closes every live connection now. ``cut_after(n, marker=b" FETCH (")``
+    arms a one-shot trigger: the first connection whose server-to-client stream shows
+    ``marker`` is closed after ``n`` more bytes, so the client sees EOF mid-response.
+    Connections made after that pass through untouched (the "next cycle" succeeds).
+    """
+
+    def __init__(self, upstream_port: int, upstream_host: str = HOST):
+        self.upstream = (upstream_host, upstream_port)
+        self._listener = socket.create_server((HOST, 0))
+        self.host, self.port = HOST, self._listener.getsockname()[1]
+        self.accepted = 0
+        self.cuts = 0
+        self._lock = threading.Lock()
+        self._live: set[tuple[socket.socket, socket.socket]] = set()
+        self._trigger: tuple[bytes, int] | None = None
+        self._closed = False
+        self._cut_done = threading.Event()
+        self._thread = threading.Thread(target=self._accept_loop, name="dropping-proxy", daemon=True)
+        self._thread.start()
+
+    def __enter__(self) -> DroppingProxy:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def cut_after(self, nbytes: int, marker: bytes = b"") -> None:
+        """Arm the one-shot cut: ``nbytes`` server bytes after ``marker`` (``b""``: from now)."""
+        with self._lock:
+            self._trigger = (marker, nbytes)
+            self._cut_done.clear()
+
+    def wait_cut(self, timeout: float = 10) -> bool:
+        """True once the armed cut has happened."""
+        return self._cut_done.wait(timeout)
+
+    def drop_all(self) -> int:
+        """Close every live connection (both sides); returns how many there were."""
+        with self._lock:
+            live, self._live = list(self._live), set()
+        for pair in live:
+            _close_pair(pair)
+        return len(live)
+
+    def close(self) -> None:
+        self._closed = True
+        # close() alone does not wake a thread blocked in accept(); shutdown() does.
+        try:
+            self._listener.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._listener.close()
+        self.drop_all()
+        self._thread.join(timeout=5)
+
+    def _accept_loop(self) -> None:
+        while not self._closed:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return  # listener closed
+            try:
+                upstream = socket.create_connection(self.upstream, timeout=5)
+            except OSError:
+                client.close()
+                continue
+            upstream.settimeout(None)
+            pair = (client, upstream)
+            with self._lock:
+                self.accepted += 1
+                self._live.add(pair)
+            threading.Thread(target=self._pump, args=(client, upstream, pair, False), daemon=True).start()
+            threading.Thread(target=self._pump, args=(upstream, client, pair, True), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket, pair, from_server: bool) -> None:
+        # Per connection: None until it owns the armed trigger, then the bytes left to pass.
+        remaining: int | None = None
+        tail = b""
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                if from_server:
+                    if remaining is None:
+                        remaining, data_before, data = self._claim_trigger(tail + data, len(tail))
+                        tail = (tail + data_before + data)[-64:]
+                        dst.sendall(data_before)
+                    if remaining is not None:
+                        if len(data) >= remaining:
+                            dst.sendall(data[:remaining])
+                            with self._lock:
+                                self.cuts += 1
+                            self._cut_done.set()
+                            break
+                        remaining -= len(data)
+                dst.sendall(data)
+        except OSError:
+            pass
+        with self._lock:
+            self._live.discard(pair)
+        _close_pair(pair)
+
+    def _claim_trigger(self, window: bytes, old: int) -> tuple[int | None, bytes, bytes]:
+        """Split new server data at the armed marker if it shows up in ``window``.
+
+        ``window`` is the last bytes already sent (``old`` of them) plus the new data,
+        so a marker split across reads is found. Returns (bytes left before the cut or
+        None, new data up to and including the marker, the rest of the new data).
+        """
+        new = window[old:]
+        with self._lock:
+            if self._trigger is None:
+                return None, b"", new
+            marker, nbytes = self._trigger
+            # Only a marker that ends in the new data: one that passed before arming does not count.
+            at = window.find(marker, max(old - len(marker) + 1, 0)) if marker else old
+            if at < 0:
+                return None, b"", new
+            self._trigger = None
+        split = max(at + len(marker) - old, 0)
+        return nbytes, new[:split], new[split:]
+
+
+def _close_pair(pair: tuple[socket.socket, socket.socket]) -> None:
+    for sock in pair:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        sock.close()

@@ -23,7 +23,7 @@ class MailboxFactory(factory.django.DjangoModelFactory):
     folders = factory.LazyFunction(lambda: ["INBOX"])
     initial_mode = "full"
     site_target = factory.LazyAttribute(
-        lambda mb: SiteTargetFactory(site__org=mb.org, url_prefix="https://shop.example/", site__domain="shop.example")
+        lambda mb: SiteTargetFactory(site__org=mb.org, url_prefix="https://shop.example/")
     )
 
     @factory.post_generation

@@ -1,0 +1,80 @@
+"""From a mailbox to the data: an emailed CSV ends as UrlMetric rows; PDFs give text; the watchdog."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from imports.models import Import, ImportOrigin, UrlMetric
+from jobs.models import Job, JobStatus
+from jobs.worker import Worker
+from mailpoll import watchdog
+from mailpoll.models import Attachment, AttachmentStatus, Mailbox
+from mailpoll.poller import Poller
+from mailpoll.store import store_message
+from tests.mailpoll.corpus import tiny_pdf
+from tests.mailpoll.factories import CSV, MailboxFactory, mail
+
+pytestmark = pytest.mark.django_db
+
+
+def test_an_emailed_csv_ends_as_metrics_and_a_pdf_as_text(dovecot, imap_mailbox):
+    mailbox = imap_mailbox()
+    dovecot.append(mailbox.username, "INBOX", mail("Weekly numbers", attachments=[
+        ("pages.csv", CSV, "text/csv"), ("summary.pdf", tiny_pdf("Clicks went up"), "application/pdf")]))
+    Mailbox.objects.filter(pk=mailbox.pk).update(last_polled_at=None)
+    Poller().cycle()
+    Worker(burst=True, listen=False).run()  # process_attachment, then import_csv, then map_reconcile
+
+    csv, pdf = Attachment.objects.get(document_type="csv"), Attachment.objects.get(document_type="pdf")
+    assert (csv.status, pdf.status) == (AttachmentStatus.DONE, AttachmentStatus.DONE)
+    imp = Import.objects.get(pk=csv.source_import_id)
+    assert (imp.origin, imp.site_target_id, imp.status, imp.inserted) == (
+        ImportOrigin.EMAIL, mailbox.site_target_id, "done", 1)
+    metric = UrlMetric.objects.get()
+    assert (metric.url_normalized, metric.clicks, metric.page is not None) == ("https://shop.example/a", 3, True)
+    assert "Clicks went up" in pdf.extracted_text
+    assert not Job.objects.exclude(status=JobStatus.DONE).exists()
+
+
+def test_a_csv_from_a_mailbox_without_target_fails_with_its_reason():
+    mailbox = MailboxFactory(site_target=None)
+    store_message(mailbox, "INBOX", 1, mail(attachments=[("pages.csv", CSV, "text/csv")]))
+    Worker(burst=True, listen=False).run()
+    attachment = Attachment.objects.get()
+    assert attachment.status == AttachmentStatus.FAILED
+    assert "no site target" in attachment.error
+
+
+def test_a_broken_pdf_fails_only_its_attachment():
+    mailbox = MailboxFactory()
+    store_message(mailbox, "INBOX", 1, mail(attachments=[
+        ("broken.pdf", b"%PDF-1.4\n garbage", "application/pdf"), ("pages.csv", CSV, "text/csv")]))
+    Worker(burst=True, listen=False).run()
+    statuses = dict(Attachment.objects.values_list("filename", "status"))
+    assert statuses == {"broken.pdf": AttachmentStatus.FAILED, "pages.csv": AttachmentStatus.DONE}
+    assert "PDF" in Attachment.objects.get(filename="broken.pdf").error
+
+
+def test_the_watchdog_releases_stuck_attachments_then_gives_up(settings):
+    settings.MAILPOLL_STUCK_AFTER = 900
+    mailbox = MailboxFactory()
+    store_message(mailbox, "INBOX", 1, mail(attachments=[("pages.csv", CSV, "text/csv")]))
+    Job.objects.all().delete()  # the worker that took it died
+    stuck = Attachment.objects.get()
+    long_ago = timezone.now() - timedelta(minutes=20)
+    Attachment.objects.filter(pk=stuck.pk).update(status=AttachmentStatus.PROCESSING,
+                                                  processing_started_at=long_ago, attempts=1)
+    recent = Attachment.objects.create(request=stuck.request, filename="recent.csv", status="processing",
+                                       processing_started_at=timezone.now(), attempts=1)
+
+    assert watchdog.run_once() == {"released": 1, "failed": 0}
+    stuck.refresh_from_db()
+    assert stuck.status == AttachmentStatus.PENDING
+    assert Job.objects.get().payload == {"attachment_id": stuck.pk}
+    assert Attachment.objects.get(pk=recent.pk).status == AttachmentStatus.PROCESSING
+
+    Attachment.objects.filter(pk=stuck.pk).update(status=AttachmentStatus.PROCESSING,
+                                                  processing_started_at=long_ago, attempts=watchdog.MAX_ATTEMPTS)
+    assert watchdog.run_once() == {"released": 0, "failed": 1}
+    assert Attachment.objects.get(pk=stuck.pk).status == AttachmentStatus.FAILED

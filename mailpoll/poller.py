@@ -15,7 +15,6 @@ import logging
 import random
 import signal
 import threading
-import time
 from dataclasses import dataclass, field
 
 from django.db import connection

@@ -35,7 +35,8 @@ cleanup() {
         $SUDO rm -f "$POLICY"
     fi
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+trap 'exit 130' INT TERM
 
 export DEBIAN_FRONTEND=noninteractive
 # Refresh the package lists only when apt does not know the package yet.

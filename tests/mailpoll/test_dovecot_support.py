@@ -37,6 +37,7 @@ def test_login_with_imapclient(dovecot, user):
     client = IMAPClient(dovecot.host, port=dovecot.port, ssl=False, timeout=5)
     with pytest.raises(IMAPClient.Error):
         client.login(user, "wrong")
+    client.shutdown()
 
 
 def test_appended_messages_show_in_uid_search(dovecot, user):

@@ -1,0 +1,470 @@
+"""Admin for mail intake: mailbox health at a glance, what arrived, stuck documents.
+
+Mailboxes are edited here, their secret write-only. Requests and attachments
+are read-only: an attachment changes state only through the guarded
+transitions behind "Release" and "Retry failed", which do what the watchdog
+does — back to ``pending`` with a ``process_attachment`` job, in one transaction.
+"""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.db import transaction
+from django.db.models import Count, Q
+from django.template.defaultfilters import filesizeformat, truncatechars
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.html import format_html
+
+from jobs.queue import enqueue
+
+from . import conf
+from .forms import MailboxForm
+from .models import Attachment, AttachmentStatus, FolderCursor, Mailbox, Request, RequestStatus
+
+EMPTY = "—"
+
+GREEN, RED, GREY, BLUE, AMBER = "#2e7d32", "#c62828", "#6c757d", "#1f6fb2", "#b26a00"
+ATTACHMENT_COLOURS = {
+    AttachmentStatus.PENDING: GREY,
+    AttachmentStatus.PROCESSING: BLUE,
+    AttachmentStatus.DONE: GREEN,
+    AttachmentStatus.FAILED: RED,
+    AttachmentStatus.SKIPPED: AMBER,
+}
+
+
+
+def badge(colour: str, text: str, title: str = ""):
+    return format_html(
+        '<span title="{}" style="background:{};color:#fff;padding:1px 7px;border-radius:8px;white-space:nowrap">'
+        "{}</span>", title, colour, text,
+    )
+
+
+def ago(moment, now=None) -> str:
+    """One unit, for a glance: 'just now', '45 s ago', '2 min ago', '5 h ago', '3 d ago'."""
+    seconds = int(((now or timezone.now()) - moment).total_seconds())
+    if seconds < 5:
+        return "just now"  # also a little clock skew between the database and this process
+    if seconds < 60:
+        return f"{seconds} s ago"
+    if seconds < 3600:
+        return f"{seconds // 60} min ago"
+    if seconds < 2 * 86400:
+        return f"{seconds // 3600} h ago"
+    return f"{seconds // 86400} d ago"
+
+
+def when(moment):
+    """'2 min ago', with the exact time on hover."""
+    if moment is None:
+        return EMPTY
+    return format_html('<span title="{}">{}</span>', timezone.localtime(moment).strftime("%Y-%m-%d %H:%M:%S %Z"),
+                       ago(moment))
+
+
+def duration_label(seconds: float) -> str:
+    return f"{seconds / 60:g} min" if seconds >= 60 else f"{seconds:g} s"
+
+
+def counted(n: int, singular: str, plural: str) -> str:
+    return f"{n} {singular if n == 1 else plural}"
+
+
+def preformatted(text: str, limit: int = 20_000):
+    if not text:
+        return EMPTY
+    cut = f"\n… ({len(text):,} characters in all)" if len(text) > limit else ""
+    return format_html('<pre style="white-space:pre-wrap">{}{}</pre>', text[:limit], cut)
+
+
+def report(model_admin, request, done: str, skipped: int, why: str) -> None:
+    """Say what changed and what the guarded transition left alone."""
+    if skipped:
+        model_admin.message_user(request, f"{done}; {skipped} skipped ({why})", messages.WARNING)
+    else:
+        model_admin.message_user(request, done, messages.SUCCESS)
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+# Mailboxes ------------------------------------------------------------------------------------------------
+
+# The health filter and the badge follow the same rules; a disabled mailbox has no health, only "disabled".
+HEALTH = {
+    "failing": Q(enabled=True, consecutive_failures__gt=0),
+    "healthy": Q(enabled=True, consecutive_failures=0, last_success_at__isnull=False),
+    "never": Q(enabled=True, consecutive_failures=0, last_success_at__isnull=True),
+}
+
+
+def health(mailbox: Mailbox) -> tuple[str, str]:
+    """``(state, label)`` of a mailbox: disabled, failing, never (polled) or healthy."""
+    if not mailbox.enabled:
+        return "disabled", "disabled"
+    if mailbox.consecutive_failures > 0:
+        return "failing", f"failing {mailbox.consecutive_failures} in a row"
+    if mailbox.last_success_at is None:
+        return "never", "never polled"
+    return "healthy", "OK"
+
+
+class HealthFilter(admin.SimpleListFilter):
+    title = "health"
+    parameter_name = "health"
+
+    def lookups(self, request, model_admin):
+        return [("failing", "failing"), ("healthy", "healthy"), ("never", "never polled")]
+
+    def queryset(self, request, queryset):
+        return queryset.filter(HEALTH[self.value()]) if self.value() in HEALTH else queryset
+
+
+class FolderCursorInline(admin.TabularInline):
+    model = FolderCursor
+    verbose_name_plural = "cursors (how far each folder has been durably read)"
+    fields = ["folder", "uidvalidity", "last_uid", "last_sync"]
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description="last sync")
+    def last_sync(self, cursor):
+        return when(cursor.last_sync_ts)
+
+
+@admin.register(Mailbox)
+class MailboxAdmin(admin.ModelAdmin):
+    form = MailboxForm
+    list_display = ["name", "org", "account", "enabled", "health_badge", "last_poll", "last_success",
+                    "last_error_short", "failures"]
+    list_filter = ["org", "enabled", "provider", HealthFilter]
+    list_select_related = ["org"]
+    search_fields = ["name", "username", "host"]
+    ordering = ["org", "name"]
+    autocomplete_fields = ["org"]
+    empty_value_display = EMPTY
+    inlines = [FolderCursorInline]
+    actions = ["poll_now", "enable", "disable"]
+    readonly_fields = ["secret_state", "health_badge", "last_polled_at", "last_success_at", "consecutive_failures",
+                       "last_error_at", "last_error_text", "requests_link", "created_at"]
+
+    def get_fieldsets(self, request, obj=None):
+        secret = ["password", "remove_secret", "secret_state"] if obj else ["password"]
+        fieldsets = [
+            (None, {"fields": ["org", "name", "enabled"]}),
+            ("Connection", {"fields": ["provider", "host", "port", "security", "username", *secret]}),
+            ("What to read", {"fields": ["folders", "poll_interval", "initial_mode", "initial_since",
+                                         "site_target"]}),
+        ]
+        if obj:
+            fieldsets.append(("Health", {"fields": ["health_badge", "last_polled_at", "last_success_at",
+                                                    "consecutive_failures", "last_error_at", "last_error_text",
+                                                    "requests_link", "created_at"]}))
+        return fieldsets
+
+    def get_readonly_fields(self, request, obj=None):
+        # An org owns its mailboxes' requests (and their dedup): a mailbox does not move between orgs.
+        return [*self.readonly_fields, "org"] if obj else self.readonly_fields
+
+    def get_inlines(self, request, obj):
+        return self.inlines if obj else []
+
+    @admin.display(description="account", ordering="username")
+    def account(self, mailbox):
+        return f"{mailbox.username}@{mailbox.host}"
+
+    @admin.display(description="health", ordering="consecutive_failures")
+    def health_badge(self, mailbox):
+        state, label = health(mailbox)
+        colour = {"healthy": GREEN, "failing": RED, "never": BLUE}.get(state, GREY)
+        return badge(colour, label, mailbox.last_error if state == "failing" else "")
+
+    @admin.display(description="last poll", ordering="last_polled_at")
+    def last_poll(self, mailbox):
+        return when(mailbox.last_polled_at)
+
+    @admin.display(description="last success", ordering="last_success_at")
+    def last_success(self, mailbox):
+        return when(mailbox.last_success_at)
+
+    @admin.display(description="last error", ordering="last_error_at")
+    def last_error_short(self, mailbox):
+        if not mailbox.last_error:
+            return EMPTY
+        resolved = mailbox.consecutive_failures == 0  # a success resets the count but keeps the last error
+        return format_html(
+            '<span title="{}" style="{}">{}</span> <small>({}{})</small>',
+            mailbox.last_error, "opacity:.6" if resolved else "", truncatechars(mailbox.last_error, 60),
+            ago(mailbox.last_error_at) if mailbox.last_error_at else "?", "; a later poll succeeded" if resolved else "",
+        )
+
+    @admin.display(description="failures in a row", ordering="consecutive_failures")
+    def failures(self, mailbox):
+        return mailbox.consecutive_failures
+
+    @admin.display(description="last error")
+    def last_error_text(self, mailbox):
+        return preformatted(mailbox.last_error)
+
+    @admin.display(description="secret")
+    def secret_state(self, mailbox):
+        return "stored (encrypted)" if mailbox.secret else "none stored"
+
+    @admin.display(description="requests")
+    def requests_link(self, mailbox):
+        url = reverse("admin:mailpoll_request_changelist") + f"?mailbox__id__exact={mailbox.pk}"
+        return format_html('<a href="{}">{}</a>', url, counted(mailbox.requests.count(), "request", "requests"))
+
+    @admin.action(description="Poll now (next cycle of any running pollmail)", permissions=["change"])
+    def poll_now(self, request, queryset):
+        ids = list(queryset.values_list("pk", flat=True))
+        # NULL last_polled_at is "due": the next claim of any poller replica takes it first.
+        changed = Mailbox.objects.filter(pk__in=ids, enabled=True).update(last_polled_at=None)
+        report(self, request,
+               f"{counted(changed, 'mailbox', 'mailboxes')} marked due: the next cycle of any running pollmail "
+               f"(every {conf.get('MAILPOLL_INTERVAL'):g} s) polls them", len(ids) - changed,
+               "disabled mailboxes are never polled: enable them first")
+
+    @admin.action(description="Enable selected mailboxes", permissions=["change"])
+    def enable(self, request, queryset):
+        ids = list(queryset.values_list("pk", flat=True))
+        changed = Mailbox.objects.filter(pk__in=ids, enabled=False).update(enabled=True)
+        report(self, request, f"{counted(changed, 'mailbox', 'mailboxes')} enabled", len(ids) - changed,
+               "already enabled")
+
+    @admin.action(description="Disable selected mailboxes", permissions=["change"])
+    def disable(self, request, queryset):
+        ids = list(queryset.values_list("pk", flat=True))
+        changed = Mailbox.objects.filter(pk__in=ids, enabled=True).update(enabled=False)
+        report(self, request, f"{counted(changed, 'mailbox', 'mailboxes')} disabled", len(ids) - changed,
+               "already disabled")
+
+
+# Requests and attachments ---------------------------------------------------------------------------------
+
+
+class AttachmentColumns:
+    """Columns shared by the attachment list and the inline of a request."""
+
+    @admin.display(description="size", ordering="size")
+    def human_size(self, attachment):
+        return filesizeformat(attachment.size)
+
+    @admin.display(description="status", ordering="status")
+    def status_badge(self, attachment):
+        return badge(ATTACHMENT_COLOURS.get(attachment.status, GREY), attachment.get_status_display())
+
+    @admin.display(description="error / skip reason")
+    def reason(self, attachment):
+        text = attachment.error or attachment.skip_reason
+        return format_html('<span title="{}">{}</span>', text, truncatechars(text, 100)) if text else EMPTY
+
+    @admin.display(description="import")
+    def import_link(self, attachment):
+        if attachment.source_import_id is None:
+            return EMPTY
+        url = reverse("admin:imports_import_change", args=[attachment.source_import_id])
+        return format_html('<a href="{}">import {}</a>', url, attachment.source_import_id)
+
+
+class AttachmentInline(AttachmentColumns, admin.TabularInline):
+    model = Attachment
+    fields = ["filename", "document_type", "mime", "human_size", "status_badge", "reason", "import_link"]
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    show_change_link = True
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Request)
+class RequestAdmin(ReadOnlyAdmin):
+    list_display = ["received_at", "org", "mailbox", "sender", "subject_short", "status_badge", "reject_reason_short",
+                    "attachment_count"]
+    list_filter = ["mailbox", "status", "org"]
+    list_select_related = ["org", "mailbox"]
+    date_hierarchy = "created_at"
+    search_fields = ["subject", "sender", "source_ref"]
+    search_help_text = "Subject, sender or Message-ID."
+    empty_value_display = EMPTY
+    inlines = [AttachmentInline]
+    readonly_fields = ["org", "mailbox", "folder", "uid", "source_ref", "sender", "subject", "received_at",
+                       "created_at", "human_size", "status_badge", "reject_reason", "body"]
+    fields = readonly_fields
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(attachment_count=Count("attachments"))
+
+    @admin.display(description="subject", ordering="subject")
+    def subject_short(self, req):
+        return truncatechars(req.subject, 80) or EMPTY
+
+    @admin.display(description="status", ordering="status")
+    def status_badge(self, req):
+        return badge(GREEN if req.status == RequestStatus.ACCEPTED else RED, req.get_status_display())
+
+    @admin.display(description="reject reason")
+    def reject_reason_short(self, req):
+        if not req.reject_reason:
+            return EMPTY
+        return format_html('<span title="{}">{}</span>', req.reject_reason, truncatechars(req.reject_reason, 60))
+
+    @admin.display(description="attachments", ordering="attachment_count")
+    def attachment_count(self, req):
+        return req.attachment_count
+
+    @admin.display(description="size")
+    def human_size(self, req):
+        return filesizeformat(req.size)
+
+    @admin.display(description="body")
+    def body(self, req):
+        return preformatted(req.body_text)
+
+
+class StuckFilter(admin.SimpleListFilter):
+    """The watchdog's rule: processing for longer than MAILPOLL_STUCK_AFTER (its worker probably died)."""
+
+    title = "stuck"
+    parameter_name = "stuck"
+
+    def lookups(self, request, model_admin):
+        return [("yes", f"processing over {duration_label(conf.get('MAILPOLL_STUCK_AFTER'))}")]
+
+    def queryset(self, request, queryset):
+        return queryset.stuck(conf.get("MAILPOLL_STUCK_AFTER")) if self.value() == "yes" else queryset
+
+
+class DocumentTypeFilter(admin.SimpleListFilter):
+    title = "type"
+    parameter_name = "type"
+
+    def lookups(self, request, model_admin):
+        return [("pdf", "PDF"), ("xlsx", "Excel .xlsx"), ("xls", "Excel .xls"), ("csv", "CSV"),
+                ("body", "message body"), ("none", "not a document")]
+
+    def queryset(self, request, queryset):
+        if not self.value():
+            return queryset
+        return queryset.filter(document_type="" if self.value() == "none" else self.value())
+
+
+def release_stuck(ids) -> list[int]:
+    """Stuck attachments among ``ids`` back to ``pending``, each with a ``process_attachment`` job.
+
+    What ``mailpoll.watchdog`` does, for the rows an operator picked and without its attempts cap. Only
+    stuck rows: a younger ``processing`` one may have a live worker, and a second run would import twice.
+    """
+    released = []
+    for pk, org_id in Attachment.objects.filter(pk__in=ids).values_list("pk", "request__org_id"):
+        with transaction.atomic():
+            # Guarded: a row that finished or that the watchdog released meanwhile is left alone.
+            moved = Attachment.objects.stuck(conf.get("MAILPOLL_STUCK_AFTER")).filter(pk=pk).update(
+                status=AttachmentStatus.PENDING, processing_started_at=None)
+            if moved:
+                enqueue("process_attachment", org_id=org_id, payload={"attachment_id": pk},
+                        dedup_key=f"process_attachment:{pk}")
+                released.append(pk)
+    return released
+
+
+def retry_failed(ids) -> list[int]:
+    """Failed attachments among ``ids`` back to ``pending`` with a new job; attempts start again from 0."""
+    retried = []
+    for pk, org_id in Attachment.objects.filter(pk__in=ids).values_list("pk", "request__org_id"):
+        with transaction.atomic():
+            moved = Attachment.objects.filter(pk=pk, status=AttachmentStatus.FAILED).update(
+                status=AttachmentStatus.PENDING, processing_started_at=None, attempts=0, error="")
+            if moved:
+                enqueue("process_attachment", org_id=org_id, payload={"attachment_id": pk},
+                        dedup_key=f"process_attachment:{pk}")
+                retried.append(pk)
+    return retried
+
+
+@admin.register(Attachment)
+class AttachmentAdmin(AttachmentColumns, ReadOnlyAdmin):
+    list_display = ["filename", "request_link", "document_type", "human_size", "status_badge", "attempts",
+                    "reason", "created_at"]
+    list_filter = [StuckFilter, "status", DocumentTypeFilter]
+    list_select_related = ["request"]
+    search_fields = ["filename", "original_filename", "=sha256", "request__subject"]
+    search_help_text = "File name, SHA-256 or the request's subject."
+    ordering = ["-created_at"]
+    empty_value_display = EMPTY
+    actions = ["release", "retry"]
+    readonly_fields = ["request_link", "kind", "document_type", "filename", "original_filename", "mime",
+                       "human_size", "sha256", "stored_as", "status_badge", "skip_reason", "error", "attempts",
+                       "processing_started_at", "created_at", "import_link", "context", "extracted"]
+    fields = readonly_fields
+
+    def has_operate_permission(self, request):
+        """The actions write to attachments, so they need ``change_attachment`` although no field is editable."""
+        return request.user.has_perm("mailpoll.change_attachment")
+
+    def changelist_view(self, request, extra_context=None):
+        after = conf.get("MAILPOLL_STUCK_AFTER")
+        subtitle = None
+        if request.GET.get(StuckFilter.parameter_name) == "yes":
+            subtitle = (f"Attachments processing for over {duration_label(after)}: their worker probably died. "
+                        "The watchdog releases them at the end of every poll cycle; Release does it now.")
+        elif stuck := Attachment.objects.stuck(after).count():
+            subtitle = format_html('<a href="?{}=yes">{} stuck</a> in processing for over {}',
+                                   StuckFilter.parameter_name, counted(stuck, "attachment", "attachments"),
+                                   duration_label(after))
+        return super().changelist_view(request, {"subtitle": subtitle, **(extra_context or {})})
+
+    @admin.display(description="request", ordering="request")
+    def request_link(self, attachment):
+        url = reverse("admin:mailpoll_request_change", args=[attachment.request_id])
+        return format_html('<a href="{}">{}</a>', url, truncatechars(str(attachment.request), 60))
+
+    @admin.display(description="stored as")
+    def stored_as(self, attachment):
+        return attachment.file.name or EMPTY
+
+    @admin.display(description="context (message body)")
+    def context(self, attachment):
+        return preformatted(attachment.context_text)
+
+    @admin.display(description="extracted text")
+    def extracted(self, attachment):
+        return preformatted(attachment.extracted_text)
+
+    @admin.action(description="Release stuck attachments (back to pending, new job)", permissions=["operate"])
+    def release(self, request, queryset):
+        ids = list(queryset.values_list("pk", flat=True))
+        released = release_stuck(ids)
+        report(self, request, f"{counted(len(released), 'attachment', 'attachments')} released and queued",
+               len(ids) - len(released),
+               f"only attachments processing for over {duration_label(conf.get('MAILPOLL_STUCK_AFTER'))} "
+               "can be released")
+
+    @admin.action(description="Retry failed attachments (back to pending, new job)", permissions=["operate"])
+    def retry(self, request, queryset):
+        ids = list(queryset.values_list("pk", flat=True))
+        retried = retry_failed(ids)
+        report(self, request, f"{counted(len(retried), 'attachment', 'attachments')} queued again",
+               len(ids) - len(retried), "only failed attachments can be retried")

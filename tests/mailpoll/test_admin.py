@@ -1,0 +1,332 @@
+"""The mail intake admin: health at a glance, a write-only secret, and the stuck view."""
+
+import re
+from datetime import date, datetime, timedelta, timezone as dt_timezone
+
+import pytest
+from django.contrib.auth.models import Permission
+from django.urls import reverse
+from django.utils import timezone
+
+from jobs.models import Job, JobStatus
+from mailpoll.admin import MailboxForm, ago
+from mailpoll.models import Attachment, AttachmentStatus, FolderCursor, Mailbox, Request
+from tests.factories import OrgFactory, SiteTargetFactory, UserFactory
+
+MAILBOXES_URL = reverse("admin:mailpoll_mailbox_changelist")
+MAILBOX_ADD_URL = reverse("admin:mailpoll_mailbox_add")
+REQUESTS_URL = reverse("admin:mailpoll_request_changelist")
+ATTACHMENTS_URL = reverse("admin:mailpoll_attachment_changelist")
+PASSWORD = "correct horse 7 battery"
+
+
+def mailbox(org=None, **fields) -> Mailbox:
+    fields = {"name": "intake", "host": "imap.example.com", "username": "reports@example.com", "folders": ["INBOX"],
+              "initial_mode": "new-only", **fields}
+    box = Mailbox(org=org or OrgFactory(), **fields)
+    box.set_secret(PASSWORD)
+    box.save()
+    return box
+
+
+def request_(box, **fields) -> Request:
+    fields.setdefault("source_ref", f"msg-{Request.objects.count()}@example.com")
+    return Request.objects.create(org=box.org, mailbox=box, folder="INBOX", sender="ana@client.example",
+                                  subject="April report", **fields)
+
+
+def processing(req, started_ago: timedelta, **fields) -> Attachment:
+    """A CSV attachment whose job started ``started_ago``."""
+    fields = {"document_type": "csv", "filename": "report.csv", "mime": "text/csv", "size": 2048,
+              "status": AttachmentStatus.PROCESSING, "attempts": 1,
+              "processing_started_at": timezone.now() - started_ago, **fields}
+    return Attachment.objects.create(request=req, **fields)
+
+
+def failed(req, **fields) -> Attachment:
+    return processing(req, timedelta(0), status=AttachmentStatus.FAILED, processing_started_at=None,
+                      error="the PDF is encrypted", **fields)
+
+
+def form_data(org, **overrides) -> dict:
+    data = {"org": org.pk, "name": "intake", "enabled": "on", "provider": "imap", "host": "imap.example.com",
+            "port": "993", "security": "tls", "username": "reports@example.com", "password": PASSWORD,
+            "folders": "INBOX, Invoices", "poll_interval": "120", "initial_mode": "new-only", "initial_since": "",
+            "site_target": ""}
+    return {**data, **overrides}
+
+
+def change_data(box, **overrides) -> dict:
+    """What the change page posts: the form without org (read-only there) plus the cursor inline's management form."""
+    data = form_data(box.org, password="", **overrides)
+    del data["org"]
+    cursors = box.cursors.count()
+    return {**data, "cursors-TOTAL_FORMS": str(cursors), "cursors-INITIAL_FORMS": str(cursors),
+            "cursors-MIN_NUM_FORMS": "0", "cursors-MAX_NUM_FORMS": "0"}
+
+
+def listed(response) -> set:
+    return {obj.pk for obj in response.context["cl"].result_list}
+
+
+def run_action(client, url, action, objects):
+    return client.post(url, {"action": action, "_selected_action": [str(o.pk) for o in objects]}, follow=True)
+
+
+def messages_of(response) -> list[str]:
+    return [str(m) for m in response.context["messages"]]
+
+
+NOW = datetime(2026, 6, 1, 12, 0, tzinfo=dt_timezone.utc)
+
+
+@pytest.mark.parametrize("seconds, expected", [
+    (-3, "just now"), (2, "just now"), (45, "45 s ago"), (130, "2 min ago"), (5 * 3600, "5 h ago"),
+    (47 * 3600, "47 h ago"), (3 * 86400 + 60, "3 d ago"),
+])
+def test_ago(seconds, expected):
+    assert ago(NOW - timedelta(seconds=seconds), now=NOW) == expected
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("overrides, field, message", [
+    ({"security": "none"}, "security", "No encryption is allowed only for a server on this machine"),
+    ({"initial_mode": ""}, "initial_mode", "This field is required."),
+    ({"initial_mode": "since"}, "initial_since", "“Since a date” needs a date."),
+    ({"initial_since": "2026-01-01"}, "initial_since", "A date is used only with “Since a date”"),
+    ({"folders": "INBOX, , Sent"}, "folders", "A folder name cannot be empty"),
+    ({"folders": "INBOX, INBOX"}, "folders", "Listed twice: INBOX."),
+    ({"folders": " "}, "folders", "This field is required."),
+    ({"poll_interval": "5"}, "poll_interval", "Poll at most every 30 seconds."),
+    ({"password": ""}, "password", "A new mailbox needs the account's password."),
+])
+def test_the_form_refuses_with_a_message_that_says_why(overrides, field, message):
+    form = MailboxForm(data=form_data(OrgFactory(), **overrides))
+
+    assert not form.is_valid()
+    assert any(message in error for error in form.errors[field]), form.errors
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "::1"])
+def test_plain_text_is_accepted_on_loopback(host):
+    form = MailboxForm(data=form_data(OrgFactory(), security="none", host=host, port="143"))
+
+    assert form.is_valid(), form.errors
+
+
+@pytest.mark.django_db
+def test_a_site_target_of_another_org_is_refused():
+    org, target = OrgFactory(), SiteTargetFactory()
+
+    form = MailboxForm(data=form_data(org, site_target=target.pk))
+
+    assert not form.is_valid()
+    assert form.errors["site_target"] == [f"This target belongs to org {target.site.org_id}, not {org.pk}."]
+
+
+@pytest.mark.django_db
+def test_changelist_shows_health_at_a_glance_and_filters_by_it(admin_client):
+    org = OrgFactory()
+    failing = mailbox(org, name="failing", consecutive_failures=3, last_error="LoginError: authentication failed",
+                      last_error_at=timezone.now() - timedelta(minutes=2), last_polled_at=timezone.now())
+    healthy = mailbox(org, name="healthy", last_success_at=timezone.now(), last_polled_at=timezone.now())
+    fresh = mailbox(org, name="fresh")
+    mailbox(org, name="off", enabled=False)
+
+    response = admin_client.get(MAILBOXES_URL)
+    html = response.content.decode()
+
+    assert response.status_code == 200
+    for text in ("failing 3 in a row", ">OK<", "never polled", ">disabled<", "reports@example.com@imap.example.com",
+                 "LoginError: authentication failed", "(2 min ago)", "just now"):
+        assert text in html, text
+    assert listed(admin_client.get(MAILBOXES_URL, {"health": "failing"})) == {failing.pk}
+    assert listed(admin_client.get(MAILBOXES_URL, {"health": "healthy"})) == {healthy.pk}
+    assert listed(admin_client.get(MAILBOXES_URL, {"health": "never"})) == {fresh.pk}
+
+
+@pytest.mark.django_db
+def test_a_typed_secret_is_stored_encrypted_and_never_rendered_back(admin_client):
+    org = OrgFactory()
+
+    response = admin_client.post(MAILBOX_ADD_URL, form_data(org))
+
+    assert response.status_code == 302, response.context["adminform"].form.errors
+    box = Mailbox.objects.get(org=org, name="intake")
+    raw_column = Mailbox.objects.values_list("secret", flat=True).get(pk=box.pk)
+    assert box.get_secret() == PASSWORD
+    assert PASSWORD not in raw_column
+    assert (box.folders, box.poll_interval) == (["INBOX", "Invoices"], timedelta(seconds=120))
+
+    html = admin_client.get(reverse("admin:mailpoll_mailbox_change", args=[box.pk])).content.decode()
+    assert PASSWORD not in html
+    assert raw_column not in html
+    assert 'name="password"' in html and "stored (encrypted)" in html
+    assert 'value="INBOX, Invoices"' in html
+
+
+@pytest.mark.django_db
+def test_a_view_only_user_sees_the_mailbox_but_neither_secret_nor_actions(client):
+    user = UserFactory(is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="view_mailbox"))
+    client.force_login(user)
+    box = mailbox()
+
+    listing = client.get(MAILBOXES_URL).content.decode()
+    html = client.get(reverse("admin:mailpoll_mailbox_change", args=[box.pk])).content.decode()
+
+    assert "poll_now" not in listing
+    assert "imap.example.com" in html and "stored (encrypted)" in html
+    assert PASSWORD not in html and box.secret not in html
+
+
+@pytest.mark.django_db
+def test_an_empty_password_keeps_the_secret_and_the_checkbox_removes_it(admin_client):
+    box = mailbox()
+    FolderCursor.objects.create(mailbox=box, folder="INBOX", uidvalidity=7, last_uid=41, last_sync_ts=timezone.now())
+    url = reverse("admin:mailpoll_mailbox_change", args=[box.pk])
+
+    kept = admin_client.post(url, change_data(box, name="renamed"))
+    box.refresh_from_db()
+    assert kept.status_code == 302
+    assert (box.name, box.get_secret()) == ("renamed", PASSWORD)
+
+    admin_client.post(url, change_data(box, remove_secret="on"))
+    box.refresh_from_db()
+    assert box.secret == ""
+
+
+@pytest.mark.django_db
+def test_plain_text_to_a_remote_host_is_refused_with_its_message(admin_client):
+    org = OrgFactory()
+
+    response = admin_client.post(MAILBOX_ADD_URL, form_data(org, security="none"))
+
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert "No encryption is allowed only for a server on this machine (127.0.0.1, localhost or ::1)" in html
+    assert PASSWORD not in html  # a refused form does not echo the password either
+    assert not Mailbox.objects.filter(org=org).exists()
+
+
+@pytest.mark.django_db
+def test_the_add_form_makes_the_operator_choose_the_first_poll(admin_client):
+    html = admin_client.get(MAILBOX_ADD_URL).content.decode()
+
+    radios = re.findall(r'<input type="radio" name="initial_mode"[^>]*>', html)
+    assert len(radios) == 3
+    assert not any("checked" in radio for radio in radios)
+
+
+@pytest.mark.django_db
+def test_the_change_page_shows_folder_cursors_read_only(admin_client):
+    box = mailbox(initial_mode="since", initial_since=date(2026, 1, 1))
+    FolderCursor.objects.create(mailbox=box, folder="Invoices", uidvalidity=1717, last_uid=4242,
+                                last_sync_ts=timezone.now() - timedelta(minutes=3))
+
+    html = admin_client.get(reverse("admin:mailpoll_mailbox_change", args=[box.pk])).content.decode()
+
+    assert all(text in html for text in ("Invoices", "1717", "4242", "3 min ago"))
+    assert 'name="cursors-0-last_uid"' not in html
+
+
+@pytest.mark.django_db
+def test_poll_now_clears_last_polled_at_of_enabled_mailboxes(admin_client):
+    org = OrgFactory()
+    due = mailbox(org, name="due", last_polled_at=timezone.now())
+    off = mailbox(org, name="off", enabled=False, last_polled_at=timezone.now())
+
+    response = run_action(admin_client, MAILBOXES_URL, "poll_now", [due, off])
+
+    due.refresh_from_db()
+    off.refresh_from_db()
+    assert due.last_polled_at is None
+    assert off.last_polled_at is not None
+    assert messages_of(response) == [
+        "1 mailbox marked due: the next cycle of any running pollmail (every 120 s) polls them; "
+        "1 skipped (disabled mailboxes are never polled: enable them first)"
+    ]
+
+
+@pytest.mark.django_db
+def test_requests_list_with_status_and_attachment_count(admin_client):
+    box = mailbox()
+    accepted = request_(box)
+    processing(accepted, timedelta(minutes=1))
+    rejected = request_(box, status="rejected", reject_reason="message is 30,000,000 bytes, over the limit")
+
+    response = admin_client.get(REQUESTS_URL)
+    html = response.content.decode()
+
+    assert listed(response) == {accepted.pk, rejected.pk}
+    assert "over the limit" in html and ">Rejected<" in html
+    assert listed(admin_client.get(REQUESTS_URL, {"status__exact": "rejected"})) == {rejected.pk}
+    assert listed(admin_client.get(REQUESTS_URL, {"q": "msg-0@"})) == {accepted.pk}
+    detail = admin_client.get(reverse("admin:mailpoll_request_change", args=[accepted.pk])).content.decode()
+    assert "report.csv" in detail and 'name="_save"' not in detail
+
+
+@pytest.mark.django_db
+def test_the_stuck_filter_lists_only_attachments_processing_too_long(admin_client):
+    req = request_(mailbox())
+    stuck = processing(req, timedelta(minutes=20))
+    processing(req, timedelta(minutes=1))
+
+    everything = admin_client.get(ATTACHMENTS_URL)
+    response = admin_client.get(ATTACHMENTS_URL, {"stuck": "yes"})
+
+    assert len(listed(everything)) == 2
+    assert '<a href="?stuck=yes">1 attachment stuck</a> in processing for over 15 min' in everything.content.decode()
+    assert listed(response) == {stuck.pk}
+
+
+@pytest.mark.django_db
+def test_release_moves_a_stuck_attachment_to_pending_and_queues_its_job(admin_client):
+    req = request_(mailbox())
+    stuck = processing(req, timedelta(minutes=20))
+    young = processing(req, timedelta(minutes=1))
+
+    response = run_action(admin_client, ATTACHMENTS_URL, "release", [stuck, young])
+
+    stuck.refresh_from_db()
+    young.refresh_from_db()
+    assert (stuck.status, stuck.processing_started_at) == (AttachmentStatus.PENDING, None)
+    assert young.status == AttachmentStatus.PROCESSING
+    job = Job.objects.get(dedup_key=f"process_attachment:{stuck.pk}")
+    assert (job.type, job.status, job.org_id, job.payload) == (
+        "process_attachment", JobStatus.QUEUED, req.org_id, {"attachment_id": stuck.pk})
+    assert not Job.objects.filter(dedup_key=f"process_attachment:{young.pk}").exists()
+    assert messages_of(response) == [
+        "1 attachment released and queued; 1 skipped (only attachments processing for over 15 min can be released)"
+    ]
+
+
+@pytest.mark.django_db
+def test_retry_failed_requeues_failed_attachments_only(admin_client):
+    req = request_(mailbox())
+    given_up = failed(req, attempts=3)
+    live = processing(req, timedelta(0))
+
+    response = run_action(admin_client, ATTACHMENTS_URL, "retry", [given_up, live])
+
+    given_up.refresh_from_db()
+    live.refresh_from_db()
+    assert (given_up.status, given_up.attempts, given_up.error) == (AttachmentStatus.PENDING, 0, "")
+    assert live.status == AttachmentStatus.PROCESSING
+    assert Job.objects.filter(dedup_key=f"process_attachment:{given_up.pk}", status=JobStatus.QUEUED).exists()
+    assert messages_of(response)[0] == "1 attachment queued again; 1 skipped (only failed attachments can be retried)"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("url", [MAILBOXES_URL, REQUESTS_URL, ATTACHMENTS_URL])
+def test_every_column_sorts(admin_client, url):
+    req = request_(mailbox(last_success_at=timezone.now()))
+    processing(req, timedelta(minutes=20))
+    failed(req)
+    columns = len(admin_client.get(url).context["cl"].list_display)
+
+    for column in range(1, columns):
+        for order in (str(column), f"-{column}"):
+            response = admin_client.get(url, {"o": order})
+            assert response.status_code == 200 and listed(response), f"sorting by column {order}"

@@ -8,8 +8,8 @@ import pytest
 from imapclient import IMAPClient
 
 from tests.support import dovecot as dovecot_support
-from tests.support.dovecot import DovecotServer, DovecotUnavailable, DroppingProxy
-from tests.support.dovecot import dovecot  # noqa: F401  the session fixture, until tests/conftest.py registers it
+from tests.support.dovecot import DovecotServer, DovecotUnavailable
+from tests.support.tcpproxy import DroppingProxy
 
 
 def message(n: int, body: str = "hello") -> bytes:

@@ -8,7 +8,7 @@ from mailpoll.models import FolderCursor, Mailbox, Request, RequestStatus
 from mailpoll.poller import Poller
 from mailpoll.store import store_message
 from tests.mailpoll.factories import mail
-from tests.support.dovecot import DroppingProxy
+from tests.support.tcpproxy import DroppingProxy
 
 pytestmark = pytest.mark.django_db
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from datetime import date
 
-from django.db import connection
+from django.db import connection, transaction
 
 from .formats import ParsedRow, RowError
 from .urlnorm import InvalidUrl, in_scope, normalize_url
@@ -18,18 +18,35 @@ from .urlnorm import InvalidUrl, in_scope, normalize_url
 BATCH_SIZE = 5000
 MAX_ERROR_SAMPLES = 20
 
-# One statement per batch: arrays in, two counts out. xmax = 0 on a returned
+# A batch goes to the server with COPY into a staging table that lives for
+# the batch only, then one set-based upsert from it. COPY is the cheapest way
+# in (no per-row SQL, no client-side array literals); the upsert is what COPY
+# cannot do. ON COMMIT DROP cleans up after a failed batch; the explicit DROP
+# lets a transaction write several batches (import_api does). A temporary table
+# never outlives its transaction, so this also works behind PgBouncer in
+# transaction mode.
+CREATE_STAGE = """
+CREATE TEMPORARY TABLE imports_stage (
+    url text, url_normalized text, period_start date, period_end date,
+    clicks bigint, impressions bigint, ctr float8, position float8
+) ON COMMIT DROP
+"""
+COPY_STAGE = (
+    "COPY imports_stage (url, url_normalized, period_start, period_end, clicks, impressions, ctr, position) "
+    "FROM STDIN"
+)
+DROP_STAGE = "DROP TABLE imports_stage"
+
+# One statement per batch: staged rows in, two counts out. xmax = 0 on a returned
 # row means the INSERT created it; otherwise ON CONFLICT updated an existing one.
 UPSERT_METRICS = """
 WITH up AS (
     INSERT INTO imports_urlmetric AS m
         (site_target_id, url, url_normalized, period_start, period_end,
          clicks, impressions, ctr, position, import_id, updated_at)
-    SELECT %(target)s, r.url, r.url_normalized, r.period_start, r.period_end,
-           r.clicks, r.impressions, r.ctr, r.position, %(import_id)s, now()
-    FROM unnest(%(url)s::text[], %(url_normalized)s::text[], %(period_start)s::date[], %(period_end)s::date[],
-                %(clicks)s::bigint[], %(impressions)s::bigint[], %(ctr)s::float8[], %(position)s::float8[])
-         AS r(url, url_normalized, period_start, period_end, clicks, impressions, ctr, position)
+    SELECT %(target)s, s.url, s.url_normalized, s.period_start, s.period_end,
+           s.clicks, s.impressions, s.ctr, s.position, %(import_id)s, now()
+    FROM imports_stage AS s
     ON CONFLICT (site_target_id, url_normalized, period_start, period_end) DO UPDATE
     SET url = EXCLUDED.url, clicks = EXCLUDED.clicks, impressions = EXCLUDED.impressions,
         ctr = EXCLUDED.ctr, position = EXCLUDED.position, import_id = EXCLUDED.import_id, updated_at = now()
@@ -68,13 +85,36 @@ class Counts:
             self.error_samples.append({"row": row_number, "reason": reason})
 
 
+# Distinct raw URLs whose fate a Scope remembers. Search Console exports repeat
+# each URL once a day, so most rows cost a lookup instead of a normalization.
+# Bounded so memory stays flat (~10 MB when full); emptied when full.
+LOCATED_URLS = 50_000
+
+
+class LocatedUrls(dict):
+    """Raw URL -> its normalized form if in scope, None if outside; at most ``LOCATED_URLS`` entries."""
+
+    def remember(self, raw: str, located: str | None) -> None:
+        if len(self) >= LOCATED_URLS:
+            self.clear()
+        self[raw] = located
+
+
 @dataclass(frozen=True)
 class Scope:
-    """Where rows must point to be kept, and the period for rows without a date."""
+    """Where rows must point to be kept, and the period for rows without a date.
+
+    A Scope serves one import from start to end and remembers the URLs it has
+    seen (``located``), for ``prepare``.
+    """
 
     url_prefix: str = ""
     search_console_property: str = ""
     period: tuple[date, date] | None = None
+    located: LocatedUrls = field(default_factory=LocatedUrls, init=False, repr=False, compare=False)
+
+
+_UNSEEN = object()
 
 
 def prepare(rows, scope: Scope, counts: Counts) -> dict[tuple, tuple]:
@@ -84,52 +124,58 @@ def prepare(rows, scope: Scope, counts: Counts) -> dict[tuple, tuple]:
     as it would replace it in the table.
     """
     records: dict[tuple, tuple] = {}
+    located = scope.located
+    period = scope.period
     for row in rows:
         counts.read += 1
         if isinstance(row, RowError):
             counts.error(row.number, row.reason)
             continue
-        try:
-            normalized = normalize_url(row.url)
-        except InvalidUrl as exc:
-            counts.error(row.number, f"URL {row.url[:200]!r}: {exc}")
-            continue
-        if not in_scope(normalized, url_prefix=scope.url_prefix,
-                        search_console_property=scope.search_console_property):
+        url = row.url
+        normalized = located.get(url, _UNSEEN)
+        if normalized is _UNSEEN:
+            try:
+                normalized = normalize_url(url)
+            except InvalidUrl as exc:  # not remembered: rare, and the message is per row
+                counts.error(row.number, f"URL {url[:200]!r}: {exc}")
+                continue
+            # A malformed prefix or property raises here, failing the import, as it should.
+            if not in_scope(normalized, url_prefix=scope.url_prefix,
+                            search_console_property=scope.search_console_property):
+                normalized = None
+            elif normalized == url:
+                normalized = url  # one string kept, not two equal ones
+            located.remember(url, normalized)
+        if normalized is None:
             counts.skip("outside the site target")
             continue
         if row.date is not None:
             start = end = row.date
-        elif scope.period is not None:
-            start, end = scope.period
+        elif period is not None:
+            start, end = period
         else:
             counts.error(row.number, "no date for this row and no period for the file")
             continue
-        records[(normalized, start, end)] = (row.url, row.clicks, row.impressions, row.ctr, row.position)
+        # The record is the staging table's row, in its column order.
+        records[(normalized, start, end)] = (url, normalized, start, end,
+                                             row.clicks, row.impressions, row.ctr, row.position)
     return records
 
 
 def upsert(site_target_id: int, import_id: int | None, records: dict[tuple, tuple]) -> tuple[int, int]:
-    """Write one batch; returns (inserted, updated)."""
+    """Write one batch of ``prepare``'s records; returns (inserted, updated)."""
     if not records:
         return 0, 0
-    keys = list(records)
-    values = list(records.values())
-    params = {
-        "target": site_target_id,
-        "import_id": import_id,
-        "url_normalized": [k[0] for k in keys],
-        "period_start": [k[1] for k in keys],
-        "period_end": [k[2] for k in keys],
-        "url": [v[0] for v in values],
-        "clicks": [v[1] for v in values],
-        "impressions": [v[2] for v in values],
-        "ctr": [v[3] for v in values],
-        "position": [v[4] for v in values],
-    }
-    with connection.cursor() as cursor:
-        cursor.execute(UPSERT_METRICS, params)
+    # Its own transaction unless the caller's (the staging table lives until commit).
+    with transaction.atomic(savepoint=False), connection.cursor() as cursor:
+        cursor.execute(CREATE_STAGE)
+        with cursor.copy(COPY_STAGE) as copy:
+            write = copy.write_row
+            for record in records.values():
+                write(record)
+        cursor.execute(UPSERT_METRICS, {"target": site_target_id, "import_id": import_id})
         inserted, updated = cursor.fetchone()
+        cursor.execute(DROP_STAGE)
     return inserted, updated
 
 
@@ -144,4 +190,4 @@ def batched(iterable, size: int = BATCH_SIZE):
         yield batch
 
 
-__all__ = ["BATCH_SIZE", "Counts", "ParsedRow", "RowError", "Scope", "batched", "prepare", "upsert"]
+__all__ = ["BATCH_SIZE", "Counts", "LocatedUrls", "ParsedRow", "RowError", "Scope", "batched", "prepare", "upsert"]

@@ -108,7 +108,7 @@ class _Converter:
         self.width = max(indices.values()) + 1
         # Only the columns present: (position in ParsedRow after url, column, parser, field).
         self.fields = [
-            (slot, indices[field], parser, field)
+            (slot, indices[field], _memoized(parser) if field == "date" else parser, field)
             for slot, (field, parser) in enumerate(_PARSERS)
             if field in indices
         ]
@@ -130,6 +130,34 @@ class _Converter:
             except ValueError as exc:
                 return RowError(number, f"{field} '{_shown(raw)}' {exc}")
         return ParsedRow(number, url, *values)
+
+
+# Distinct dates remembered per pass: a file holds few (one per day it covers).
+MEMOIZED_VALUES = 1024
+
+
+def _memoized(parser):
+    """``parser`` remembering its last ``MEMOIZED_VALUES`` distinct text cells or fewer.
+
+    Only text: Excel's 1 and True are equal keys but not the same cell. Errors are not remembered.
+    """
+    seen = {}
+
+    def parse(raw):
+        if type(raw) is not str:
+            return parser(raw)
+        value = seen.get(raw, _UNSEEN)
+        if value is _UNSEEN:
+            value = parser(raw)
+            if len(seen) >= MEMOIZED_VALUES:
+                seen.clear()
+            seen[raw] = value
+        return value
+
+    return parse
+
+
+_UNSEEN = object()
 
 
 def is_blank(cells: Sequence[Any]) -> bool:

@@ -33,8 +33,9 @@ def parse_count(value) -> int | None:
         text = value.strip()
         if not text:
             return None
-        # Fast path: the plain "1234" most exports write.
-        number = int(text) if text.isdigit() and text.isascii() else _number(text, count=True)
+        if text.isdigit() and text.isascii():
+            return int(text)  # the plain "1234" most exports write
+        number = _number(text, count=True)
     elif value is None:
         return None
     else:

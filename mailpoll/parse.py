@@ -15,24 +15,22 @@ from __future__ import annotations
 
 import base64
 import binascii
-import codecs
 import email
 import email.header
 import email.utils
 import hashlib
 import quopri
 import re
-import unicodedata
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from email.errors import HeaderParseError
 from email.message import Message
 from email.policy import Compat32
-from html.parser import HTMLParser
 
 from . import tnef
+from .text import clean_line, clean_text, decode_bytes, html_to_text, safe_filename
 
-__all__ = ["ParsedMessage", "Part", "UnparseableMessage", "parse_message", "safe_filename"]
+__all__ = ["ParsedMessage", "Part", "UnparseableMessage", "normalize_message_id", "parse_message", "safe_filename"]
 
 MAX_DEPTH = 5  # forwarded-inside-forwarded levels searched for attachments
 MAX_PARTS = 500
@@ -44,15 +42,16 @@ SENDER_MAX_CHARS = 500
 MESSAGE_ID_MAX_CHARS = 250  # longer is not a real Message-ID: the raw hash names the message instead
 ORIGINAL_FILENAME_MAX_CHARS = 500
 BODY_MAX_CHARS = 1_000_000
-HTML_MAX_CHARS = 5_000_000  # html.parser is slow on huge hostile input; the cut is a defect
+HTML_MAX_CHARS = 2_000_000  # html.parser needs ~1 s per MB of hostile markup; the cut is a defect
 
 # At least one of these makes a header block a mail's: "Foo: bar" alone is not one.
 _MAIL_HEADERS = frozenset({
     "from", "to", "cc", "subject", "date", "message-id", "received", "return-path", "mime-version",
     "content-type", "sender", "reply-to", "delivered-to",
 })
-_SIGNATURE_PROTOCOLS = ("multipart/signed",)
 _MIME_RE = re.compile(r"[a-z0-9][a-z0-9!#$&^_.+-]{0,126}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}")
+# A parameter name as the stdlib splits them: after a ';', ending at '=', ';' or the end.
+_STAR_PARAM = re.compile(r";\s*([A-Za-z0-9_]+)\*(\d*)\*?(?=\s*(?:[=;]|$))")
 _BOUNDARY_LINE = re.compile(rb"^--([^\s]{1,70})\s*$", re.MULTILINE)
 
 
@@ -91,16 +90,36 @@ class ParsedMessage:
 
 
 class _Policy(Compat32):
-    """compat32 parsing, but raw 8-bit header bytes decoded instead of becoming U+FFFD.
+    """compat32 parsing, with two repairs on every header read (the parser reads through here too).
 
-    compat32 wraps them in an 'unknown-8bit' Header whose str() loses them; real
-    senders put UTF-8 or Windows-1252 there (names, subjects), so we guess.
+    - Raw 8-bit bytes are decoded: compat32 wraps them in an 'unknown-8bit' Header
+      whose str() is U+FFFD; senders put UTF-8 or Windows-1252 there, so we guess.
+    - A parameter sent both as ``name*=`` and ``name*0=`` (RFC 2231) crashes the
+      stdlib (TypeError sorting None with 0), parser included: the unnumbered one is renamed.
     """
 
     def header_fetch_parse(self, name, value):
         if any("\udc80" <= char <= "\udcff" for char in value):
             value = decode_bytes(value.encode("ascii", "surrogateescape"), None)[0]
+        if name.lower().startswith("content-") and "*" in value:
+            value = _defuse_rfc2231(value)
         return value
+
+
+def _defuse_rfc2231(value: str) -> str:
+    kinds: dict[str, set[bool]] = {}
+    for match in _STAR_PARAM.finditer(value):
+        kinds.setdefault(match.group(1).lower(), set()).add(bool(match.group(2)))
+    clashing = {name for name, numbered in kinds.items() if len(numbered) == 2}
+    if not clashing:
+        return value
+
+    def rename(match: re.Match) -> str:
+        if match.group(1).lower() in clashing and not match.group(2):
+            return match.group(0).replace("*", "-unnumbered*", 1)
+        return match.group(0)
+
+    return _STAR_PARAM.sub(rename, value)
 
 
 _POLICY = _Policy()
@@ -116,16 +135,22 @@ def parse_message(raw: bytes, *, max_depth: int = MAX_DEPTH, max_parts: int = MA
         raise UnparseableMessage("no mail header block")
     walker = _Walker(max_depth=max_depth, max_parts=max_parts, max_part_bytes=max_part_bytes)
     walker.walk(root)
-    message_id = _message_id(root, walker.defects)
+    body_text = walker.body_text()
+    ids = root.get_all("message-id") or []
+    if len(ids) > 1:
+        walker.defect("several Message-ID headers: the first one used")
+    message_id = normalize_message_id(ids[0] if ids else None)
+    if ids and message_id is None and len(str(ids[0]).strip()) > MESSAGE_ID_MAX_CHARS:
+        walker.defect("Message-ID too long: the message is named by its hash")
     return ParsedMessage(
         message_id=message_id,
         source_ref=message_id or "sha256:" + hashlib.sha256(raw).hexdigest(),
         sender=_sender(root.get("from")),
         subject=clean_line(_decode_words(root.get("subject") or ""), SUBJECT_MAX_CHARS),
         date=_date(root.get("date")),
-        body_text=walker.body_text(),
+        body_text=body_text,
         parts=tuple(walker.parts),
-        defects=tuple(walker.defects[:MAX_DEFECTS]),
+        defects=tuple(dict.fromkeys(walker.defects))[:MAX_DEFECTS],
     )
 
 
@@ -145,12 +170,11 @@ class _Walker:
         self.parts: list[Part] = []
         self.defects: list[str] = []
         self.plain: list[tuple[int, str]] = []  # (depth, text)
-        self.html: list[tuple[int, str]] = []
+        self.html: list[tuple[int, str]] = []  # (depth, markup)
         self.leaves = 0
 
     def defect(self, text: str) -> None:
-        if text not in self.defects:
-            self.defects.append(text)
+        self.defects.append(text)
 
     def walk(self, root: Message) -> None:
         stack = [(root, 0, 0)]  # (node, message depth, multipart nesting)
@@ -172,7 +196,7 @@ class _Walker:
             if nesting >= MAX_MULTIPART_NESTING:
                 self.defect(f"multipart nested over {MAX_MULTIPART_NESTING} levels: not searched")
                 return []
-            if ctype in _SIGNATURE_PROTOCOLS:
+            if ctype == "multipart/signed":
                 payload = payload[:1]  # the second part is the signature itself, not an attachment
             return [(child, depth, nesting + 1) for child in payload]
         if node.get_content_maintype() == "multipart":
@@ -202,22 +226,15 @@ class _Walker:
         if node.get_content_maintype() == "text" and disposition != "attachment" and not original:
             if node.get_content_subtype() in ("plain", "html"):
                 return self.body(node, content, depth)
-        mime = ctype if _MIME_RE.fullmatch(ctype) else "application/octet-stream"
-        if tnef.is_tnef(content) and (mime in tnef.TNEF_MIMES or original.lower().endswith(".dat")):
+        if tnef.is_tnef(content) and (ctype in tnef.TNEF_MIMES or original.lower().endswith(".dat")):
             return self.tnef(content, original, depth)
-        self.add_part(original, mime, content, disposition, _content_id(node), depth)
+        self.add_part(original, ctype, content, disposition, _content_id(node), depth)
 
     def body(self, node: Message, content: bytes, depth: int) -> None:
         text, defects = decode_bytes(content, node.get_content_charset())
         for defect in defects:
             self.defect(f"{defect} in the body")
-        if node.get_content_subtype() == "plain":
-            self.plain.append((depth, text))
-            return
-        if len(text) > HTML_MAX_CHARS:
-            self.defect("HTML body cut before its text was extracted")
-            text = text[:HTML_MAX_CHARS]
-        self.html.append((depth, html_to_text(text)))
+        (self.plain if node.get_content_subtype() == "plain" else self.html).append((depth, text))
 
     def tnef(self, content: bytes, original: str, depth: int) -> None:
         if depth + 1 > self.max_depth:
@@ -233,6 +250,7 @@ class _Walker:
 
     def add_part(self, original: str, mime: str, content: bytes, disposition: str | None,
                  content_id: str | None, depth: int) -> None:
+        mime = mime if _MIME_RE.fullmatch(mime) else "application/octet-stream"
         size = len(content)
         if size > self.max_part_bytes:
             self.defect(f"part over {self.max_part_bytes} bytes not kept ({size} bytes)")
@@ -249,21 +267,32 @@ class _Walker:
             self.defect(f"{_kebab(name)} ({clean_line(where, 80)})")
 
     def body_text(self) -> str:
-        """text/plain of the shallowest message that has any, else its HTML's text."""
-        for texts in (self.plain, self.html):
-            found = [(depth, text) for depth, text in texts if text.strip()]
-            if found:
-                top = min(depth for depth, _ in found)
-                return clean_text("\n\n".join(text for depth, text in found if depth == top), BODY_MAX_CHARS)
-        return ""
+        """text/plain of the shallowest message that has any, else the text of its HTML."""
+        plain = _shallowest(self.plain)
+        if plain:
+            return clean_text("\n\n".join(plain), BODY_MAX_CHARS)
+        texts, budget = [], HTML_MAX_CHARS  # HTML is converted only when needed, and only so much of it
+        for html in _shallowest(self.html):
+            if len(html) > budget:
+                self.defect("HTML body cut before its text was extracted")
+            texts.append(html_to_text(html[:budget]))
+            budget -= len(html)
+            if budget <= 0:
+                break
+        return clean_text("\n\n".join(texts), BODY_MAX_CHARS)
+
+
+def _shallowest(texts: list[tuple[int, str]]) -> list[str]:
+    found = [(depth, text) for depth, text in texts if text.strip()]
+    top = min((depth for depth, _ in found), default=0)
+    return [text for depth, text in found if depth == top]
 
 
 def _recover_boundary(node: Message) -> Message | None:
     """A multipart whose boundary is missing or wrong: find the delimiter in the body and reparse."""
-    payload = node.get_payload()
-    if not isinstance(payload, str):
+    if isinstance(node.get_payload(), list):
         return None
-    body = payload.encode("ascii", "surrogateescape")
+    body = node.get_payload(decode=True) or b""  # raw bytes; get_payload() would mangle 8-bit ones
     match = _BOUNDARY_LINE.search(body)
     if match is None or match.group(1).rstrip(b"-") == (node.get_boundary() or "").encode():
         return None
@@ -281,15 +310,11 @@ def _encoded_rfc822(node: Message) -> Message | None:
     if cte not in ("base64", "quoted-printable"):
         return None
     payload = node.get_payload()
-    if isinstance(payload, list):  # the parser read the encoded text as a message without headers
-        if not payload or payload[0].keys():
-            return None
-        payload = payload[0].get_payload()
-    if not isinstance(payload, str):
+    if not payload or payload[0].keys():  # the parser found a header block: it was readable as it came
         return None
-    encoded = payload.encode("ascii", "surrogateescape")
+    encoded = payload[0].get_payload(decode=True) or b""  # the encoded text, read as a headerless message
     raw = quopri.decodestring(encoded) if cte == "quoted-printable" else _lenient_b64(encoded)
-    inner = _parse_bytes(raw) if raw and raw.strip() else None
+    inner = _parse_bytes(raw) if raw.strip() else None
     return inner if inner is not None and inner.keys() else None
 
 
@@ -319,7 +344,7 @@ def _filename(node: Message, defects: list[str]) -> str:
             name, problems = decode_bytes(raw, charset or None)
             defects.extend(f"{problem} in a file name" for problem in problems)
     else:
-        name = email.utils.unquote(value)
+        name = value
     if "=?" in name:  # RFC 2047 inside a parameter: forbidden, sent by most clients anyway
         name = _decode_words(name)
     return name
@@ -359,19 +384,15 @@ def _content_id(node: Message) -> str | None:
     return value or None
 
 
-def _message_id(root: Message, defects: list[str]) -> str | None:
-    values = root.get_all("message-id") or []
-    if len(values) > 1:
-        defects.append("several Message-ID headers: the first one used")
-    if not values:
-        return None
-    value = clean_line(str(values[0]), 10 * MESSAGE_ID_MAX_CHARS)
+def normalize_message_id(value: str | None) -> str | None:
+    """The Message-ID as a source_ref: trimmed, angle brackets and inner whitespace gone; None if unusable.
+
+    ``" <Abc@x>  (comment)"`` → ``"Abc@x"``; over MESSAGE_ID_MAX_CHARS → None (the raw hash names it).
+    """
+    value = clean_line(str(value or ""), 10 * MESSAGE_ID_MAX_CHARS)
     match = re.search(r"<([^<>]*)>", value)
     value = re.sub(r"\s+", "", match.group(1) if match else value).strip("<>")
-    if len(value) > MESSAGE_ID_MAX_CHARS:
-        defects.append("Message-ID too long: the message is named by its hash")
-        return None
-    return value or None
+    return value if 0 < len(value) <= MESSAGE_ID_MAX_CHARS else None
 
 
 def _sender(value: str | None) -> str:
@@ -398,144 +419,4 @@ def _kebab(name: str) -> str:
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "-", name).lower()
 
 
-
 # --- text: charsets, cleaning, HTML, file names --------------------------------------
-
-FILENAME_MAX_CHARS = 150
-FILENAME_MAX_BYTES = 240  # UTF-8, under the usual 255-byte file system limit
-_CHARSET_SUPERSETS = {"iso8859-1": "cp1252", "ascii": "cp1252", "gb2312": "gb18030"}  # as browsers read them
-_UNDECLARED = ("unknown-8bit", "x-unknown", "unknown", "default")
-_WINDOWS_DEVICES = frozenset(
-    ["con", "prn", "aux", "nul"] + [f"com{n}" for n in range(10)] + [f"lpt{n}" for n in range(10)]
-)
-_PATH_UNSAFE = re.compile(r'[<>:"|?*]')
-_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ufeff]")  # Unicode Cc but tab and newline; BOMs
-_SURROGATES = re.compile("[\ud800-\udfff]")
-_EXTENSION = re.compile(r"\.[A-Za-z0-9]{1,16}$")
-
-
-def decode_bytes(data: bytes, charset: str | None) -> tuple[str, list[str]]:
-    """Text from bytes in their declared charset; undeclared, unknown or lying: UTF-8, else Windows-1252.
-
-    Returns (text, defects). Never raises.
-    """
-    defects = []
-    label = clean_line(charset or "", 60).lower()
-    if label and label not in _UNDECLARED:
-        codec = _text_codec(label)
-        if codec is None:
-            defects.append(f"unknown charset {label!r}")
-        else:
-            for name in (_CHARSET_SUPERSETS.get(codec), codec):
-                if name:
-                    try:
-                        return data.decode(name), defects
-                    except UnicodeError:
-                        pass
-            defects.append(f"text not in its declared charset {label!r}")
-    try:
-        return data.decode("utf-8"), defects
-    except UnicodeDecodeError:
-        return data.decode("cp1252", errors="replace"), defects
-
-
-def _text_codec(label: str) -> str | None:
-    if not re.fullmatch(r"[a-z0-9_.:-]{1,40}", label):
-        return None
-    try:
-        name = codecs.lookup(label).name
-        b"".decode(name)  # LookupError for bytes-to-bytes codecs: "zlib", "base64"…
-    except LookupError:
-        return None
-    return name
-
-
-def clean_line(text: str, cap: int, *, keep_format: bool = False) -> str:
-    """One line: control characters and lone surrogates out, whitespace collapsed, capped.
-
-    Format characters (bidi overrides, zero-width) go too unless ``keep_format``.
-    """
-    out = []
-    for char in str(text)[: 4 * cap]:
-        category = unicodedata.category(char)
-        if char.isspace():
-            out.append(" ")
-        elif category == "Cs":
-            out.append("\ufffd")
-        elif category == "Cc" or (category == "Cf" and not keep_format):
-            continue
-        else:
-            out.append(char)
-    return re.sub(r" {2,}", " ", "".join(out)).strip()[:cap].strip()
-
-
-def clean_text(text: str, cap: int) -> str:
-    """A body: newlines normalized, controls (but tab and newline) and surrogates out, blank runs cut."""
-    text = text[: 2 * cap].replace("\r\n", "\n").replace("\r", "\n")
-    text = _SURROGATES.sub("\ufffd", _CONTROLS.sub("", text))
-    text = re.sub(r"[ \t]+\n", "\n", text)
-    return re.sub(r"\n{3,}", "\n\n", text).strip()[:cap]
-
-
-class _HTMLText(HTMLParser):
-    """The visible text of an HTML body: scripts, styles and the head skipped, blocks on their own lines."""
-
-    SKIP = frozenset({"script", "style", "head", "title", "noscript", "template"})
-    BLOCK = frozenset({
-        "p", "div", "br", "tr", "li", "ul", "ol", "table", "h1", "h2", "h3", "h4", "h5", "h6", "blockquote",
-        "pre", "hr", "section", "article", "header", "footer", "dt", "dd", "address",
-    })
-
-    def __init__(self):
-        super().__init__(convert_charrefs=True)
-        self.chunks: list[str] = []
-        self.skipping = 0
-
-    def handle_starttag(self, tag, attrs):
-        if tag == "body":
-            self.skipping = 0  # an unclosed <head> ends here, as in a browser
-        elif tag in self.SKIP:
-            self.skipping += 1
-        elif tag in self.BLOCK:
-            self.chunks.append("\n")
-        elif tag in ("td", "th"):
-            self.chunks.append(" ")
-
-    def handle_endtag(self, tag):
-        if tag in self.SKIP:
-            self.skipping = max(0, self.skipping - 1)
-        elif tag in self.BLOCK:
-            self.chunks.append("\n")
-
-    def handle_data(self, data):
-        if not self.skipping:
-            self.chunks.append(data)
-
-
-def html_to_text(html: str) -> str:
-    parser = _HTMLText()
-    parser.feed(html)
-    parser.close()
-    lines = (re.sub(r"\s+", " ", line).strip() for line in "".join(parser.chunks).split("\n"))
-    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
-
-
-def safe_filename(name: str, default: str = "attachment") -> str:
-    """A file name fit for display and downloads: no path, controls, bidi tricks or device names.
-
-    Keeps the extension when capping the length; never empty. Stored files are
-    named by their hash anyway: this name is never a path on our disk.
-    """
-    name = unicodedata.normalize("NFC", str(name)).replace("\\", "/").rsplit("/", 1)[-1]
-    name = clean_line(name, 10 * FILENAME_MAX_CHARS)
-    name = _PATH_UNSAFE.sub("_", re.sub(r"^[A-Za-z]:(?=.)", "", name))
-    name = name.strip(" .")  # leading dots hide files; trailing ones vanish on Windows
-    if name.split(".", 1)[0].strip().lower() in _WINDOWS_DEVICES:
-        name = "_" + name
-    match = _EXTENSION.search(name)
-    extension = match.group(0) if match and match.start() > 0 else ""
-    stem = name[: len(name) - len(extension)][: FILENAME_MAX_CHARS - len(extension)]
-    while len((stem + extension).encode("utf-8")) > FILENAME_MAX_BYTES:
-        stem = stem[:-1]
-    name = (stem.rstrip(" .") + extension) if stem.rstrip(" .") else ""
-    return name or default

@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from . import conf, cursor, store, watchdog
 from .models import FolderCursor, Mailbox
+from .parse import normalize_message_id
 from .providers import for_mailbox
 
 log = logging.getLogger(__name__)
@@ -204,7 +205,7 @@ class Poller:
 
         headers = provider.fetch_headers(uid) or b""
         parsed = BytesHeaderParser().parsebytes(headers)
-        message_id = (parsed.get("Message-ID") or "").strip().strip("<>").strip()
+        message_id = normalize_message_id(str(parsed.get("Message-ID") or ""))
         source_ref = message_id or store.raw_ref(headers + str(size).encode())
         return store.store_rejected(
             mailbox, folder, uid, source_ref,

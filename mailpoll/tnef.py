@@ -1,16 +1,16 @@
 """Files out of a TNEF stream (Outlook's ``winmail.dat``), without trusting it.
 
 TNEF is a flat list of attributes — ``level (u8), id (u16), type (u16),
-length (u32), data, checksum (u16)``, little-endian. An attachment starts with
-``attAttachRendData``; its bytes are in ``attAttachData``, its 8.3 name in
-``attAttachTitle``, its long name and MIME type among the MAPI properties of
-``attAttachment``.
+length (u32), data, checksum (u16)``, little-endian (MS-OXTNEF). An attachment
+starts with ``attAttachRendData``; its bytes are in ``attAttachData``, its 8.3
+name in ``attAttachTitle``, its long name and MIME type among the MAPI
+properties of ``attAttachment``.
 
-We walk the attribute list ourselves, in one bounded pass, and hand only the
-MAPI blocks to tnefparse's ``decode_mapi``: its ``TNEF`` class copies the rest
-of the stream for every attribute (quadratic on a hostile stream of tiny
-attributes) and strips trailing NULs from MAPI binaries, which corrupts files
-that end in zeros.
+Both levels are read here, in bounded passes. tnefparse (which the tests use as
+the reference decoder) is not safe on hostile streams: it copies the rest of
+the stream for every attribute, loops over a 32-bit property count taken from
+the data (four billion iterations for 4 bytes of input), and strips trailing
+NULs from binaries, corrupting files that end in zeros.
 """
 
 from __future__ import annotations
@@ -19,10 +19,6 @@ import codecs
 import mimetypes
 import struct
 from dataclasses import dataclass
-
-from tnefparse import properties
-from tnefparse.codepage import Codepage
-from tnefparse.mapi import IMESSAGE_SIG, decode_mapi
 
 TNEF_SIGNATURE = b"\x78\x9f\x3e\x22"
 TNEF_MIMES = ("application/ms-tnef", "application/vnd.ms-tnef")
@@ -37,6 +33,17 @@ _ATT_ATTACHMENT = 0x9005
 _ATT_OEM_CODEPAGE = 0x9007
 _HEADER = struct.Struct("<BHHI")  # level, id, type, length
 _CHECKSUM_SIZE = 2
+
+# MAPI properties we read, and the size of each fixed-size MAPI type (values are padded to 4 bytes).
+_PR_ATTACH_DATA = 0x3701
+_PR_ATTACH_LONG_FILENAME = 0x3707
+_PR_ATTACH_MIME_TAG = 0x370E
+_FIXED_SIZES = {0x0001: 0, 0x0002: 4, 0x0003: 4, 0x0004: 4, 0x0005: 8, 0x0006: 8, 0x0007: 8, 0x000A: 4,
+                0x000B: 4, 0x0014: 8, 0x0040: 8, 0x0048: 16}
+_PT_STRING8, _PT_UNICODE, _PT_OBJECT, _PT_BINARY = 0x001E, 0x001F, 0x000D, 0x0102
+_MULTI_VALUE = 0x1000
+_NAMED = 0x8000  # property ids from here on come with a GUID and a name or number
+_CODEPAGES = {20127: "ascii", 20866: "koi8-r", 28591: "latin-1", 65001: "utf-8"}
 
 
 class TnefError(ValueError):
@@ -95,45 +102,85 @@ def unpack(data: bytes, *, max_files: int = MAX_FILES) -> tuple[list[TnefFile], 
     files = []
     for found in pending:
         name = found.get("long_name") or found.get("title") or ""
-        # attAttachData is exact; the MAPI copy is padded to 4 bytes, so only a fallback.
+        # Outlook writes the bytes twice (attAttachData, PR_ATTACH_DATA_BIN); some writers only the latter.
         content = found.get("content") or found.get("mapi_content") or b""
         mime = found.get("mime") or mimetypes.guess_type(name)[0] or "application/octet-stream"
         files.append(TnefFile(name=name, mime=mime.strip().lower(), content=content))
     return files, defects
 
 
-def _mapi(value: bytes, codepage: str, defects: list[str]) -> dict:
-    """Long name, MIME tag and (fallback) content from one attAttachment MAPI block."""
-    if len(value) < 4:
-        return {}
-    try:
-        attributes = decode_mapi(value, codepage)
-    except (struct.error, ValueError, LookupError) as exc:
-        # decode_mapi guards its loop itself; only the count read or a codec can escape it.
-        defects.append(f"tnef: MAPI properties unreadable ({type(exc).__name__})")
-        return {}
-    found = {}
-    for attribute in attributes:
-        if attribute.name == properties.MAPI_ATTACH_LONG_FILENAME:
-            found["long_name"] = _text(attribute.data)
-        elif attribute.name == properties.MAPI_ATTACH_MIME_TAG:
-            found["mime"] = _text(attribute.data)
-        elif attribute.name == properties.MAPI_ATTACH_DATA_OBJ:
-            raw = b"".join(chunk for chunk in attribute.raw_data if isinstance(chunk, bytes))
-            if raw.startswith(IMESSAGE_SIG):
-                defects.append("tnef: embedded Outlook message not unpacked")
-            found["mapi_content"] = raw
+def _mapi(block: bytes, codepage: str, defects: list[str]) -> dict:
+    """Long name, MIME tag and (fallback) content from one attAttachment MAPI block.
+
+    Every property advances the offset by at least 4 bytes and every loop stops
+    at the end of the block, so the counts read from the data bound nothing.
+    """
+    found: dict = {}
+    if len(block) < 4:
+        return found
+    (count,), offset = struct.unpack_from("<I", block), 4
+    for _ in range(min(count, len(block) // 4)):
+        if offset + 4 > len(block):
+            break
+        prop_type, prop_id = struct.unpack_from("<HH", block, offset)
+        offset += 4
+        if prop_id >= _NAMED:
+            offset += 16 + 4  # GUID, kind
+            if offset > len(block):
+                break
+            kind = struct.unpack_from("<I", block, offset - 4)[0]
+            if kind == 0:
+                offset += 4
+            elif offset + 4 <= len(block):
+                offset += 4 + _padded(struct.unpack_from("<I", block, offset)[0])
+        multi = bool(prop_type & _MULTI_VALUE)
+        prop_type &= ~_MULTI_VALUE
+        values, offset = _mapi_values(block, offset, prop_type, multi)
+        if values is None:
+            defects.append(f"tnef: unknown MAPI type {prop_type:#06x}, the rest of the properties ignored")
+            break
+        if not values:
+            continue
+        if prop_id in (_PR_ATTACH_LONG_FILENAME, _PR_ATTACH_MIME_TAG) and prop_type in (_PT_STRING8, _PT_UNICODE):
+            encoding = "utf-16-le" if prop_type == _PT_UNICODE else codepage
+            text = _decode(values[0], encoding).split("\x00", 1)[0].strip()
+            found["long_name" if prop_id == _PR_ATTACH_LONG_FILENAME else "mime"] = text
+        elif prop_id == _PR_ATTACH_DATA and prop_type == _PT_BINARY:
+            found["mapi_content"] = values[0]
+        elif prop_id == _PR_ATTACH_DATA and prop_type == _PT_OBJECT:
+            defects.append("tnef: embedded Outlook message not unpacked")
     return {key: value for key, value in found.items() if value}
 
 
-def _text(value) -> str:
-    if isinstance(value, bytes):
-        value = value.decode("latin-1")
-    return value.strip("\x00 ") if isinstance(value, str) else ""
+def _mapi_values(block: bytes, offset: int, prop_type: int, multi: bool) -> tuple[list[bytes] | None, int]:
+    """(values, next offset); values None for a type whose size we cannot know."""
+    count = 1
+    variable = prop_type in (_PT_STRING8, _PT_UNICODE, _PT_OBJECT, _PT_BINARY)
+    if multi or variable:  # a count of values precedes them (1 for a single variable-size value)
+        if offset + 4 > len(block):
+            return [], len(block)
+        count, offset = struct.unpack_from("<I", block, offset)[0], offset + 4
+    if not variable:
+        size = _FIXED_SIZES.get(prop_type)
+        if size is None:
+            return None, offset
+        return [], min(len(block), offset + size * min(count, len(block)))
+    values = []
+    for _ in range(min(count, len(block) // 4)):
+        if offset + 4 > len(block):
+            break
+        length = struct.unpack_from("<I", block, offset)[0]
+        values.append(block[offset + 4:offset + 4 + length])
+        offset += 4 + _padded(length)
+    return values, min(offset, len(block))
+
+
+def _padded(length: int) -> int:
+    return length + (-length % 4)
 
 
 def _codec(number: int) -> str:
-    name = Codepage(number).codepage()
+    name = _CODEPAGES.get(number, f"cp{number}")
     try:
         codecs.lookup(name)
     except LookupError:

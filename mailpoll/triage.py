@@ -145,7 +145,7 @@ def _as_text(head: bytes) -> str | None:
 def _has_delimiter_pattern(lines: list[str]) -> bool:
     """The same non-zero count of one delimiter on every line: two lines for 3+ columns, three for 2.
 
-    "Hello, Anne\nThanks, Bob" is prose, not a table.
+    So "Hello, Anne" above "Thanks, Bob" is prose, not a table.
     """
     for delimiter in ("\t", ";", ",", "|"):
         counts = {line.count(delimiter) for line in lines}

@@ -12,6 +12,7 @@ intake test) run over; ``oversized_message()`` stays out of it, being 30 MB.
 from __future__ import annotations
 
 import base64
+import functools
 import io
 import random
 import struct
@@ -19,6 +20,7 @@ import zlib
 
 from openpyxl import Workbook
 
+XLSX_MIME = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 CSV = b"Page,Clicks\nhttps://shop.example/a,3\nhttps://shop.example/b,5\n"
 DUPLICATE_ID = "dup-42@client.example"
 UNPARSEABLE = ("not-a-mail", "empty-bytes", "multipart-bomb")
@@ -47,6 +49,7 @@ def tiny_pdf(text: str = "Clicks report for shop.example") -> bytes:
     return out + b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
 
 
+@functools.cache  # openpyxl stamps the time into the archive: one workbook per run keeps bytes comparable
 def tiny_xlsx() -> bytes:
     workbook = Workbook()
     sheet = workbook.active
@@ -113,14 +116,15 @@ def b64(data: bytes) -> bytes:
     return b"\r\n".join(encoded[i:i + 76] for i in range(0, len(encoded), 76))
 
 
-def headers(subject: str | bytes = "Weekly report", *, message_id: str | None = "auto", sender: str = "",
+def headers(subject: str | bytes = "Weekly report", *, message_id: str | None = "msg@client.example",
             extra: list = ()) -> list:
-    lines = [f"From: {sender or 'Anne Martin <anne@client.example>'}", "To: seo@agency.example",
-             "Date: Mon, 06 Jan 2025 10:15:00 +0100", "MIME-Version: 1.0"]
-    lines.append(subject if isinstance(subject, bytes) else f"Subject: {subject}")
-    if message_id:
-        lines.append(f"Message-ID: <{message_id}>" if message_id != "auto" else "")
-    return [line for line in lines if line] + list(extra)
+    """A header block; a bytes ``subject`` is the whole raw Subject line."""
+    lines = ["From: Anne Martin <anne@client.example>", "To: seo@agency.example",
+             "Date: Mon, 06 Jan 2025 10:15:00 +0100", "MIME-Version: 1.0",
+             subject if isinstance(subject, bytes) else f"Subject: {subject}"]
+    if message_id is not None:
+        lines.append(f"Message-ID: <{message_id}>")
+    return lines + list(extra)
 
 
 def message(head: list, body: bytes) -> bytes:
@@ -136,19 +140,20 @@ def multipart(boundary: str, parts: list[bytes], *, close: bool = True) -> bytes
     return body + (b"--%s--\r\n" % boundary.encode() if close else b"")
 
 
-def mixed(head: list, parts: list[bytes], *, boundary: str = "b1", subtype: str = "mixed", params: str = "") -> bytes:
+def mixed(head: list, parts: list[bytes], *, boundary: str = "b1", subtype: str = "mixed",
+          params: str = "") -> bytes:
     ctype = f'Content-Type: multipart/{subtype}; boundary="{boundary}"{params}'
     return message(head + [ctype], multipart(boundary, parts))
 
 
-def text(body: str = "Hello, the numbers are attached.", *, charset: str = "utf-8", raw: bytes | None = None) -> bytes:
+def text(body: str = "Hello, the numbers are attached.", *, charset: str = "utf-8") -> bytes:
     return part([f"Content-Type: text/plain; charset={charset}", "Content-Transfer-Encoding: 8bit"],
-                raw if raw is not None else body.encode(charset))
+                body.encode(charset))
 
 
 def attachment(filename: str | bytes, data: bytes, mime: str = "text/csv", *, disposition: str = "attachment",
                extra: list = ()) -> bytes:
-    """A base64 part; ``filename`` is the raw Content-Disposition parameter text after 'filename'."""
+    """A base64 part. A ``filename`` in bytes starting with "*" is raw RFC 2231 parameter text."""
     name = filename if isinstance(filename, bytes) else filename.encode()
     if not name.startswith(b"*"):  # "*=utf-8''…", "*0*=…": RFC 2231 parameters, given raw
         name = b'="' + name + b'"'
@@ -160,11 +165,11 @@ def forwarded(inner: bytes) -> bytes:
     return part(["Content-Type: message/rfc822", "Content-Disposition: inline"], inner)
 
 
-def forward_chain(levels: int, bottom: bytes) -> bytes:
-    """``bottom`` wrapped in ``levels`` forwards, each with its own short body."""
+def forward_chain(levels: int, bottom: bytes, *, tag: str) -> bytes:
+    """``bottom`` wrapped in ``levels`` forwards, each with its own short body and Message-ID."""
     current = bottom
     for level in range(levels, 0, -1):
-        current = mixed(headers(f"Fwd level {level}", message_id=f"fwd-{level}@client.example"),
+        current = mixed(headers(f"Fwd level {level}", message_id=f"{tag}-{level}@client.example"),
                         [text(f"Forwarding, level {level}."), forwarded(current)], boundary=f"fwd{level}")
     return current
 
@@ -193,20 +198,27 @@ def hostile_corpus() -> list[tuple[str, bytes]]:
             CSV)]),
         "rfc2231-latin1": mixed(headers(message_id="2231-latin1@client.example"),
                                 [text(), attachment(b"*=iso-8859-1''donn%E9es.csv", CSV)]),
+        "rfc2231-stdlib-crash": message(  # "name*" beside "name*0": TypeError in the stdlib parser itself
+            headers(message_id="2231-crash@client.example")
+            + ["Content-Type: multipart/mixed; boundary*=x; boundary*0=b"],
+            multipart("b", [text(), attachment(b"*0*=utf-8''clics; filename*1=.csv; filename*", CSV)])),
         "rfc2047-filename": mixed(headers(message_id="2047@client.example"), [text(), attachment(
             "=?utf-8?Q?Donn=C3=A9es_cl=C3=A9s.pdf?=", pdf, 'application/pdf; name="=?utf-8?B?RG9ubsOpZXM=?="')]),
         "8bit-filenames": mixed(headers(message_id="8bit@client.example"), [
             text(), attachment("résumé.csv".encode("latin-1"), CSV), attachment("Clés.csv".encode(), CSV)]),
         "path-names": mixed(headers(message_id="paths@client.example"), [
-            text(), attachment("../../etc/passwd.csv", CSV), attachment("C:\\evil\\report.pdf", pdf, "application/pdf"),
-            attachment("/abs/dir/data.xlsx", xlsx, "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet")]),
+            text(), attachment("../../etc/passwd.csv", CSV),
+            attachment("C:\\evil\\report.pdf", pdf, "application/pdf"),
+            attachment("/abs/dir/data.xlsx", xlsx, XLSX_MIME)]),
         "no-message-id": mixed(headers(message_id=None), [text(), attachment("clicks.csv", CSV)]),
         "duplicate-id-a": mixed(headers("First", message_id=DUPLICATE_ID), [text("First version.")]),
         "duplicate-id-b": mixed(headers("Second", message_id=DUPLICATE_ID), [text("Second, different.")]),
         "forwarded-3-levels": forward_chain(3, mixed(headers("Original", message_id="orig@client.example"),
-                                                     [text("Original data."), attachment("deep.csv", CSV)])),
+                                                     [text("Original data."), attachment("deep.csv", CSV)]),
+                                            tag="fwd3"),
         "forwarded-too-deep": forward_chain(7, mixed(headers("Original", message_id="orig7@client.example"),
-                                                     [text("Very deep."), attachment("lost.csv", CSV)])),
+                                                     [text("Very deep."), attachment("lost.csv", CSV)]),
+                                            tag="fwd7"),
         "forwarded-base64": mixed(headers(message_id="fwd-b64@client.example"), [text("See forwarded."), part(
             ["Content-Type: message/rfc822", "Content-Transfer-Encoding: base64"],
             b64(mixed(headers("Inner", message_id="inner-b64@client.example"),
@@ -251,18 +263,18 @@ def hostile_corpus() -> list[tuple[str, bytes]]:
             headers(b"Subject: Weekly\x00 report\x07 " + b"x" * 3000, message_id="nul\x00@client.example",
                     extra=[b"X-Long: " + b"a" * 20000, b"X-Nul: \x00\x00"]), b"Body\x00 with a NUL."),
         "xlsx-attachment": mixed(headers(message_id="xlsx@client.example"), [text(), attachment(
-            "clicks.xlsx", xlsx, "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet")]),
+            "clicks.xlsx", xlsx, XLSX_MIME)]),
         "other-attachments": mixed(headers(message_id="others@client.example"), [
             text(), attachment("bundle.zip", _zip({"a.txt": b"a"}), "application/zip"),
             attachment("letter.docx", _zip({"word/document.xml": b"<w/>"}), "application/octet-stream"),
             attachment("setup.exe", b"MZ\x90\x00" + b"\x00" * 100, "application/x-msdownload")]),
-        "missing-boundary": message(headers(message_id="noboundary@client.example") + ["Content-Type: multipart/mixed"],
-                                    multipart("guessme", [text("Boundary lost."), attachment("found.csv", CSV)])),
+        "missing-boundary": message(
+            headers(message_id="noboundary@client.example") + ["Content-Type: multipart/mixed"],
+            multipart("guessme", [text("Boundary lost."), attachment("found.csv", CSV)])),
         "csv-as-ms-excel": mixed(headers(message_id="msexcel@client.example"), [
             text(), attachment("export.csv", CSV, "application/vnd.ms-excel")]),
         "utf16-tsv-txt": mixed(headers(message_id="utf16@client.example"), [text(), attachment(
-            "report.txt", b"\xff\xfe" + "Page\tClicks\r\nhttps://shop.example/a\t3\r\nhttps://shop.example/b\t5\r\n".encode("utf-16-le"),
-            "text/plain")]),
+            "report.txt", b"\xff\xfe" + CSV.decode().replace(",", "\t").encode("utf-16-le"), "text/plain")]),
         "header-8bit-and-bad-date": message(
             [b"From: =?utf-8?q?Ren=C3=A9e?= <renee@client.example>", b"Subject: Donn\xc3\xa9es du mois",
              b"Date: not a date", b"Message-ID: <8bit-headers@client.example>", b"Content-Type: text/plain"],
@@ -273,9 +285,10 @@ def hostile_corpus() -> list[tuple[str, bytes]]:
                             [attachment(f"note{i}.txt", b"hi", "text/plain") for i in range(600)]),
         "not-a-mail": pdf,
         "empty-bytes": b"",
-        "multipart-bomb": message(headers(message_id="bomb@client.example") + ['Content-Type: multipart/mixed; boundary="b0"'],
-                                  b"".join(b"--b%d\r\nContent-Type: multipart/mixed; boundary=\"b%d\"\r\n\r\n" % (i, i + 1)
-                                           for i in range(3000))),
+        "multipart-bomb": message(
+            headers(message_id="bomb@client.example") + ['Content-Type: multipart/mixed; boundary="b0"'],
+            b"".join(b'--b%d\r\nContent-Type: multipart/mixed; boundary="b%d"\r\n\r\n' % (i, i + 1)
+                     for i in range(3000))),
     }
     return list(cases.items())
 

@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: setup run test bench migrate stopdb clean
+.PHONY: setup run test bench bench-imports bench-mail migrate stopdb clean
 
 setup: $(STAMP)
 
@@ -28,6 +28,13 @@ test: setup
 
 bench: migrate
 	$(BIN)/python bench/queue_bench.py
+
+bench-imports: migrate
+	$(BIN)/python bench/import_bench.py
+
+bench-mail: migrate
+	sh scripts/install_dovecot.sh
+	$(BIN)/python bench/mail_bench.py
 
 stopdb: setup
 	$(BIN)/python -c "from pathlib import Path; from seoinsight.embedded_db import stop; print('stopped' if stop(Path('.data/postgres').resolve()) else 'not running')"

@@ -76,7 +76,7 @@ def import_csv(job):
     if done:
         log.info("job=%s import=%s resuming after row %s", job.id, imp.pk, done)
     for rows in ingest.batched(source.rows(skip=done), settings.IMPORTS_BATCH_SIZE):
-        with transaction.atomic():
+        with ingest.batch_transaction():
             records = ingest.prepare(rows, scope, counts)
             inserted, updated = ingest.upsert(imp.site_target_id, imp.pk, records)
             counts.inserted += inserted

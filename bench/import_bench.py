@@ -23,6 +23,7 @@ import tempfile
 import threading
 import time
 import uuid
+from contextlib import nullcontext
 from pathlib import Path
 
 import psycopg
@@ -88,7 +89,7 @@ def generate(directory: Path, rows: int, *, target_id: int, import_id: int, ceil
     parsed = directory / f"parsed-{rows}.csv" if ceiling else None
     written = 0
     with export.open("w", encoding="utf-8", newline="") as out, \
-            (parsed.open("w", encoding="utf-8", newline="") if parsed else open(os.devnull, "w")) as copy:
+            (parsed.open("w", encoding="utf-8", newline="") if parsed else nullcontext()) as parsed_out:
         out.write(HEADER)
         order = list(range(len(urls)))
         for day in range(DAYS):
@@ -100,8 +101,8 @@ def generate(directory: Path, rows: int, *, target_id: int, import_id: int, ceil
                 ctr = f"{clicks / impressions * 100:.2f}%"
                 position = f"{rng.uniform(1, 60):.1f}"
                 out.write(f"{urls[index]},{clicks},{impressions},{ctr},{position},{when}\n")
-                if parsed:
-                    copy.write(f"{target_id},{urls[index]},{normalized[index]},{when},{when},"
+                if parsed_out:
+                    parsed_out.write(f"{target_id},{urls[index]},{normalized[index]},{when},{when},"
                                f"{clicks},{impressions},{parse_ctr(ctr)!r},{position},{import_id}\n")
             written += min(len(order), rows - written)
             if written >= rows:
@@ -140,10 +141,17 @@ def create_ceiling_table(db: psycopg.Connection) -> None:
         db.execute(f"ALTER TABLE bench_copy ADD {definition}")  # text from the catalog, not from input
 
 
-def copy_ceiling(server: dict, path: Path) -> dict:
+def checkpoints(db: psycopg.Connection) -> int:
+    """Checkpoints the server has run (all databases: a test suite on the same server counts too)."""
+    return db.execute("SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter").fetchone()[0]
+
+
+def copy_ceiling(server: dict, db: psycopg.Connection, path: Path) -> dict:
     """One COPY of the parsed rows into bench_copy, in one transaction, streamed from this process."""
     columns = sql.SQL(", ").join(map(sql.Identifier, COPY_COLUMNS))
     statement = sql.SQL("COPY bench_copy ({}) FROM STDIN (FORMAT csv)").format(columns)
+    settle(db, "bench_copy")
+    before = checkpoints(db)
     with connect(server, BENCH_DB, autocommit=False) as conn:
         started = time.perf_counter()
         with conn.cursor() as cursor, cursor.copy(statement) as copy, path.open("rb") as data:
@@ -151,7 +159,7 @@ def copy_ceiling(server: dict, path: Path) -> dict:
                 copy.write(chunk)
         conn.commit()
         seconds = time.perf_counter() - started
-    return {"seconds": seconds}
+    return {"seconds": seconds, "checkpoints": checkpoints(db) - before}
 
 
 def same_rows(db: psycopg.Connection, target_id: int) -> int:
@@ -246,7 +254,9 @@ def run_import(db: psycopg.Connection, url: str, media: Path, imp) -> dict:
     """Empty imports_urlmetric, run the import's job in a worker; rate from the job's own timestamps."""
     db.execute("TRUNCATE imports_urlmetric")
     settle(db, "imports_urlmetric")
+    before = checkpoints(db)
     worker = run_worker(url, media)
+    worker["checkpoints"] = checkpoints(db) - before
     status, error, report, window = db.execute(
         "SELECT status, error, report, extract(epoch FROM finished_at - started_at)::float8 FROM jobs WHERE id = %s",
         (imp.job_id,)).fetchone()
@@ -382,12 +392,14 @@ def report(r: dict, args, version: str) -> str:
                          f"< {RSS_GOAL_MB} MB  {verdict(peak / 1024 < RSS_GOAL_MB)}"))
     lines += ["", "times: COPY and import from first row to commit (import: the job's started_at to finished_at);"
                   " wall = worker process start to exit"]
-    lines.append(f"  ceiling  {ceiling['seconds']:7.2f} s")
+    lines.append(f"  ceiling  {ceiling['seconds']:7.2f} s                  {rows:,} rows, "
+                 f"checkpoints during: {ceiling['checkpoints']}")
     for key in ("small", "big"):
         if key in r:
             run = r[key]
             lines.append(f"  import   {run['seconds']:7.2f} s   wall {run['wall']:6.2f} s   "
-                         f"{run['report']['read']:,} rows, {run['report']['inserted']:,} inserted")
+                         f"{run['report']['read']:,} rows, {run['report']['inserted']:,} inserted, "
+                         f"checkpoints during: {run['checkpoints']}")
     lines.append(f"peak RSS: the worker's VmHWM (/proc/<pid>/status), read every {RSS_POLL * 1000:.0f} ms")
     if "breakdown" in r:
         b = r["breakdown"]
@@ -452,8 +464,7 @@ def main() -> int:
                 imp = new_import(target, results["files"][args.small_rows]["path"], media)
                 results["breakdown"] = breakdown(db, imp)
             print(f"ceiling: COPY of {args.rows:,} parsed rows ...", flush=True)
-            settle(db, "bench_copy")
-            results["ceiling"] = copy_ceiling(server, results["files"][args.rows]["parsed"])
+            results["ceiling"] = copy_ceiling(server, db, results["files"][args.rows]["parsed"])
             print(f"import: {args.rows:,} rows ...", flush=True)
             imp = new_import(target, results["files"][args.rows]["path"], media)
             results["big"] = run_import(db, url, media, imp)

@@ -32,10 +32,13 @@ CREATE TEMPORARY TABLE imports_stage (
     clicks bigint, impressions bigint, ctr float8, position float8
 ) ON COMMIT DROP
 """
+# Binary: about half the cost of text COPY on both sides (psycopg formats
+# nothing as text, the server parses no dates or floats).
 COPY_STAGE = (
     "COPY imports_stage (url, url_normalized, period_start, period_end, clicks, impressions, ctr, position) "
-    "FROM STDIN"
+    "FROM STDIN (FORMAT BINARY)"
 )
+STAGE_TYPES = ["text", "text", "date", "date", "int8", "int8", "float8", "float8"]
 DROP_STAGE = "DROP TABLE imports_stage"
 
 # One statement per batch: staged rows in, two counts out. xmax = 0 on a returned
@@ -191,6 +194,7 @@ def upsert(site_target_id: int, import_id: int | None, records: dict[tuple, tupl
     with transaction.atomic(savepoint=False), connection.cursor() as cursor:
         cursor.execute(CREATE_STAGE)
         with cursor.copy(COPY_STAGE) as copy:
+            copy.set_types(STAGE_TYPES)
             write = copy.write_row
             for record in records.values():
                 write(record)

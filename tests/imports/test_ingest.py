@@ -135,7 +135,7 @@ def test_a_batch_outside_a_transaction_commits_on_its_own():
 
 @pytest.mark.django_db
 def test_any_text_survives_the_copy():
-    """COPY's text format has its own escapes: tabs, newlines, backslashes and \\N must come back as sent."""
+    """Tabs, newlines, backslashes and \\N (COPY's text format escapes them) come back as sent."""
     target = SiteTargetFactory(url_prefix=PREFIX)
     urls = [f"{PREFIX}tab\there", f"{PREFIX}line\nbreak", f"{PREFIX}back\\slash", f"{PREFIX}\\N", f"{PREFIX}caf\u00e9"]
     records = ingest.prepare(rows(urls), ingest.Scope(url_prefix=PREFIX), ingest.Counts())

@@ -16,7 +16,7 @@ import time
 import traceback
 
 import psycopg
-from django.db import DatabaseError, InterfaceError, OperationalError, connection
+from django.db import DatabaseError, InterfaceError, OperationalError, connection, reset_queries
 
 from . import conf, queue, registry, sweep
 from .models import Job
@@ -118,6 +118,8 @@ class Worker:
         return not (self.max_jobs and self.processed >= self.max_jobs)
 
     def _run(self, job: Job) -> None:
+        # With DEBUG on, Django keeps every statement's SQL: a long-lived worker must drop it per job.
+        reset_queries()
         started = time.monotonic()
         log.debug("job=%s type=%s attempt=%s started", job.id, job.type, job.attempts)
         try:

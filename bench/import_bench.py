@@ -31,7 +31,7 @@ from psycopg import sql
 
 # The queue benchmark's way to find the app's server and name a database on it
 # (this script's directory is on sys.path when it runs).
-from queue_bench import ROOT, connect, database_url, server_settings
+from queue_bench import ROOT, connect, database_url, drop_database, recreate_database, server_settings
 
 BENCH_DB = "seoinsight_bench_imports"
 DAYS = 30
@@ -111,17 +111,6 @@ def generate(directory: Path, rows: int, *, target_id: int, import_id: int, ceil
 
 
 # -- the database ------------------------------------------------------------------------------
-
-def recreate_database(server: dict) -> None:
-    with connect(server, "postgres") as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(BENCH_DB)))
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(BENCH_DB)))
-
-
-def drop_database(server: dict) -> None:
-    with connect(server, "postgres") as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(BENCH_DB)))
-
 
 def settle(db: psycopg.Connection, table: str) -> None:
     """Same starting state for every timed run: statistics fresh, no dirty pages of the last run."""
@@ -424,7 +413,7 @@ def main() -> int:
     server = server_settings()
     url = database_url(server, BENCH_DB)
     media = Path(tempfile.mkdtemp(prefix="import-bench-"))
-    recreate_database(server)
+    recreate_database(server, BENCH_DB)
     try:
         subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT,
                        env=worker_env(url, media), check=True)
@@ -474,7 +463,7 @@ def main() -> int:
                                    f"(report: {results['big']['report']})")
         connection.close()
     finally:
-        drop_database(server)
+        drop_database(server, BENCH_DB)
         shutil.rmtree(media, ignore_errors=True)
     print()
     print(report(results, args, version))

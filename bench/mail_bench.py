@@ -33,11 +33,10 @@ from email.utils import format_datetime
 from pathlib import Path
 
 import psycopg
-from psycopg import sql
 
 # The queue benchmark's way to find the app's server and name a database on it
 # (this script's directory is on sys.path when it runs).
-from queue_bench import ROOT, connect, database_url, server_settings
+from queue_bench import ROOT, connect, database_url, drop_database, recreate_database, server_settings
 
 sys.path.insert(0, str(ROOT))  # tests.support.dovecot, tests.mailpoll.corpus
 
@@ -391,9 +390,7 @@ def main() -> int:
     server = server_settings()
     url = database_url(server, BENCH_DB)
     media = Path(tempfile.mkdtemp(prefix="mail-bench-"))
-    with connect(server, "postgres") as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(BENCH_DB)))
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(BENCH_DB)))
+    recreate_database(server, BENCH_DB)
     try:
         subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT,
                        env=worker_env(url, media), check=True)
@@ -447,8 +444,7 @@ def main() -> int:
                                       "statements": statements(media / "libpq.trace")}
         connection.close()
     finally:
-        with connect(server, "postgres") as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(BENCH_DB)))
+        drop_database(server, BENCH_DB)
         shutil.rmtree(media, ignore_errors=True)
     print()
     print(report(results, args, version))

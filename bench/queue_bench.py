@@ -93,15 +93,16 @@ def connect(server: dict, dbname: str, autocommit: bool = True) -> psycopg.Conne
     return psycopg.connect(dbname=dbname, autocommit=autocommit, **server)
 
 
-def recreate_database(server: dict) -> None:
+def recreate_database(server: dict, name: str = BENCH_DB) -> None:
+    """A fresh, empty throw-away database (one a previous run left is dropped first)."""
+    drop_database(server, name)
     with connect(server, "postgres") as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(BENCH_DB)))
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(BENCH_DB)))
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
 
 
-def drop_database(server: dict) -> None:
+def drop_database(server: dict, name: str = BENCH_DB) -> None:
     with connect(server, "postgres") as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(BENCH_DB)))
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
 def reset_table(db: psycopg.Connection, table: str, rows: int) -> None:

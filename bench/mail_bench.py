@@ -233,12 +233,9 @@ GROUPS = [
     ("parse (mailpoll.parse)", "mailpoll/parse.py", "parse_message", None),
     ("triage (mailpoll.triage)", "mailpoll/triage.py", "triage", None),
     ("file writes (save_content)", "mailpoll/store.py", "save_content", None),
-    ("DB: dedup SELECT (already_stored)", "mailpoll/store.py", "already_stored", None),
-    # BEGIN goes out with the first statement of the transaction: the SAVEPOINT.
-    ("DB: BEGIN, SAVEPOINT, INSERT Request, RELEASE", "mailpoll/store.py", "_insert_request", None),
-    ("DB: INSERT Attachment rows", "django/db/models/manager.py", "manager_method", "store_message"),
-    ("DB: INSERT process_attachment jobs", "jobs/queue.py", "enqueue", None),
-    ("DB: COMMIT (one per message)", "django/db/transaction.py", "__exit__", "store_message"),
+    ("DB: dedup SELECT (stored_refs, one per batch)", "mailpoll/store.py", "stored_refs", None),
+    # BEGIN, INSERT_MESSAGES, the jobs' INSERT and COMMIT: one transaction per batch.
+    ("DB: insert rows, queue jobs, COMMIT (_insert)", "mailpoll/store.py", "_insert", None),
 ]
 
 
@@ -365,9 +362,8 @@ def report(r: dict, args, version: str) -> str:
         lines += ["", f"statements sent to PostgreSQL: {sent / p['messages']:.1f} per message; from sending each to "
                       f"its answer {waited:.2f} s, {waited / p['total'] * 100:.0f} % of the poll (libpq trace)"]
         for kind, (count, seconds) in sorted(p["statements"].items(), key=lambda item: -item[1][1]):
-            if count >= p["messages"] / 10:
-                lines.append(f"  {kind:<10}{count / p['messages']:5.1f} per message "
-                             f"{seconds / count * 1000:6.2f} ms each")
+            lines.append(f"  {kind:<10}{count:6,} sent {count / p['messages']:6.2f} per message "
+                         f"{seconds / count * 1000:6.2f} ms each")
         lines += ["", "most time of their own (own s, cumulative s, calls):"]
         for own, cumulative, calls, where in p["top"]:
             lines.append(f"  {own:7.2f} {cumulative:7.2f} {calls:>8,}  {where}")

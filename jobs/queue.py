@@ -58,6 +58,30 @@ def enqueue(type: str, *, org_id: str, payload: dict | None = None, dedup_key: s
     raise EnqueueRace(f"could not enqueue {type} with dedup_key={dedup_key!r} after {ENQUEUE_TRIES} tries")
 
 
+def enqueue_many(type: str, *, org_id: str, items: list[tuple[dict, str | None]]) -> int:
+    """Queue one job of ``type`` per ``(payload, dedup_key)`` in one statement; returns how many were queued.
+
+    For producers that create many rows in one transaction. An item whose key a
+    live job holds is skipped (that job already covers it); unlike ``enqueue``
+    there is no re-read, so nothing is returned for it.
+    """
+    registry.get(type)
+    if not org_id:
+        raise ValueError("org_id is required")
+    if not items:
+        return 0
+    params = {
+        "org_id": org_id,
+        "type": type,
+        "payloads": [_json(payload or {}) for payload, _ in items],
+        "dedup_keys": [dedup_key for _, dedup_key in items],
+        "channel": conf.NOTIFY_CHANNEL,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(sql.ENQUEUE_MANY, params)
+        return len(cursor.fetchall())
+
+
 def claim() -> Job | None:
     """Take the oldest runnable job, mark it running, commit. None if there is none.
 

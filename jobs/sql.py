@@ -25,6 +25,19 @@ ON CONFLICT (dedup_key) DO NOTHING
 RETURNING {JOB_COLUMNS}, pg_notify(%(channel)s, '')
 """
 
+# enqueue_many: one statement for a batch of jobs of one type (the mail poller
+# queues a fetched batch's documents at once). A key held by a live job means
+# that job already covers the work: skipped, as in enqueue. PostgreSQL folds the
+# identical notifications of one transaction into a single one.
+ENQUEUE_MANY = """
+INSERT INTO jobs (org_id, type, payload, dedup_key)
+SELECT %(org_id)s, %(type)s, item.payload::jsonb, item.dedup_key
+FROM unnest(%(payloads)s::text[], %(dedup_keys)s::text[]) WITH ORDINALITY AS item(payload, dedup_key, n)
+ORDER BY item.n
+ON CONFLICT (dedup_key) DO NOTHING
+RETURNING id, pg_notify(%(channel)s, '')
+"""
+
 # enqueue, on conflict: the live job that holds the key (may be gone already).
 FIND_BY_DEDUP_KEY = f"SELECT {JOB_COLUMNS} FROM jobs WHERE dedup_key = %(dedup_key)s"
 

@@ -102,6 +102,6 @@ def _extract_pdf(attachment: Attachment) -> dict:
 
 
 def _body_text(attachment: Attachment) -> dict:
-    with default_storage.open(attachment.file.name, "rb") as handle:
-        text = handle.read().decode("utf-8", errors="replace")[:MAX_EXTRACTED_CHARS]
+    # The body document is the message's body_text (stored once, on the Request).
+    text = attachment.request.body_text.strip()[:MAX_EXTRACTED_CHARS]
     return {"characters": len(text), "fields": {"extracted_text": text}}

@@ -52,6 +52,8 @@ _MAIL_HEADERS = frozenset({
 _MIME_RE = re.compile(r"[a-z0-9][a-z0-9!#$&^_.+-]{0,126}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}")
 # A parameter name as the stdlib splits them: after a ';', ending at '=', ';' or the end.
 _STAR_PARAM = re.compile(r";\s*([A-Za-z0-9_]+)\*(\d*)\*?(?=\s*(?:[=;]|$))")
+# A raw 8-bit header byte, as the parser hands it over (surrogateescape).
+_ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
 _BOUNDARY_LINE = re.compile(rb"^--([^\s]{1,70})\s*$", re.MULTILINE)
 
 
@@ -99,7 +101,7 @@ class _Policy(Compat32):
     """
 
     def header_fetch_parse(self, name, value):
-        if any("\udc80" <= char <= "\udcff" for char in value):
+        if _ESCAPED_BYTE.search(value):
             value = decode_bytes(value.encode("ascii", "surrogateescape"), None)[0]
         if name.lower().startswith("content-") and "*" in value:
             value = _defuse_rfc2231(value)

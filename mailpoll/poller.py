@@ -4,8 +4,10 @@ Every cycle claims the due mailboxes (``FOR UPDATE SKIP LOCKED``: replicas get
 disjoint sets without a coordinator), bumps their ``last_polled_at`` and
 commits before any network I/O — a replica that dies mid-poll leaves the
 mailbox due again one interval later. Each mailbox is then polled folder by
-folder under the cursor rules of ``mailpoll.cursor``; each message is stored in
-its own transaction (``mailpoll.store``). Any exception of a mailbox is recorded
+folder under the cursor rules of ``mailpoll.cursor``; each fetched batch is
+stored in one transaction, and a batch that fails is stored again message by
+message, so only a message that really cannot be stored holds the cursor
+(``mailpoll.store``). Any exception of a mailbox is recorded
 on it and swallowed, and every cycle ends with the watchdog: the loop never dies.
 """
 
@@ -21,28 +23,12 @@ from django.db import connection
 from django.db.models import F
 from django.utils import timezone
 
-from . import conf, cursor, store, watchdog
+from . import conf, cursor, sql, store, watchdog
 from .models import FolderCursor, Mailbox
 from .parse import normalize_message_id
 from .providers import for_mailbox
 
 log = logging.getLogger(__name__)
-
-# Claim the due mailboxes and mark them polled, in one committed statement.
-# SKIP LOCKED: a mailbox another replica is claiming right now is simply not ours.
-CLAIM_DUE_MAILBOXES = """
-UPDATE mailpoll_mailbox AS m
-SET last_polled_at = now()
-FROM (
-    SELECT id FROM mailpoll_mailbox
-    WHERE enabled AND (last_polled_at IS NULL OR last_polled_at < now() - poll_interval)
-    ORDER BY last_polled_at NULLS FIRST, id
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
-) AS due
-WHERE m.id = due.id
-RETURNING m.id
-"""
 
 SYNC_COMMIT_OFF = "SET synchronous_commit = off"
 
@@ -60,10 +46,10 @@ class FolderResult:
 
 
 class Poller:
-    def __init__(self, *, interval: float | None = None, store_message=None):
+    def __init__(self, *, interval: float | None = None, store_messages=None):
         self.interval = interval or conf.get("MAILPOLL_INTERVAL")
         # The storage step, replaceable so tests can make one message fail.
-        self.store_message = store_message or store.store_message
+        self.store_messages = store_messages or store.store_messages
         self._stop = threading.Event()
 
     def install_signal_handlers(self) -> None:
@@ -114,7 +100,7 @@ class Poller:
 
     def claim_due(self) -> list[int]:
         with connection.cursor() as cur:
-            cur.execute(CLAIM_DUE_MAILBOXES, {"limit": conf.get("MAILPOLL_CLAIM_LIMIT")})
+            cur.execute(sql.CLAIM_DUE_MAILBOXES, {"limit": conf.get("MAILPOLL_CLAIM_LIMIT")})
             return [row[0] for row in cur.fetchall()]
 
     def poll(self, mailbox: Mailbox) -> list[FolderResult]:
@@ -175,30 +161,45 @@ class Poller:
         sizes = provider.sizes(batch)
         small = [uid for uid in batch if uid in sizes and sizes[uid] <= limit]
         raws = provider.fetch(small)
+        fetched = []
         for uid in batch:
-            try:
-                if uid not in sizes or (uid in small and uid not in raws):
-                    # Expunged between SEARCH and FETCH: nothing to store, nothing lost.
-                    succeeded.add(uid)
-                    continue
-                if uid not in small:
+            if uid not in sizes or (uid in small and uid not in raws):
+                succeeded.add(uid)  # expunged between SEARCH and FETCH: nothing to store, nothing lost
+            elif uid in raws:
+                fetched.append((uid, raws[uid]))
+            else:
+                try:
                     outcome = self._reject_oversized(provider, mailbox, folder, uid, sizes[uid], limit)
+                except Exception as exc:
+                    self._not_stored(mailbox, folder, uid, exc, result)
                 else:
-                    result.fetched += 1
-                    outcome = self.store_message(mailbox, folder, uid, raws[uid])
+                    _count(uid, outcome, result, succeeded)
+        result.fetched += len(fetched)
+        if len(fetched) > 1:
+            try:
+                outcomes = self.store_messages(mailbox, folder, fetched)
             except Exception as exc:
                 _reset_connection_if_broken()
-                result.failed[uid] = f"{type(exc).__name__}: {exc}"
-                log.error("mailbox=%s folder=%s uid=%s not stored: %s: %s", mailbox.pk, folder, uid,
-                          type(exc).__name__, exc)
-                continue
-            succeeded.add(uid)
-            if not outcome.created:
-                result.duplicates += 1
-            elif outcome.status == "rejected":
-                result.rejected += 1
+                log.warning("mailbox=%s folder=%s a batch of %s messages was not stored (%s: %s): "
+                            "storing them one by one", mailbox.pk, folder, len(fetched), type(exc).__name__, exc)
             else:
-                result.stored += 1
+                for (uid, _), outcome in zip(fetched, outcomes):
+                    _count(uid, outcome, result, succeeded)
+                return
+        # One by one (a batch of one, or a failed batch): only a message that
+        # really cannot be stored fails, and holds the cursor.
+        for uid, raw in fetched:
+            try:
+                [outcome] = self.store_messages(mailbox, folder, [(uid, raw)])
+            except Exception as exc:
+                self._not_stored(mailbox, folder, uid, exc, result)
+            else:
+                _count(uid, outcome, result, succeeded)
+
+    def _not_stored(self, mailbox, folder, uid, exc, result) -> None:
+        _reset_connection_if_broken()
+        result.failed[uid] = f"{type(exc).__name__}: {exc}"
+        log.error("mailbox=%s folder=%s uid=%s not stored: %s: %s", mailbox.pk, folder, uid, type(exc).__name__, exc)
 
     def _reject_oversized(self, provider, mailbox, folder, uid, size, limit):
         from email.parser import BytesHeaderParser
@@ -222,6 +223,16 @@ class Poller:
         except Exception:
             log.exception("mailbox=%s could not record its failure", mailbox.pk)
             _reset_connection()
+
+
+def _count(uid: int, outcome: store.Stored, result: FolderResult, succeeded: set[int]) -> None:
+    succeeded.add(uid)
+    if not outcome.created:
+        result.duplicates += 1
+    elif outcome.status == "rejected":
+        result.rejected += 1
+    else:
+        result.stored += 1
 
 
 def _reset_connection_if_broken() -> None:

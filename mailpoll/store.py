@@ -1,52 +1,73 @@
-"""Storing one message: the dedup insert, its attachments, their jobs.
+"""Storing fetched messages: parse, dedup, triage, write files, insert rows, queue jobs.
 
-Each message is stored in its own transaction. The Request INSERT runs under a
-savepoint and the UNIQUE (org, source, source_ref) constraint decides: if
-another poller stored the same message first, the IntegrityError undoes only
-that insert and we report a duplicate. The prior SELECT is only a fast path
-that saves parsing and writing files.
+A fetched batch is stored in one transaction of two statements: the Requests
+with their Attachment rows (``sql.INSERT_MESSAGES``), then one
+``process_attachment`` job per document (``enqueue_many``). The UNIQUE
+(org, source, source_ref) constraint is the dedup authority, through
+``ON CONFLICT DO NOTHING``: a message stored first by another poller is
+reported as a duplicate and the rest of the batch goes on. One ``SELECT`` per
+batch is only a fast path that saves triaging and writing known messages.
+
+A batch succeeds or fails whole. The poller then stores each message of a
+failed batch on its own (a batch of one), so a message that cannot be stored
+fails alone and the folder's cursor stops right before it.
 
 Files are written before the transaction, named by their SHA-256: writing the
 same content twice is harmless, and a file without a row (a crash between the
-two) is an orphan to clean, never a row pointing at nothing.
+two) is an orphan to clean, never a row pointing at nothing. A body document is
+the Request's ``body_text`` and needs no file.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
-from django.db import IntegrityError, transaction
+from django.db import connection, transaction
 
-from jobs.queue import enqueue
+from jobs.queue import enqueue_many
 
-from .models import Attachment, AttachmentKind, AttachmentStatus, Request, RequestStatus
-from .parse import UnparseableMessage, parse_message
+from . import sql
+from .models import AttachmentKind, AttachmentStatus, RequestStatus
+from .parse import ParsedMessage, UnparseableMessage, parse_message
 from .triage import triage
 
 log = logging.getLogger(__name__)
 
 SOURCE = "email"
-MAX_BODY_CHARS = 1_000_000  # the body is for people and context; a document travels as a file
+DUPLICATE = "duplicate"
 
 
 @dataclass(frozen=True)
 class Stored:
     request_id: int | None
     created: bool  # False: another poller (or an earlier tick) already stored it
+    status: str  # accepted | rejected | duplicate
+
+
+@dataclass
+class _Row:
+    """One Request to insert, with its attachment rows (column name -> value)."""
+
+    uid: int | None
+    source_ref: str
     status: str
+    reject_reason: str = ""
+    sender: str = ""
+    subject: str = ""
+    received_at: datetime | None = None
+    body_text: str = ""
+    size: int = 0
+    attachments: list[dict] = field(default_factory=list)
 
 
 def raw_ref(raw: bytes) -> str:
     """The source_ref of a message without Message-ID."""
     return "sha256:" + hashlib.sha256(raw).hexdigest()
-
-
-def already_stored(org_id: str, source_ref: str) -> bool:
-    return Request.objects.filter(org_id=org_id, source=SOURCE, source_ref=source_ref).exists()
 
 
 def save_content(content: bytes) -> tuple[str, str]:
@@ -61,63 +82,126 @@ def save_content(content: bytes) -> tuple[str, str]:
     return name, digest
 
 
-def store_message(mailbox, folder: str, uid: int | None, raw: bytes) -> Stored:
-    """Parse, triage and store one message as an accepted Request (or a rejected one if unparseable)."""
-    try:
-        message = parse_message(raw)
-    except UnparseableMessage as exc:
-        return store_rejected(mailbox, folder, uid, raw_ref(raw), f"unparseable message: {exc}", size=len(raw))
-    if already_stored(mailbox.org_id, message.source_ref):
-        return Stored(None, False, "duplicate")
+def store_messages(mailbox, folder: str, fetched: list[tuple[int | None, bytes]]) -> list[Stored]:
+    """Store a fetched batch of ``(uid, raw)`` in one transaction; one outcome per message, in order.
 
-    plan = triage(message)
-    files = [(document, *save_content(document.content)) for document in plan.documents]
-    with transaction.atomic():
-        request = _insert_request(
-            mailbox, folder, uid, message.source_ref, status=RequestStatus.ACCEPTED, size=len(raw),
-            sender=(message.sender or "")[:500], subject=(message.subject or "")[:1000], received_at=message.date,
-            body_text=(message.body_text or "")[:MAX_BODY_CHARS],
-        )
-        if request is None:
-            return Stored(None, False, "duplicate")
-        for document, name, digest in files:
-            attachment = Attachment.objects.create(
-                request=request,
-                kind=AttachmentKind.BODY if document.kind == "body" else AttachmentKind.FILE,
-                document_type=document.kind, filename=document.filename[:255],
-                original_filename=(getattr(document, "original_filename", "") or document.filename)[:500],
-                mime=document.mime[:255], size=len(document.content), sha256=digest, file=name,
-                context_text=document.context_text or "",
-            )
-            enqueue("process_attachment", org_id=mailbox.org_id, payload={"attachment_id": attachment.pk},
-                    dedup_key=f"process_attachment:{attachment.pk}")
-        Attachment.objects.bulk_create([
-            Attachment(request=request, kind=AttachmentKind.FILE, filename=skipped.filename[:255],
-                       original_filename=(getattr(skipped, "original_filename", "") or skipped.filename)[:500],
-                       mime=skipped.mime[:255], size=skipped.size, status=AttachmentStatus.SKIPPED,
-                       skip_reason=skipped.reason[:300])
-            for skipped in plan.skipped
-        ])
-    return Stored(request.pk, True, RequestStatus.ACCEPTED)
+    An unparseable message becomes a rejected Request; a message seen before
+    (in this org, or earlier in the batch) is a duplicate.
+    """
+    parsed: list[ParsedMessage | _Row] = []
+    for uid, raw in fetched:
+        try:
+            parsed.append(parse_message(raw))
+        except UnparseableMessage as exc:
+            parsed.append(_Row(uid, raw_ref(raw), RequestStatus.REJECTED, reject_reason=f"unparseable message: {exc}",
+                               size=len(raw)))
+    seen = stored_refs(mailbox.org_id, [message.source_ref for message in parsed])
+    rows: list[_Row | None] = []  # None: a duplicate, known before inserting
+    for (uid, raw), message in zip(fetched, parsed):
+        if message.source_ref in seen:
+            rows.append(None)
+            continue
+        seen.add(message.source_ref)
+        rows.append(message if isinstance(message, _Row) else _accepted(uid, raw, message))
+    ids = _insert(mailbox, folder, [row for row in rows if row is not None])
+    return [
+        Stored(ids[row.source_ref], True, row.status) if row is not None and row.source_ref in ids
+        else Stored(None, False, DUPLICATE)
+        for row in rows
+    ]
+
+
+def store_message(mailbox, folder: str, uid: int | None, raw: bytes) -> Stored:
+    """One message on its own: a batch of one."""
+    return store_messages(mailbox, folder, [(uid, raw)])[0]
 
 
 def store_rejected(mailbox, folder: str, uid: int | None, source_ref: str, reason: str, *, size: int = 0,
                    sender: str = "", subject: str = "") -> Stored:
     """Record a message we cannot take in, with the reason: it is visible, never silently skipped."""
-    with transaction.atomic():
-        request = _insert_request(mailbox, folder, uid, source_ref, status=RequestStatus.REJECTED,
-                                  reject_reason=reason, size=size, sender=sender[:500], subject=subject[:1000])
-    if request is None:
-        return Stored(None, False, "duplicate")
+    row = _Row(uid, source_ref[:300], RequestStatus.REJECTED, reject_reason=reason, size=size,
+               sender=sender[:500], subject=subject[:1000])
+    ids = _insert(mailbox, folder, [row])
+    if row.source_ref not in ids:
+        return Stored(None, False, DUPLICATE)
     log.warning("mailbox=%s folder=%s uid=%s rejected: %s", mailbox.pk, folder, uid, reason)
-    return Stored(request.pk, True, RequestStatus.REJECTED)
+    return Stored(ids[row.source_ref], True, RequestStatus.REJECTED)
 
 
-def _insert_request(mailbox, folder, uid, source_ref, **fields) -> Request | None:
-    """The dedup insert: None when the constraint says another poller won."""
-    try:
-        with transaction.atomic():  # SAVEPOINT: a conflict undoes only this insert
-            return Request.objects.create(org_id=mailbox.org_id, source=SOURCE, source_ref=source_ref[:300],
-                                          mailbox=mailbox, folder=folder, uid=uid, **fields)
-    except IntegrityError:
-        return None
+def stored_refs(org_id: str, refs: list[str]) -> set[str]:
+    """Which of these source_refs the org already has (the fast path, not the authority)."""
+    if not refs:
+        return set()
+    with connection.cursor() as cursor:
+        cursor.execute(sql.STORED_REFS, {"org_id": org_id, "refs": [ref[:300] for ref in refs]})
+        return {ref for (ref,) in cursor.fetchall()}
+
+
+def _accepted(uid: int | None, raw: bytes, message: ParsedMessage) -> _Row:
+    """Triage a new message and write its document files: the row to insert."""
+    plan = triage(message)
+    row = _Row(uid, message.source_ref[:300], RequestStatus.ACCEPTED, sender=message.sender[:500],
+               subject=message.subject[:1000], received_at=message.date, body_text=message.body_text,
+               size=len(raw))
+    for document in plan.documents:
+        if document.kind == "body":
+            name, digest = "", hashlib.sha256(document.content).hexdigest()
+            kind = AttachmentKind.BODY
+        else:
+            name, digest = save_content(document.content)
+            kind = AttachmentKind.FILE
+        row.attachments.append(_attachment(
+            kind=kind, document_type=document.kind, filename=document.filename,
+            original_filename=document.original_filename or document.filename, mime=document.mime,
+            size=len(document.content), sha256=digest, file=name, status=AttachmentStatus.PENDING,
+            context_text=document.context_text,
+        ))
+    for skipped in plan.skipped:
+        row.attachments.append(_attachment(
+            kind=AttachmentKind.FILE, filename=skipped.filename,
+            original_filename=skipped.original_filename or skipped.filename, mime=skipped.mime, size=skipped.size,
+            status=AttachmentStatus.SKIPPED, skip_reason=skipped.reason,
+        ))
+    return row
+
+
+def _attachment(*, kind, filename, original_filename, mime, size, status, document_type="", sha256="", file="",
+                skip_reason="", context_text="") -> dict:
+    return {
+        "kind": kind, "document_type": document_type, "filename": filename[:255],
+        "original_filename": original_filename[:500], "mime": mime[:255], "size": size, "sha256": sha256,
+        "file": file, "status": status, "skip_reason": skip_reason[:300], "context_text": context_text,
+    }
+
+
+_REQUEST_ARRAYS = {
+    "source_refs": "source_ref", "uids": "uid", "statuses": "status", "reject_reasons": "reject_reason",
+    "senders": "sender", "subjects": "subject", "received_ats": "received_at", "bodies": "body_text",
+    "sizes": "size",
+}
+_ATTACHMENT_ARRAYS = {
+    "a_kinds": "kind", "a_document_types": "document_type", "a_filenames": "filename",
+    "a_original_filenames": "original_filename", "a_mimes": "mime", "a_sizes": "size", "a_sha256s": "sha256",
+    "a_files": "file", "a_statuses": "status", "a_skip_reasons": "skip_reason", "a_context_texts": "context_text",
+}
+
+
+def _insert(mailbox, folder: str, rows: list[_Row]) -> dict[str, int]:
+    """Insert the rows and queue their documents' jobs; returns {source_ref: request id} of those inserted."""
+    if not rows:
+        return {}
+    params = {"org_id": mailbox.org_id, "mailbox_id": mailbox.pk, "folder": folder}
+    params.update({name: [getattr(row, column) for row in rows] for name, column in _REQUEST_ARRAYS.items()})
+    attachments = [(row.source_ref, attachment) for row in rows for attachment in row.attachments]
+    params["a_source_refs"] = [ref for ref, _ in attachments]
+    params.update({name: [a[column] for _, a in attachments] for name, column in _ATTACHMENT_ARRAYS.items()})
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(sql.INSERT_MESSAGES, params)
+            returned = cursor.fetchall()
+        pending = [row_id for what, row_id, status in returned
+                   if what == "attachment" and status == AttachmentStatus.PENDING]
+        enqueue_many("process_attachment", org_id=mailbox.org_id, items=[
+            ({"attachment_id": attachment_id}, f"process_attachment:{attachment_id}") for attachment_id in pending
+        ])
+    return {ref: row_id for what, row_id, ref in returned if what == "request"}

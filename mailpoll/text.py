@@ -79,8 +79,11 @@ def clean_line(text: str, cap: int, *, keep_format: bool = False) -> str:
 
     Format characters (bidi overrides, zero-width) go too unless ``keep_format``.
     """
+    text = str(text)[: 4 * cap]
+    if text.isascii() and text.isprintable():  # the common case: nothing to remove but repeated spaces
+        return re.sub(r" {2,}", " ", text).strip()[:cap].strip()
     out = []
-    for char in str(text)[: 4 * cap]:
+    for char in text:
         category = unicodedata.category(char)
         if char.isspace():
             out.append(" ")

@@ -15,7 +15,6 @@ from __future__ import annotations
 import codecs
 import io
 import re
-import unicodedata
 import zipfile
 from dataclasses import dataclass
 
@@ -39,6 +38,8 @@ _MAYBE_CSV_EXTENSIONS = (".tsv", ".tab", ".txt", ".xls")
 _MAYBE_CSV_MIMES = frozenset({"text/plain", "application/vnd.ms-excel", "application/octet-stream"})
 _MARKUP = re.compile(r"\s*<(!doctype|html|\?xml|head|body|table|!--)", re.IGNORECASE)
 _SNIFF_BYTES = 64 * 1024
+# Control characters (Unicode category Cc) other than tab, newline, carriage return and form feed.
+_CONTROLS = re.compile("[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f]")
 
 
 @dataclass(frozen=True)
@@ -137,7 +138,7 @@ def _as_text(head: bytes) -> str | None:
             text = codecs.getincrementaldecoder(encoding)().decode(head, final=False)
         except UnicodeDecodeError:
             continue
-        controls = sum(1 for char in text if char not in "\t\r\n\f" and unicodedata.category(char) == "Cc")
+        controls = len(_CONTROLS.findall(text))
         return text if controls <= len(text) // 100 else None
     return None
 

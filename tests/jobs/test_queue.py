@@ -33,6 +33,25 @@ def test_enqueue_rejects_an_unknown_type_in_the_caller():
     assert not Job.objects.exists()
 
 
+def test_enqueue_many_queues_each_item_and_skips_keys_held_by_live_jobs():
+    held = queue.enqueue("noop", org_id="demo", dedup_key="noop:2")
+    queued = queue.enqueue_many("noop", org_id="demo", items=[
+        ({"n": 1}, "noop:1"), ({"n": 2}, "noop:2"), ({"n": 3}, None), ({"n": 4}, None),
+    ])
+    assert queued == 3
+    jobs = Job.objects.all()
+    assert sorted(job.payload.get("n", 0) for job in jobs) == [0, 1, 3, 4]
+    assert Job.objects.get(dedup_key="noop:2").id == held.id
+    assert all(job.status == JobStatus.QUEUED and job.org_id == "demo" and job.type == "noop" for job in jobs)
+
+
+def test_enqueue_many_checks_its_type_and_accepts_nothing():
+    with pytest.raises(registry.UnknownJobType):
+        queue.enqueue_many("nope", org_id="demo", items=[({}, None)])
+    assert queue.enqueue_many("noop", org_id="demo", items=[]) == 0
+    assert not Job.objects.exists()
+
+
 def test_enqueue_inside_a_rolled_back_transaction_leaves_no_job():
     with pytest.raises(RuntimeError), transaction.atomic():
         queue.enqueue("noop", org_id="demo")

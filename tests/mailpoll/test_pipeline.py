@@ -37,6 +37,15 @@ def test_an_emailed_csv_ends_as_metrics_and_a_pdf_as_text(dovecot, imap_mailbox)
     assert not Job.objects.exclude(status=JobStatus.DONE).exists()
 
 
+def test_a_body_document_is_processed_into_its_text():
+    mailbox = MailboxFactory()
+    store_message(mailbox, "INBOX", 1, mail(body="Traffic on /shop dropped 30 % since Monday."))
+    Worker(burst=True, listen=False).run()
+    body = Attachment.objects.get()
+    assert (body.document_type, body.status) == ("body", AttachmentStatus.DONE)
+    assert body.extracted_text == "Traffic on /shop dropped 30 % since Monday."
+
+
 def test_a_csv_from_a_mailbox_without_target_fails_with_its_reason():
     mailbox = MailboxFactory(site_target=None)
     store_message(mailbox, "INBOX", 1, mail(attachments=[("pages.csv", CSV, "text/csv")]))

@@ -6,7 +6,7 @@ import pytest
 
 from mailpoll.models import FolderCursor, Mailbox, Request, RequestStatus
 from mailpoll.poller import Poller
-from mailpoll.store import store_message
+from mailpoll.store import store_messages
 from tests.mailpoll.factories import mail
 from tests.support.tcpproxy import DroppingProxy
 
@@ -109,12 +109,12 @@ def test_a_failed_store_stops_the_cursor_before_it_and_is_fetched_again(dovecot,
     mailbox = imap_mailbox()
     dovecot.append_many(mailbox.username, "INBOX", [mail(f"m{i}") for i in range(5)])
 
-    def failing_on_m2(mb, folder, uid, raw):
-        if b"Subject: m2" in raw:
+    def failing_on_m2(mb, folder, fetched):
+        if any(b"Subject: m2" in raw for _, raw in fetched):
             raise OSError("disk full")
-        return store_message(mb, folder, uid, raw)
+        return store_messages(mb, folder, fetched)
 
-    cycle(mailbox, Poller(store_message=failing_on_m2))
+    cycle(mailbox, Poller(store_messages=failing_on_m2))
     assert subjects() == ["m0", "m1", "m3", "m4"]  # the rest of the fetched batch is stored...
     assert cursor_of(mailbox).last_uid == 2  # ...but the cursor stops right before the failure
     assert mailbox.consecutive_failures == 1 and "disk full" in mailbox.last_error
@@ -129,17 +129,15 @@ def test_later_successes_in_a_batch_are_not_stepped_over(dovecot, imap_mailbox, 
     settings.MAILPOLL_FETCH_BATCH = 10
     mailbox = imap_mailbox()
     dovecot.append_many(mailbox.username, "INBOX", [mail(f"m{i}") for i in range(4)])
-    calls = []
 
-    def fail_once_on_m1(mb, folder, uid, raw):
-        if b"Subject: m1" in raw and not calls:
-            calls.append(uid)
+    def failing_on_m1(mb, folder, fetched):
+        if any(b"Subject: m1" in raw for _, raw in fetched):
             raise OSError("transient")
-        return store_message(mb, folder, uid, raw)
+        return store_messages(mb, folder, fetched)
 
-    cycle(mailbox, Poller(store_message=fail_once_on_m1))
-    assert cursor_of(mailbox).last_uid == 1
-    cycle(mailbox, Poller(store_message=fail_once_on_m1))
+    cycle(mailbox, Poller(store_messages=failing_on_m1))
+    assert subjects() == ["m0", "m2", "m3"] and cursor_of(mailbox).last_uid == 1
+    cycle(mailbox)
     assert subjects() == ["m0", "m1", "m2", "m3"] and cursor_of(mailbox).last_uid == 4
 
 
@@ -148,12 +146,12 @@ def test_a_message_expunged_between_search_and_fetch_does_not_stall_the_cursor(d
     mailbox = imap_mailbox()
     uids = dovecot.append_many(mailbox.username, "INBOX", [mail("m0"), mail("gone"), mail("m2")])
 
-    def expunge_the_next_one(mb, folder, uid, raw):
-        if uid == uids[0]:
+    def expunge_the_next_one(mb, folder, fetched):
+        if fetched[0][0] == uids[0]:
             dovecot.expunge(mb.username, "INBOX", [uids[1]])
-        return store_message(mb, folder, uid, raw)
+        return store_messages(mb, folder, fetched)
 
-    cycle(mailbox, Poller(store_message=expunge_the_next_one))
+    cycle(mailbox, Poller(store_messages=expunge_the_next_one))
     assert subjects() == ["m0", "m2"]
     assert cursor_of(mailbox).last_uid == uids[2] and mailbox.consecutive_failures == 0
 

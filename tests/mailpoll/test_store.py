@@ -8,7 +8,8 @@ from django.db import connection
 
 from jobs.models import Job
 from mailpoll.models import Attachment, AttachmentStatus, Request, RequestStatus
-from mailpoll.store import store_message, store_rejected
+from mailpoll import store
+from mailpoll.store import store_message, store_messages, store_rejected
 from tests.mailpoll.corpus import hostile_corpus, tiny_pdf
 from tests.mailpoll.factories import CSV, MailboxFactory, mail
 
@@ -75,6 +76,45 @@ def test_a_body_only_message_becomes_a_body_document():
     store_message(mailbox, "INBOX", 1, mail(body="Please check https://shop.example/a"))
     attachment = Attachment.objects.get()
     assert (attachment.kind, attachment.document_type) == ("body", "body")
+    # The text is the Request's body_text: stored once, no file.
+    assert attachment.file.name == "" and attachment.request.body_text.startswith("Please check")
+    assert Job.objects.get().payload == {"attachment_id": attachment.pk}
+
+
+@pytest.mark.django_db
+def test_a_batch_reports_one_outcome_per_message_in_order():
+    mailbox = MailboxFactory()
+    known = mail("known")
+    store_message(mailbox, "INBOX", 1, known)
+    twice = mail("twice")
+    outcomes = store_messages(mailbox, "INBOX", [
+        (2, mail("a", attachments=[("report.csv", CSV, "text/csv")])), (3, known), (4, twice), (5, twice),
+        (6, b"\x00\x01 not a mail"), (7, mail("b")),
+    ])
+    assert [(o.created, o.status) for o in outcomes] == [
+        (True, "accepted"), (False, "duplicate"), (True, "accepted"), (False, "duplicate"),
+        (True, "rejected"), (True, "accepted")]
+    by_uid = {r.uid: r for r in Request.objects.all()}
+    assert sorted(by_uid) == [1, 2, 4, 6, 7]
+    assert [o.request_id for o in outcomes if o.created] == [by_uid[uid].pk for uid in (2, 4, 6, 7)]
+    assert "unparseable" in by_uid[6].reject_reason and not by_uid[6].attachments.exists()
+    assert by_uid[2].attachments.get().document_type == "csv"
+    assert Job.objects.count() == 4  # known's body, a's CSV, twice's body, b's body
+
+
+@pytest.mark.django_db
+def test_the_constraint_decides_when_the_fast_path_misses(monkeypatch):
+    """Another poller committed one of the batch's messages after our SELECT: it is a duplicate, the rest stored."""
+    mailbox = MailboxFactory()
+    raced = mail("raced", attachments=[("report.csv", CSV, "text/csv")])
+    store_message(mailbox, "INBOX", 1, raced)
+    monkeypatch.setattr(store, "stored_refs", lambda org_id, refs: set())
+    outcomes = store_messages(mailbox, "INBOX", [(2, mail("first")), (3, raced), (4, mail("last"))])
+    assert [o.status for o in outcomes] == ["accepted", "duplicate", "accepted"]
+    assert Request.objects.count() == 3
+    # The duplicate brought no second set of attachment rows or jobs.
+    assert Attachment.objects.filter(request__subject="raced").count() == 1
+    assert Job.objects.count() == 3
 
 
 @pytest.mark.django_db
@@ -104,7 +144,7 @@ def test_the_hostile_corpus_is_fully_accounted_for_and_writes_only_under_media(m
 
 
 def test_concurrent_stores_of_one_message_create_one_request(transactional_db):
-    """The savepointed INSERT is the authority: no prior SELECT can see the other's uncommitted row."""
+    """The INSERT's UNIQUE constraint is the authority: no prior SELECT can see the other's uncommitted row."""
     mailbox = MailboxFactory()
     raw = mail(attachments=[("report.csv", CSV, "text/csv")])
     barrier = threading.Barrier(4)

@@ -1,0 +1,72 @@
+"""The poller's SQL that decides who does what and what counts as stored, in one place."""
+
+# Claim the due mailboxes and mark them polled, in one committed statement.
+# SKIP LOCKED: a mailbox another replica is claiming right now is simply not ours.
+# The bump happens before any network I/O, so a replica that dies mid-poll
+# leaves the mailbox due again one interval later.
+CLAIM_DUE_MAILBOXES = """
+UPDATE mailpoll_mailbox AS m
+SET last_polled_at = now()
+FROM (
+    SELECT id FROM mailpoll_mailbox
+    WHERE enabled AND (last_polled_at IS NULL OR last_polled_at < now() - poll_interval)
+    ORDER BY last_polled_at NULLS FIRST, id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+) AS due
+WHERE m.id = due.id
+RETURNING m.id
+"""
+
+# The dedup fast path, once per fetched batch: which of these messages does the
+# org already have? Only an optimisation (it saves triage and file writes); the
+# UNIQUE constraint below is what guarantees one Request per message.
+STORED_REFS = """
+SELECT source_ref FROM mailpoll_request
+WHERE org_id = %(org_id)s AND source = 'email' AND source_ref = ANY(%(refs)s::text[])
+"""
+
+# A fetched batch's Requests and their Attachment rows, in one statement.
+#
+# UNIQUE (org_id, source, source_ref) is the authority: a message another
+# poller (or an earlier tick) stored first conflicts and is left out of
+# RETURNING, without an error, so the rest of the batch and the transaction go
+# on — what a savepoint around each insert would give, without a subtransaction
+# per message. Attachment rows join on the Requests actually inserted, so a
+# duplicate brings none. Rows go in batch order, so ids follow the mailbox's.
+INSERT_MESSAGES = """
+WITH message AS (
+    SELECT * FROM unnest(
+        %(source_refs)s::text[], %(uids)s::bigint[], %(statuses)s::text[], %(reject_reasons)s::text[],
+        %(senders)s::text[], %(subjects)s::text[], %(received_ats)s::timestamptz[], %(bodies)s::text[],
+        %(sizes)s::bigint[]
+    ) WITH ORDINALITY AS m(source_ref, uid, status, reject_reason, sender, subject, received_at, body_text, size, n)
+), request AS (
+    INSERT INTO mailpoll_request (org_id, source, source_ref, mailbox_id, folder, uid, status, reject_reason,
+                                  sender, subject, received_at, body_text, size, created_at)
+    SELECT %(org_id)s, 'email', source_ref, %(mailbox_id)s, %(folder)s, uid, status, reject_reason,
+           sender, subject, received_at, body_text, size, now()
+    FROM message
+    ORDER BY n
+    ON CONFLICT (org_id, source, source_ref) DO NOTHING
+    RETURNING id, source_ref
+), attachment AS (
+    INSERT INTO mailpoll_attachment (request_id, kind, document_type, filename, original_filename, mime, size,
+                                     sha256, file, status, skip_reason, context_text, attempts, error,
+                                     extracted_text, created_at)
+    SELECT request.id, a.kind, a.document_type, a.filename, a.original_filename, a.mime, a.size,
+           a.sha256, a.file, a.status, a.skip_reason, a.context_text, 0, '', '', now()
+    FROM unnest(
+        %(a_source_refs)s::text[], %(a_kinds)s::text[], %(a_document_types)s::text[], %(a_filenames)s::text[],
+        %(a_original_filenames)s::text[], %(a_mimes)s::text[], %(a_sizes)s::bigint[], %(a_sha256s)s::text[],
+        %(a_files)s::text[], %(a_statuses)s::text[], %(a_skip_reasons)s::text[], %(a_context_texts)s::text[]
+    ) WITH ORDINALITY AS a(source_ref, kind, document_type, filename, original_filename, mime, size,
+                           sha256, file, status, skip_reason, context_text, n)
+    JOIN request ON request.source_ref = a.source_ref
+    ORDER BY a.n
+    RETURNING id, status
+)
+SELECT 'request', id, source_ref FROM request
+UNION ALL
+SELECT 'attachment', id, status FROM attachment
+"""

@@ -33,21 +33,27 @@ WHERE org_id = %(org_id)s AND source = 'email' AND source_ref = ANY(%(refs)s::te
 # RETURNING, without an error, so the rest of the batch and the transaction go
 # on — what a savepoint around each insert would give, without a subtransaction
 # per message. Attachment rows join on the Requests actually inserted, so a
-# duplicate brings none. Rows go in batch order, so ids follow the mailbox's.
+# duplicate brings none.
+#
+# Rows go in source_ref order, not the mailbox's: a conflicting insert waits
+# for the transaction holding that key, so two pollers storing the same
+# messages in different orders (one message in two mailboxes of one org) would
+# each hold a key the other waits for: a deadlock. In one global order, one of
+# them simply waits.
 INSERT_MESSAGES = """
 WITH message AS (
     SELECT * FROM unnest(
         %(source_refs)s::text[], %(uids)s::bigint[], %(statuses)s::text[], %(reject_reasons)s::text[],
         %(senders)s::text[], %(subjects)s::text[], %(received_ats)s::timestamptz[], %(bodies)s::text[],
         %(sizes)s::bigint[]
-    ) WITH ORDINALITY AS m(source_ref, uid, status, reject_reason, sender, subject, received_at, body_text, size, n)
+    ) AS m(source_ref, uid, status, reject_reason, sender, subject, received_at, body_text, size)
 ), request AS (
     INSERT INTO mailpoll_request (org_id, source, source_ref, mailbox_id, folder, uid, status, reject_reason,
                                   sender, subject, received_at, body_text, size, created_at)
     SELECT %(org_id)s, 'email', source_ref, %(mailbox_id)s, %(folder)s, uid, status, reject_reason,
            sender, subject, received_at, body_text, size, now()
     FROM message
-    ORDER BY n
+    ORDER BY source_ref
     ON CONFLICT (org_id, source, source_ref) DO NOTHING
     RETURNING id, source_ref
 ), attachment AS (

@@ -168,3 +168,31 @@ def test_concurrent_stores_of_one_message_create_one_request(transactional_db):
     assert sum(o.created for o in outcomes) == 1
     assert Request.objects.count() == 1
     assert Attachment.objects.count() == 1 and Job.objects.count() == 1
+
+
+def test_two_pollers_storing_one_batch_in_opposite_orders_do_not_deadlock(transactional_db):
+    """Same messages, two mailboxes of one org, opposite orders: inserts take keys in one order, so nobody waits in a cycle."""
+    org_mailbox = MailboxFactory()
+    other = MailboxFactory(org=org_mailbox.org)
+    outcomes, errors = [], []
+    for round_ in range(3):
+        batch = [(uid, mail(f"r{round_}-m{uid}")) for uid in range(1, 101)]
+        barrier = threading.Barrier(2)
+
+        def store(mailbox, fetched):
+            try:
+                barrier.wait()
+                outcomes.extend(store_messages(mailbox, "INBOX", fetched))
+            except Exception as exc:
+                errors.append(exc)
+            finally:
+                connection.close()
+
+        threads = [threading.Thread(target=store, args=(org_mailbox, batch)),
+                   threading.Thread(target=store, args=(other, batch[::-1]))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert errors == []
+    assert sum(o.created for o in outcomes) == 300 == Request.objects.count()

@@ -7,6 +7,7 @@ import pytest
 from mailpoll.models import FolderCursor, Mailbox, Request, RequestStatus
 from mailpoll.poller import Poller
 from mailpoll.store import store_messages
+from tests.mailpoll.corpus import UNPARSEABLE, hostile_corpus, oversized_message
 from tests.mailpoll.factories import mail
 from tests.support.tcpproxy import DroppingProxy
 
@@ -165,6 +166,27 @@ def test_an_oversized_message_becomes_a_rejected_request(dovecot, imap_mailbox, 
     assert big.status == RequestStatus.REJECTED and "over the 2,000-byte limit" in big.reject_reason
     assert Request.objects.get(subject="small").status == RequestStatus.ACCEPTED
     assert cursor_of(mailbox).last_uid == 2
+
+
+def test_the_hostile_corpus_through_dovecot_is_fully_accounted_for(dovecot, imap_mailbox, settings, media):
+    """Every message the server holds ends as an accepted or rejected Request, or a duplicate of one."""
+    settings.MAILPOLL_MAX_MESSAGE_BYTES = 5 * 1024 * 1024
+    mailbox = imap_mailbox()
+    named = [(name, raw) for name, raw in hostile_corpus() if raw.strip()]  # IMAP cannot APPEND an empty message
+    corpus = [raw for _, raw in named] + [oversized_message(6 * 1024 * 1024)]
+    unparseable = [name for name, _ in named if name in UNPARSEABLE]
+    uids = dovecot.append_many(mailbox.username, "INBOX", corpus)
+
+    [result] = Poller().poll(mailbox)
+    assert not result.failed and result.fetched + 1 == len(corpus)
+    assert result.stored + result.rejected + result.duplicates == len(corpus)
+    assert Request.objects.count() == result.stored + result.rejected
+    assert result.rejected == len(unparseable) + 1 == Request.objects.filter(status=RequestStatus.REJECTED).count()
+    assert result.duplicates == 1  # two messages share DUPLICATE_ID
+    assert "over the 5,242,880-byte limit" in Request.objects.get(subject="Huge").reject_reason
+    assert cursor_of(mailbox).last_uid == uids[-1]
+    stored = [path for path in media.rglob("*") if path.is_file()]
+    assert stored and all(path.parent.parent == media / "mail" for path in stored)
 
 
 def test_a_connection_dropped_mid_fetch_is_recorded_and_the_next_cycle_completes(dovecot, imap_mailbox):

@@ -171,7 +171,7 @@ def test_concurrent_stores_of_one_message_create_one_request(transactional_db):
 
 
 def test_two_pollers_storing_one_batch_in_opposite_orders_do_not_deadlock(transactional_db):
-    """Same messages, two mailboxes of one org, opposite orders: inserts take keys in one order, so nobody waits in a cycle."""
+    """One org, two mailboxes, the same messages in opposite orders: keys are taken in one order, no cycle."""
     org_mailbox = MailboxFactory()
     other = MailboxFactory(org=org_mailbox.org)
     outcomes, errors = [], []

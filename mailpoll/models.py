@@ -127,7 +127,8 @@ class RequestStatus(models.TextChoices):
 
 
 class Request(models.Model):
-    org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="requests")
+    # No index of its own: UNIQUE (org, source, source_ref) starts with org and serves lookups by org.
+    org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="requests", db_index=False)
     source = models.CharField(max_length=20, default="email")
     source_ref = models.CharField(max_length=300, help_text="Message-ID, or sha256:<hex> of the raw message.")
     mailbox = models.ForeignKey(Mailbox, null=True, blank=True, on_delete=models.SET_NULL, related_name="requests")

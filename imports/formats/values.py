@@ -25,6 +25,7 @@ _ISO_DATE = re.compile(r"(\d{4})-(\d{1,2})-(\d{1,2})(?:[T ][\d:.+Z-]*)?", re.ASC
 _DAY_FIRST = re.compile(r"(\d{1,2})/(\d{1,2})/(\d{4})(?: [\d:.]*)?", re.ASCII)
 _EXCEL_EPOCH = date(1899, 12, 30)  # serial 1 is 1900-01-01 after Lotus' leap-year bug
 _EXCEL_MAX_SERIAL = 2958465  # 9999-12-31
+MAX_COUNT = 2**63 - 1  # the bigint column's limit
 
 
 def parse_count(value) -> int | None:
@@ -33,7 +34,7 @@ def parse_count(value) -> int | None:
         text = value.strip()
         if not text:
             return None
-        if text.isdigit() and text.isascii():
+        if text.isdigit() and text.isascii() and len(text) < 19:
             return int(text)  # the plain "1234" most exports write
         number = _number(text, count=True)
     elif value is None:
@@ -46,6 +47,8 @@ def parse_count(value) -> int | None:
         number = int(number)
     if number < 0:
         raise ValueError("is negative")
+    if number > MAX_COUNT:
+        raise ValueError("is too large")
     return number
 
 

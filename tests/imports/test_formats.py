@@ -120,6 +120,7 @@ def test_bad_rows_are_reported_and_blank_rows_skipped(tmp_path):
         ["https://a.example/3", "1", "1", "250%", "", ""],
         ["https://a.example/4", "1", "1", "", "x", ""],
         ["https://a.example/5", "1", "1", "", "", "31/02/2024"],
+        ["https://a.example/7", "1", "99999999999999999999", "", "", ""],
         ["https://a.example/6", "1", "1", "", "", ""],
     ]
     source = open_source(files.write_csv(tmp_path, "x.csv", rows), "x.csv")
@@ -130,7 +131,8 @@ def test_bad_rows_are_reported_and_blank_rows_skipped(tmp_path):
         RowError(4, "ctr '250%' is not between 0 and 100 %"),
         RowError(5, "position 'x' is not a number"),
         RowError(6, "date '31/02/2024' is not a date (no such day)"),
-        ParsedRow(7, "https://a.example/6", None, 1, 1, None, None),
+        RowError(7, "impressions '99999999999999999999' is too large"),
+        ParsedRow(8, "https://a.example/6", None, 1, 1, None, None),
     ]
 
 

@@ -10,6 +10,7 @@ from imports.formats.values import parse_count, parse_ctr, parse_date, parse_pos
     ("raw", "expected"),
     [
         ("1234", 1234),
+        ("9223372036854775807", 2**63 - 1),
         ("  42 ", 42),
         ("0", 0),
         ("1,234", 1234),
@@ -58,6 +59,9 @@ def test_parse_count(raw, expected):
         (True, "is not a number"),
         (float("inf"), "is not a number"),
         (datetime(2024, 1, 1), "is not a number"),
+        ("9223372036854775808", "is too large"),
+        ("9 223 372 036 854 775 808", "is too large"),
+        (1e19, "is too large"),
     ],
 )
 def test_parse_count_rejects(raw, reason):

@@ -117,6 +117,19 @@ def test_too_big_upload_is_refused_with_the_limit_and_nothing_is_created(client,
     assert not media.exists() or not any(media.rglob("*"))
 
 
+def test_a_far_too_big_upload_is_refused_before_its_body_is_read(member, target, settings, media):
+    """413 before the CSRF check (which would read the body and spool the file to disk) even runs."""
+    from django.test import Client
+
+    settings.IMPORT_MAX_UPLOAD_BYTES = 1024
+    client = Client(enforce_csrf_checks=True)  # no token: had the body been read, this would be a 403
+    client.force_login(member)
+    response = upload(client, target.pk, content=CSV * 5000)
+    assert response.status_code == 413
+    assert "the largest file accepted is 1.0\xa0KB" in response.content.decode()
+    assert not Import.objects.exists() and not Job.objects.exists()
+
+
 def test_wrong_extension_is_refused_and_nothing_is_created(client, member, target):
     response = upload(client, target.pk, name="report.pdf")
     assert response.status_code == 200

@@ -257,7 +257,7 @@ def import_api(job):
     for first_row, rows in pages:
         if not rows:
             break
-        with transaction.atomic():
+        with ingest.batch_transaction():
             for batch in ingest.batched(parsed_rows(rows, first_row)):
                 records = ingest.prepare(batch, scope, counts)
                 inserted, updated = ingest.upsert(imp.site_target_id, imp.pk, records)

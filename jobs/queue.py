@@ -97,7 +97,7 @@ def claim() -> Job | None:
     }
     if not guarded:
         # One statement is its own transaction: no BEGIN/COMMIT round trips.
-        return _one(sql.CLAIM, params)
+        return _one(sql.CLAIM_UNGUARDED, params)
     for _ in range(CLAIM_TRIES):
         with transaction.atomic():
             job = _one(sql.CLAIM, params)

@@ -48,18 +48,11 @@ FIND_BY_DEDUP_KEY = f"SELECT {JOB_COLUMNS} FROM jobs WHERE dedup_key = %(dedup_k
 # this statement's snapshot cannot see a claim committed while it ran.
 # Scope 'active' keeps its dedup_key while running; every other type releases it
 # here, so an enqueue during the run is accepted (no lost wake-up).
-CLAIM = f"""
+_CLAIM = """
 WITH candidate AS (
     SELECT j.id
     FROM jobs AS j
-    WHERE j.status = 'queued'
-      AND NOT EXISTS (
-          SELECT 1
-          FROM unnest(%(guard_types)s::text[], %(guard_keys)s::text[]) AS g(type, key)
-          JOIN jobs AS r
-            ON r.status = 'running' AND r.type = g.type AND r.payload ->> g.key = j.payload ->> g.key
-          WHERE g.type = j.type
-      )
+    WHERE j.status = 'queued'{guard}
     ORDER BY j.created_at
     LIMIT 1
     FOR UPDATE SKIP LOCKED
@@ -71,8 +64,22 @@ SET status = 'running',
     dedup_key = CASE WHEN jobs.type = ANY(%(active_scoped)s::text[]) THEN jobs.dedup_key END
 FROM candidate
 WHERE jobs.id = candidate.id
-RETURNING {", ".join("jobs." + c.strip() for c in JOB_COLUMNS.split(","))}
+RETURNING {columns}
 """
+_GUARD = """
+      AND NOT EXISTS (
+          SELECT 1
+          FROM unnest(%(guard_types)s::text[], %(guard_keys)s::text[]) AS g(type, key)
+          JOIN jobs AS r
+            ON r.status = 'running' AND r.type = g.type AND r.payload ->> g.key = j.payload ->> g.key
+          WHERE g.type = j.type
+      )"""
+_RETURNING = ", ".join("jobs." + c.strip() for c in JOB_COLUMNS.split(","))
+CLAIM = _CLAIM.format(guard=_GUARD, columns=_RETURNING)
+# The same without the guard, for a registry without one_running_per types:
+# the statement is planned on every call (no prepared statements through
+# Django), and the guard's subquery is a good part of that planning.
+CLAIM_UNGUARDED = _CLAIM.format(guard="", columns=_RETURNING)
 
 # claim, for a guarded type: serialise claimers of the same (type, value), then
 # look again with a snapshot taken after the lock. Anyone who claimed before us

@@ -1,7 +1,11 @@
-"""What the poller needs from a mail server, whatever the protocol.
+"""What the poller needs from a mail server.
 
-The cursor, dedup and triage code only ever talks to this interface, so Gmail's
-API or Microsoft Graph slot in as other implementations.
+The poller reaches a server only through this interface, and everything after
+the fetch (``store.store_messages``: parse, dedup, triage, rows, jobs) takes
+raw RFC 5322 bytes, whoever fetched them. An API provider that can hand those
+over (Gmail's ``format=raw``, Graph's ``$value``) reuses all of it unchanged;
+what it brings of its own is its cursor (a history id, a delta link) in place
+of the UID cursor of ``mailpoll.cursor``.
 """
 
 from __future__ import annotations

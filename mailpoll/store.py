@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 
 SOURCE = "email"
 DUPLICATE = "duplicate"
+STATEMENT_TEXT_BUDGET = 16 * 1024 * 1024  # characters of text per INSERT_MESSAGES statement
 
 
 @dataclass(frozen=True)
@@ -190,18 +191,44 @@ def _insert(mailbox, folder: str, rows: list[_Row]) -> dict[str, int]:
     """Insert the rows and queue their documents' jobs; returns {source_ref: request id} of those inserted."""
     if not rows:
         return {}
+    ids, pending = {}, []
+    with transaction.atomic():
+        for chunk in _chunks(rows):
+            with connection.cursor() as cursor:
+                cursor.execute(sql.INSERT_MESSAGES, _params(mailbox, folder, chunk))
+                for what, row_id, value in cursor.fetchall():
+                    if what == "request":
+                        ids[value] = row_id
+                    elif value == AttachmentStatus.PENDING:
+                        pending.append(row_id)
+        enqueue_many("process_attachment", org_id=mailbox.org_id, items=[
+            ({"attachment_id": attachment_id}, f"process_attachment:{attachment_id}") for attachment_id in pending
+        ])
+    return ids
+
+
+def _chunks(rows: list[_Row]):
+    """The rows in runs of at most STATEMENT_TEXT_BUDGET characters of text (one row may exceed it alone).
+
+    The statement carries its values inline; this keeps a batch of long bodies,
+    each copied as context onto many documents, from becoming one huge query.
+    """
+    chunk, size = [], 0
+    for row in rows:
+        weight = len(row.body_text) + sum(len(a["context_text"]) + 1000 for a in row.attachments) + 1000
+        if chunk and size + weight > STATEMENT_TEXT_BUDGET:
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(row)
+        size += weight
+    if chunk:
+        yield chunk
+
+
+def _params(mailbox, folder: str, rows: list[_Row]) -> dict:
     params = {"org_id": mailbox.org_id, "mailbox_id": mailbox.pk, "folder": folder}
     params.update({name: [getattr(row, column) for row in rows] for name, column in _REQUEST_ARRAYS.items()})
     attachments = [(row.source_ref, attachment) for row in rows for attachment in row.attachments]
     params["a_source_refs"] = [ref for ref, _ in attachments]
     params.update({name: [a[column] for _, a in attachments] for name, column in _ATTACHMENT_ARRAYS.items()})
-    with transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute(sql.INSERT_MESSAGES, params)
-            returned = cursor.fetchall()
-        pending = [row_id for what, row_id, status in returned
-                   if what == "attachment" and status == AttachmentStatus.PENDING]
-        enqueue_many("process_attachment", org_id=mailbox.org_id, items=[
-            ({"attachment_id": attachment_id}, f"process_attachment:{attachment_id}") for attachment_id in pending
-        ])
-    return {ref: row_id for what, row_id, ref in returned if what == "request"}
+    return params

@@ -21,6 +21,9 @@ from dataclasses import dataclass
 from .parse import ParsedMessage, Part
 
 SMALL_IMAGE_BYTES = 50 * 1024
+# The body beside each document is context for a reader, copied onto every
+# document of the message: a long quoted thread is cut, not repeated whole.
+CONTEXT_MAX_CHARS = 32_000
 EXTRACTABLE = ("pdf", "xlsx", "xls", "csv")
 BODY_FILENAME = "message.txt"
 
@@ -75,12 +78,13 @@ def triage(message: ParsedMessage, *, small_image_bytes: int = SMALL_IMAGE_BYTES
     caller still records the message (and its skipped rows), with nothing to process.
     """
     body = message.body_text.strip()
+    context = body[:CONTEXT_MAX_CHARS]
     documents, skipped, dropped = [], [], 0
     for part in message.parts:
         kind = sniff_kind(part.content, part.filename, part.mime)
         if kind in EXTRACTABLE:
             # Disposition does not matter: Apple Mail sends PDFs inline.
-            documents.append(Document(kind, part.filename, part.original_filename, part.mime, part.content, body))
+            documents.append(Document(kind, part.filename, part.original_filename, part.mime, part.content, context))
         elif _is_image(kind, part) and (_is_inline(part) or part.size < small_image_bytes):
             dropped += 1
         else:

@@ -103,6 +103,22 @@ def test_a_batch_reports_one_outcome_per_message_in_order():
 
 
 @pytest.mark.django_db
+def test_a_batch_of_long_texts_is_inserted_in_several_statements_of_one_transaction(monkeypatch):
+    from django.test.utils import CaptureQueriesContext
+
+    monkeypatch.setattr(store, "STATEMENT_TEXT_BUDGET", 5000)
+    mailbox = MailboxFactory()
+    batch = [(uid, mail(f"m{uid}", body="Long. " * 500, attachments=[("report.csv", CSV, "text/csv")]))
+             for uid in range(1, 4)]
+    with CaptureQueriesContext(connection) as queries:
+        outcomes = store_messages(mailbox, "INBOX", batch)
+    assert [o.status for o in outcomes] == ["accepted"] * 3
+    assert sum("INSERT INTO mailpoll_request" in q["sql"] for q in queries.captured_queries) == 3
+    assert Attachment.objects.count() == 3 == Job.objects.count()
+    assert sorted(Request.objects.values_list("subject", flat=True)) == ["m1", "m2", "m3"]
+
+
+@pytest.mark.django_db
 def test_the_constraint_decides_when_the_fast_path_misses(monkeypatch):
     """Another poller committed one of the batch's messages after our SELECT: it is a duplicate, the rest stored."""
     mailbox = MailboxFactory()

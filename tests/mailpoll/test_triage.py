@@ -7,7 +7,7 @@ import codecs
 import pytest
 
 from mailpoll.parse import ParsedMessage, Part, UnparseableMessage, parse_message
-from mailpoll.triage import SMALL_IMAGE_BYTES, sniff_kind, triage
+from mailpoll.triage import CONTEXT_MAX_CHARS, SMALL_IMAGE_BYTES, sniff_kind, triage
 from tests.mailpoll import corpus
 from tests.mailpoll.corpus import CSV, UNPARSEABLE, hostile_corpus
 
@@ -144,6 +144,13 @@ def test_with_attachments_the_body_travels_as_context():
     result = triage(message(part("a.csv", CSV, "text/csv"), part("b.pdf", PDF), body="Numbers for March."))
     assert [(each.kind, each.context_text) for each in result.documents] == [
         ("csv", "Numbers for March."), ("pdf", "Numbers for March.")]
+
+
+def test_a_long_body_travels_cut_to_the_context_limit():
+    body = "Quoted thread. " * (CONTEXT_MAX_CHARS // 10)
+    result = triage(message(part("a.csv", CSV, "text/csv"), part("b.pdf", PDF), body=body))
+    assert [len(each.context_text) for each in result.documents] == [CONTEXT_MAX_CHARS] * 2
+    assert result.documents[0].context_text == body.strip()[:CONTEXT_MAX_CHARS]
 
 
 def test_empty_body_and_nothing_extractable_gives_no_document():

@@ -3,6 +3,7 @@
 MAILPOLL_INTERVAL         seconds between poll cycles of `pollmail` (default 120)
 MAILPOLL_MAX_MESSAGE_BYTES  a message larger than this becomes a rejected Request (25 MB)
 MAILPOLL_FETCH_BATCH      messages per IMAP FETCH (default 25)
+MAILPOLL_FETCH_MAX_BYTES  ...and at most this many bytes of them (50 MB): a batch of big messages is split
 MAILPOLL_STUCK_AFTER      seconds before an attachment stuck in `processing` is released (900)
 MAILPOLL_CLAIM_LIMIT      mailboxes claimed per cycle by one poller (10, seed 000)
 """
@@ -13,6 +14,7 @@ DEFAULTS = {
     "MAILPOLL_INTERVAL": 120.0,
     "MAILPOLL_MAX_MESSAGE_BYTES": 25 * 1024 * 1024,
     "MAILPOLL_FETCH_BATCH": 25,
+    "MAILPOLL_FETCH_MAX_BYTES": 50 * 1024 * 1024,
     "MAILPOLL_STUCK_AFTER": 900.0,
     "MAILPOLL_CLAIM_LIMIT": 10,
 }

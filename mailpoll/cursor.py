@@ -86,6 +86,31 @@ def uids_to_fetch(plan: SyncPlan, found: Iterable[int]) -> list[int]:
     return uids
 
 
+def fetch_groups(uids: list[int], sizes: dict[int, int], max_bytes: int) -> list[list[int]]:
+    """The UIDs in order, in runs whose messages add up to at most ``max_bytes``.
+
+    What a FETCH brings is held in memory until stored, so a batch of large
+    messages is fetched a few at a time. A message larger than ``max_bytes``
+    (still under the size limit) is a run of its own.
+
+    >>> fetch_groups([1, 2, 3, 4], {1: 10, 2: 10, 3: 25, 4: 5}, 30)
+    [[1, 2], [3, 4]]
+    >>> fetch_groups([1, 2], {1: 50, 2: 1}, 30)
+    [[1], [2]]
+    """
+    groups, group, total = [], [], 0
+    for uid in uids:
+        size = sizes.get(uid, 0)
+        if group and total + size > max_bytes:
+            groups.append(group)
+            group, total = [], 0
+        group.append(uid)
+        total += size
+    if group:
+        groups.append(group)
+    return groups
+
+
 def contiguous_last_uid(floor: int, attempted: Iterable[int], succeeded: set[int]) -> int:
     """How far the cursor may move: the last UID of the unbroken run of successes from ``floor``.
 

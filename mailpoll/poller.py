@@ -159,14 +159,12 @@ class Poller:
     def _store_batch(self, provider, mailbox, folder, batch, result, succeeded) -> None:
         limit = conf.get("MAILPOLL_MAX_MESSAGE_BYTES")
         sizes = provider.sizes(batch)
-        small = [uid for uid in batch if uid in sizes and sizes[uid] <= limit]
-        raws = provider.fetch(small)
-        fetched = []
+        small = []
         for uid in batch:
-            if uid not in sizes or (uid in small and uid not in raws):
-                succeeded.add(uid)  # expunged between SEARCH and FETCH: nothing to store, nothing lost
-            elif uid in raws:
-                fetched.append((uid, raws[uid]))
+            if uid not in sizes:
+                succeeded.add(uid)  # expunged since SEARCH: nothing to store, nothing lost
+            elif sizes[uid] <= limit:
+                small.append(uid)
             else:
                 try:
                     outcome = self._reject_oversized(provider, mailbox, folder, uid, sizes[uid], limit)
@@ -174,6 +172,13 @@ class Poller:
                     self._not_stored(mailbox, folder, uid, exc, result)
                 else:
                     _count(uid, outcome, result, succeeded)
+        for group in cursor.fetch_groups(small, sizes, conf.get("MAILPOLL_FETCH_MAX_BYTES")):
+            raws = provider.fetch(group)
+            succeeded.update(uid for uid in group if uid not in raws)  # expunged since SIZE, likewise
+            self._store_fetched(mailbox, folder, [(uid, raws[uid]) for uid in group if uid in raws], result,
+                                succeeded)
+
+    def _store_fetched(self, mailbox, folder, fetched, result, succeeded) -> None:
         result.fetched += len(fetched)
         if len(fetched) > 1:
             try:

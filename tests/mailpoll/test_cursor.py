@@ -12,6 +12,7 @@ from mailpoll.cursor import (
     CursorState,
     FolderStatus,
     contiguous_last_uid,
+    fetch_groups,
     next_cursor,
     plan_folder_sync,
     uids_to_fetch,
@@ -84,3 +85,18 @@ def test_uid_range_search_drops_the_last_message_imap_always_returns():
 def test_next_cursor(state, attempted, succeeded, expected):
     plan = plan_folder_sync("full", None, STATUS, state)
     assert next_cursor(plan, attempted, succeeded) == expected
+
+
+@pytest.mark.parametrize(
+    "uids, sizes, max_bytes, groups",
+    [
+        ([], {}, 100, []),
+        ([1, 2, 3], {1: 10, 2: 10, 3: 10}, 100, [[1, 2, 3]]),
+        ([1, 2, 3, 4], {1: 10, 2: 10, 3: 25, 4: 5}, 30, [[1, 2], [3, 4]]),
+        ([1, 2, 3], {1: 10, 2: 20, 3: 1}, 30, [[1, 2], [3]]),  # exactly the budget still fits
+        ([1, 2, 3], {1: 50, 2: 1, 3: 60}, 30, [[1], [2], [3]]),  # over the budget alone: a group of its own
+        ([7, 9], {9: 5}, 5, [[7, 9]]),  # an unknown size counts as 0
+    ],
+)
+def test_fetch_groups(uids, sizes, max_bytes, groups):
+    assert fetch_groups(uids, sizes, max_bytes) == groups

@@ -189,6 +189,20 @@ def test_the_hostile_corpus_through_dovecot_is_fully_accounted_for(dovecot, imap
     assert stored and all(path.parent.parent == media / "mail" for path in stored)
 
 
+def test_large_messages_are_fetched_a_few_at_a_time(dovecot, imap_mailbox, settings, monkeypatch):
+    from mailpoll.providers.imap import ImapProvider
+
+    settings.MAILPOLL_FETCH_MAX_BYTES = 12_000
+    mailbox = imap_mailbox()
+    dovecot.append_many(mailbox.username, "INBOX", [mail(f"m{i}", body="z" * 5000) for i in range(5)])
+    fetched = []
+    real_fetch = ImapProvider.fetch
+    monkeypatch.setattr(ImapProvider, "fetch", lambda self, uids: fetched.append(list(uids)) or real_fetch(self, uids))
+    cycle(mailbox)
+    assert fetched == [[1, 2], [3, 4], [5]]  # about 5.3 KB each: two per 12 KB
+    assert subjects() == [f"m{i}" for i in range(5)] and cursor_of(mailbox).last_uid == 5
+
+
 def test_a_connection_dropped_mid_fetch_is_recorded_and_the_next_cycle_completes(dovecot, imap_mailbox):
     with DroppingProxy(dovecot.port) as proxy:
         mailbox = imap_mailbox(port=proxy.port)

@@ -104,12 +104,7 @@ def store_messages(mailbox, folder: str, fetched: list[tuple[int | None, bytes]]
             continue
         seen.add(message.source_ref)
         rows.append(message if isinstance(message, _Row) else _accepted(uid, raw, message))
-    ids = _insert(mailbox, folder, [row for row in rows if row is not None])
-    return [
-        Stored(ids[row.source_ref], True, row.status) if row is not None and row.source_ref in ids
-        else Stored(None, False, DUPLICATE)
-        for row in rows
-    ]
+    return _outcomes(mailbox, folder, rows, _insert(mailbox, folder, [row for row in rows if row is not None]))
 
 
 def store_message(mailbox, folder: str, uid: int | None, raw: bytes) -> Stored:
@@ -122,11 +117,20 @@ def store_rejected(mailbox, folder: str, uid: int | None, source_ref: str, reaso
     """Record a message we cannot take in, with the reason: it is visible, never silently skipped."""
     row = _Row(uid, source_ref[:300], RequestStatus.REJECTED, reject_reason=reason, size=size,
                sender=sender[:500], subject=subject[:1000])
-    ids = _insert(mailbox, folder, [row])
-    if row.source_ref not in ids:
-        return Stored(None, False, DUPLICATE)
-    log.warning("mailbox=%s folder=%s uid=%s rejected: %s", mailbox.pk, folder, uid, reason)
-    return Stored(ids[row.source_ref], True, RequestStatus.REJECTED)
+    return _outcomes(mailbox, folder, [row], _insert(mailbox, folder, [row]))[0]
+
+
+def _outcomes(mailbox, folder: str, rows: list[_Row | None], ids: dict[str, int]) -> list[Stored]:
+    """One Stored per row (None: a duplicate known before inserting); rejections are logged, by uid."""
+    outcomes = []
+    for row in rows:
+        if row is None or row.source_ref not in ids:
+            outcomes.append(Stored(None, False, DUPLICATE))
+            continue
+        if row.status == RequestStatus.REJECTED:
+            log.warning("mailbox=%s folder=%s uid=%s rejected: %s", mailbox.pk, folder, row.uid, row.reject_reason)
+        outcomes.append(Stored(ids[row.source_ref], True, row.status))
+    return outcomes
 
 
 def stored_refs(org_id: str, refs: list[str]) -> set[str]:

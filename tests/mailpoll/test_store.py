@@ -82,7 +82,7 @@ def test_a_body_only_message_becomes_a_body_document():
 
 
 @pytest.mark.django_db
-def test_a_batch_reports_one_outcome_per_message_in_order():
+def test_a_batch_reports_one_outcome_per_message_in_order(caplog):
     mailbox = MailboxFactory()
     known = mail("known")
     store_message(mailbox, "INBOX", 1, known)
@@ -98,6 +98,7 @@ def test_a_batch_reports_one_outcome_per_message_in_order():
     assert sorted(by_uid) == [1, 2, 4, 6, 7]
     assert [o.request_id for o in outcomes if o.created] == [by_uid[uid].pk for uid in (2, 4, 6, 7)]
     assert "unparseable" in by_uid[6].reject_reason and not by_uid[6].attachments.exists()
+    assert f"mailbox={mailbox.pk} folder=INBOX uid=6 rejected: unparseable message" in caplog.text
     assert by_uid[2].attachments.get().document_type == "csv"
     assert Job.objects.count() == 4  # known's body, a's CSV, twice's body, b's body
 

@@ -1,4 +1,4 @@
-"""Three `pollmail` processes over the same ten mailboxes: exactly one Request per message."""
+"""Three `pollmail` processes over the same ten mailboxes, one killed -9 midway: exactly one Request per message."""
 
 from datetime import timedelta
 
@@ -15,7 +15,7 @@ MAILBOXES = 10
 PER_MAILBOX = 200
 
 
-def test_three_pollers_store_each_message_once(dovecot, processes, media):
+def test_three_pollers_one_killed_store_each_message_once(dovecot, processes, media):
     orgs = [OrgFactory(id="org-a"), OrgFactory(id="org-b")]
     mailboxes = []
     for n in range(MAILBOXES):
@@ -30,8 +30,12 @@ def test_three_pollers_store_each_message_once(dovecot, processes, media):
         dovecot.append(mailbox.username, "INBOX", shared)
 
     env = process_env(MEDIA_ROOT=media, MAILPOLL_FETCH_BATCH=20)
-    for _ in range(3):
-        processes(lambda: ManagedProcess("pollmail", "--interval", "0.3", env=env))
+    pollers = [processes(lambda: ManagedProcess("pollmail", "--interval", "0.3", env=env)) for _ in range(3)]
+
+    # kill -9 one replica mid-intake: what it was polling becomes due again and another one finishes it.
+    wait_for(lambda: Request.objects.count() >= 300, timeout=120, interval=0.05, message="300 messages stored")
+    pollers[0].kill9()
+    assert pollers[0].wait(timeout=10) == -9
 
     expected = MAILBOXES * PER_MAILBOX + 2  # the shared message: once in org-a, once in org-b
 

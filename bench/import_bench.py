@@ -16,7 +16,6 @@ import datetime
 import os
 import platform
 import random
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -31,7 +30,7 @@ from psycopg import sql
 
 # The queue benchmark's way to find the app's server and name a database on it
 # (this script's directory is on sys.path when it runs).
-from queue_bench import ROOT, connect, database_url, drop_database, recreate_database, server_settings
+from queue_bench import ROOT, app_bench_database, connect, worker_env
 
 BENCH_DB = "seoinsight_bench_imports"
 DAYS = 30
@@ -162,11 +161,6 @@ def same_rows(db: psycopg.Connection, target_id: int) -> int:
 
 
 # -- the worker ------------------------------------------------------------------------------
-
-def worker_env(url: str, media: Path) -> dict:
-    return dict(os.environ, DATABASE_URL=url, MEDIA_ROOT=str(media), LOG_LEVEL="WARNING",
-                DJANGO_LOG_LEVEL="WARNING", PYTHONUNBUFFERED="1")
-
 
 class MemoryWatch(threading.Thread):
     """The peak RSS of a process: its VmHWM, read from /proc/<pid>/status every RSS_POLL seconds.
@@ -410,20 +404,8 @@ def main() -> int:
     if args.rows < 1000 or not (args.small_rows == 0 or 1000 <= args.small_rows < args.rows):
         parser.error("--rows must be at least 1000, and --small-rows 0 or from 1000 to less than --rows")
 
-    server = server_settings()
-    url = database_url(server, BENCH_DB)
-    media = Path(tempfile.mkdtemp(prefix="import-bench-"))
-    recreate_database(server, BENCH_DB)
-    try:
-        subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT,
-                       env=worker_env(url, media), check=True)
-        # This process creates the org, target and imports through the ORM, in the bench database only.
-        os.environ.update(worker_env(url, media), DJANGO_SETTINGS_MODULE="seoinsight.settings")
-        import django
-
-        django.setup()
+    with app_bench_database(BENCH_DB, "import-bench-") as (server, url, media):
         from django.conf import settings
-        from django.db import connection
 
         from imports.models import Import, ImportKind
         from seoinsight.models import Org, Site, SiteTarget
@@ -461,10 +443,6 @@ def main() -> int:
             if agree != args.rows or results["big"]["report"]["inserted"] != args.rows:
                 raise RuntimeError(f"the import and the ceiling agree on {agree:,} rows of {args.rows:,} "
                                    f"(report: {results['big']['report']})")
-        connection.close()
-    finally:
-        drop_database(server, BENCH_DB)
-        shutil.rmtree(media, ignore_errors=True)
     print()
     print(report(results, args, version))
     return 0

@@ -22,7 +22,6 @@ import os
 import platform
 import pstats
 import random
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -36,7 +35,7 @@ import psycopg
 
 # The queue benchmark's way to find the app's server and name a database on it
 # (this script's directory is on sys.path when it runs).
-from queue_bench import ROOT, connect, database_url, drop_database, recreate_database, server_settings
+from queue_bench import ROOT, app_bench_database, connect, worker_env
 
 sys.path.insert(0, str(ROOT))  # tests.support.dovecot, tests.mailpoll.corpus
 
@@ -138,11 +137,6 @@ def ceiling(imap, user: str, batch: int, expected: int) -> dict:
 
 
 # -- pollmail -------------------------------------------------------------------------------
-
-def worker_env(url: str, media: Path) -> dict:
-    return dict(os.environ, DATABASE_URL=url, MEDIA_ROOT=str(media), LOG_LEVEL="WARNING",
-                DJANGO_LOG_LEVEL="WARNING", PYTHONUNBUFFERED="1")
-
 
 def settle(db) -> None:
     """Same starting state for every timed run: statistics fresh, no dirty pages of the last run."""
@@ -383,20 +377,7 @@ def main() -> int:
 
     # Other work on the machine shows in every figure: the report says how busy it was before we started.
     load = f"{os.getloadavg()[0]:.2f}"
-    server = server_settings()
-    url = database_url(server, BENCH_DB)
-    media = Path(tempfile.mkdtemp(prefix="mail-bench-"))
-    recreate_database(server, BENCH_DB)
-    try:
-        subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT,
-                       env=worker_env(url, media), check=True)
-        # This process creates the org and mailboxes (and runs the profile) in the bench database only.
-        os.environ.update(worker_env(url, media), DJANGO_SETTINGS_MODULE="seoinsight.settings")
-        import django
-
-        django.setup()
-        from django.db import connection
-
+    with app_bench_database(BENCH_DB, "mail-bench-") as (server, url, media):
         from mailpoll import conf
 
         results = {"batch": conf.get("MAILPOLL_FETCH_BATCH"), "load": load}
@@ -438,10 +419,6 @@ def main() -> int:
                 results["profile"] = {"messages": args.profile_messages, "wall": wall, "total": total,
                                       "groups": groups, "top": top_entries(stats, 12),
                                       "statements": statements(media / "libpq.trace")}
-        connection.close()
-    finally:
-        drop_database(server, BENCH_DB)
-        shutil.rmtree(media, ignore_errors=True)
     print()
     print(report(results, args, version))
     return 0

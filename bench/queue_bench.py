@@ -16,11 +16,13 @@ import multiprocessing
 import os
 import platform
 import random
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote, unquote
 
@@ -120,10 +122,40 @@ def reset_table(db: psycopg.Connection, table: str, rows: int) -> None:
 
 # -- processes ---------------------------------------------------------------------------------
 
-def worker_env(url: str) -> dict:
-    env = dict(os.environ, DATABASE_URL=url, LOG_LEVEL="WARNING", DJANGO_LOG_LEVEL="WARNING")
-    env["PYTHONUNBUFFERED"] = "1"
+def worker_env(url: str, media: Path | None = None) -> dict:
+    """The environment of an app process working on a bench database (and MEDIA_ROOT), with quiet logs."""
+    env = dict(os.environ, DATABASE_URL=url, LOG_LEVEL="WARNING", DJANGO_LOG_LEVEL="WARNING", PYTHONUNBUFFERED="1")
+    if media is not None:
+        env["MEDIA_ROOT"] = str(media)
     return env
+
+
+@contextmanager
+def app_bench_database(name: str, media_prefix: str):
+    """A throw-away database migrated for the app, a temporary MEDIA_ROOT, and Django set up on both, here.
+
+    Yields ``(server, url, media)``. The database is dropped and the directory
+    removed at the end, also when the benchmark fails.
+    """
+    server = server_settings()
+    url = database_url(server, name)
+    media = Path(tempfile.mkdtemp(prefix=media_prefix))
+    recreate_database(server, name)
+    try:
+        subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT,
+                       env=worker_env(url, media), check=True)
+        # This process then works through the ORM, in the bench database only.
+        os.environ.update(worker_env(url, media), DJANGO_SETTINGS_MODULE="seoinsight.settings")
+        import django
+
+        django.setup()
+        yield server, url, media
+        from django.db import connection
+
+        connection.close()
+    finally:
+        drop_database(server, name)
+        shutil.rmtree(media, ignore_errors=True)
 
 
 class Runjobs:

@@ -16,10 +16,10 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
-from jobs.queue import enqueue
 
 from . import conf
 from .forms import MailboxForm
+from .handlers import enqueue_processing
 from .models import Attachment, AttachmentStatus, FolderCursor, Mailbox, Request, RequestStatus
 
 EMPTY = "—"
@@ -384,8 +384,7 @@ def release_stuck(ids) -> list[int]:
             moved = Attachment.objects.stuck(conf.get("MAILPOLL_STUCK_AFTER")).filter(pk=pk).update(
                 status=AttachmentStatus.PENDING, processing_started_at=None)
             if moved:
-                enqueue("process_attachment", org_id=org_id, payload={"attachment_id": pk},
-                        dedup_key=f"process_attachment:{pk}")
+                enqueue_processing(org_id, [pk])
                 released.append(pk)
     return released
 
@@ -398,8 +397,7 @@ def retry_failed(ids) -> list[int]:
             moved = Attachment.objects.filter(pk=pk, status=AttachmentStatus.FAILED).update(
                 status=AttachmentStatus.PENDING, processing_started_at=None, attempts=0, error="")
             if moved:
-                enqueue("process_attachment", org_id=org_id, payload={"attachment_id": pk},
-                        dedup_key=f"process_attachment:{pk}")
+                enqueue_processing(org_id, [pk])
                 retried.append(pk)
     return retried
 

@@ -17,6 +17,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from jobs.queue import enqueue_many
 from jobs.registry import register
 
 from .models import Attachment, AttachmentStatus
@@ -28,6 +29,16 @@ MAX_EXTRACTED_CHARS = 2_000_000
 
 class DocumentError(Exception):
     """The document cannot be processed; the message says why."""
+
+
+def enqueue_processing(org_id: str, attachment_ids: list[int]) -> int:
+    """Queue ``process_attachment`` for these pending attachments; call in the transaction that made them so.
+
+    One job per attachment, keyed on it: an attachment already waiting for its job gets no second one.
+    """
+    return enqueue_many("process_attachment", org_id=org_id, items=[
+        ({"attachment_id": pk}, f"process_attachment:{pk}") for pk in attachment_ids
+    ])
 
 
 def attachment_failed(job) -> None:

@@ -29,16 +29,14 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import connection, transaction
 
-from jobs.queue import enqueue_many
-
 from . import sql
+from .handlers import enqueue_processing
 from .models import AttachmentKind, AttachmentStatus, RequestStatus
 from .parse import ParsedMessage, UnparseableMessage, parse_message
 from .triage import triage
 
 log = logging.getLogger(__name__)
 
-SOURCE = "email"
 DUPLICATE = "duplicate"
 STATEMENT_TEXT_BUDGET = 16 * 1024 * 1024  # characters of text per INSERT_MESSAGES statement
 
@@ -205,9 +203,7 @@ def _insert(mailbox, folder: str, rows: list[_Row]) -> dict[str, int]:
                         ids[value] = row_id
                     elif value == AttachmentStatus.PENDING:
                         pending.append(row_id)
-        enqueue_many("process_attachment", org_id=mailbox.org_id, items=[
-            ({"attachment_id": attachment_id}, f"process_attachment:{attachment_id}") for attachment_id in pending
-        ])
+        enqueue_processing(mailbox.org_id, pending)
     return ids
 
 

@@ -6,9 +6,8 @@ import logging
 
 from django.db import transaction
 
-from jobs.queue import enqueue
-
 from . import conf
+from .handlers import enqueue_processing
 from .models import Attachment, AttachmentStatus
 
 log = logging.getLogger(__name__)
@@ -36,8 +35,7 @@ def run_once() -> dict:
             attachment.status = AttachmentStatus.PENDING
             attachment.processing_started_at = None
             attachment.save(update_fields=["status", "processing_started_at"])
-            enqueue("process_attachment", org_id=attachment.request.org_id,
-                    payload={"attachment_id": attachment.pk}, dedup_key=f"process_attachment:{attachment.pk}")
+            enqueue_processing(attachment.request.org_id, [attachment.pk])
             released += 1
             log.warning("attachment=%s released from processing (attempt %s)", attachment.pk, attachment.attempts)
     return {"released": released, "failed": failed}

@@ -1,6 +1,5 @@
 """A worker killed mid-import: the next one resumes from the checkpoint, counts identical to a clean run."""
 
-import signal
 
 import pytest
 

@@ -167,7 +167,7 @@ def test_concurrent_stores_of_one_message_create_one_request(transactional_db):
     barrier = threading.Barrier(4)
     outcomes, errors = [], []
 
-    def store():
+    def store_once():
         try:
             barrier.wait()
             outcomes.append(store_message(mailbox, "INBOX", 1, raw))
@@ -176,7 +176,7 @@ def test_concurrent_stores_of_one_message_create_one_request(transactional_db):
         finally:
             connection.close()
 
-    threads = [threading.Thread(target=store) for _ in range(4)]
+    threads = [threading.Thread(target=store_once) for _ in range(4)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -196,7 +196,7 @@ def test_two_pollers_storing_one_batch_in_opposite_orders_do_not_deadlock(transa
         batch = [(uid, mail(f"r{round_}-m{uid}")) for uid in range(1, 101)]
         barrier = threading.Barrier(2)
 
-        def store(mailbox, fetched):
+        def store_batch(mailbox, fetched):
             try:
                 barrier.wait()
                 outcomes.extend(store_messages(mailbox, "INBOX", fetched))
@@ -205,8 +205,8 @@ def test_two_pollers_storing_one_batch_in_opposite_orders_do_not_deadlock(transa
             finally:
                 connection.close()
 
-        threads = [threading.Thread(target=store, args=(org_mailbox, batch)),
-                   threading.Thread(target=store, args=(other, batch[::-1]))]
+        threads = [threading.Thread(target=store_batch, args=(org_mailbox, batch)),
+                   threading.Thread(target=store_batch, args=(other, batch[::-1]))]
         for thread in threads:
             thread.start()
         for thread in threads:

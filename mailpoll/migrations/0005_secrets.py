@@ -1,0 +1,13 @@
+"""Placeholder filled by the change that needs it."""
+
+from django.db import migrations
+
+
+class Migration(migrations.Migration):
+
+    dependencies = [
+        ('mailpoll', '0004_content'),
+        ('seoinsight', '0004_secrets'),
+    ]
+
+    operations = []

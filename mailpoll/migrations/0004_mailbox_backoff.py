@@ -6,8 +6,7 @@ from django.db import migrations
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('mailpoll', '0004_content'),
-        ('seoinsight', '0004_secrets'),
+        ('mailpoll', '0003_folder_progress'),
     ]
 
     operations = []

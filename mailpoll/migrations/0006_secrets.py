@@ -6,7 +6,8 @@ from django.db import migrations
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('mailpoll', '0003_poll_progress'),
+        ('mailpoll', '0005_content'),
+        ('seoinsight', '0004_secrets'),
     ]
 
     operations = []

@@ -1,0 +1,12 @@
+"""Placeholder filled by the change that needs it."""
+
+from django.db import migrations
+
+
+class Migration(migrations.Migration):
+
+    dependencies = [
+        ('mailpoll', '0004_mailbox_backoff'),
+    ]
+
+    operations = []

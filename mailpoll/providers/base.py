@@ -20,6 +20,14 @@ class ProviderError(Exception):
     """The server or the configuration failed; the message is safe to show (no secrets)."""
 
 
+class FolderError(ProviderError):
+    """The server refused a command on one folder or message (it answered NO or BAD).
+
+    The session is still usable: the poller records the error on that folder (or
+    message) and goes on with the others. A lost or broken connection is never one.
+    """
+
+
 class MailProvider(ABC):
     def __init__(self, mailbox):
         self.mailbox = mailbox

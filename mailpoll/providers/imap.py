@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import ssl
+from contextlib import contextmanager
 from datetime import date
 
 from imapclient import IMAPClient
-from imapclient.exceptions import IMAPClientError
+from imapclient.exceptions import IMAPClientAbortError, IMAPClientError, ProtocolError
 
 from ..cursor import SEARCH_ALL, SEARCH_FROM_UID, SEARCH_NONE, SEARCH_SINCE, FolderStatus
 from . import register
-from .base import MailProvider, ProviderError
+from .base import FolderError, MailProvider, ProviderError
 
 TIMEOUT = 60  # seconds per socket operation
 
@@ -47,7 +48,8 @@ class ImapProvider(MailProvider):
             self.client = None
 
     def folder_status(self, folder: str) -> FolderStatus:
-        info = self.client.select_folder(folder, readonly=True)
+        with _refusal_is_a_folder_error():
+            info = self.client.select_folder(folder, readonly=True)
         return FolderStatus(folder, int(info[b"UIDVALIDITY"]), int(info.get(b"UIDNEXT") or 1))
 
     def search(self, search: str, *, start_uid: int | None = None, since: date | None = None) -> list[int]:
@@ -61,22 +63,41 @@ class ImapProvider(MailProvider):
             criteria = ["UID", f"{start_uid}:*"]
         else:
             raise ValueError(f"unknown search {search!r}")
-        return [int(uid) for uid in self.client.search(criteria)]
+        with _refusal_is_a_folder_error():
+            return [int(uid) for uid in self.client.search(criteria)]
 
     def sizes(self, uids: list[int]) -> dict[int, int]:
         if not uids:
             return {}
-        response = self.client.fetch(uids, ["RFC822.SIZE"])
+        with _refusal_is_a_folder_error():
+            response = self.client.fetch(uids, ["RFC822.SIZE"])
         return {int(uid): int(data[b"RFC822.SIZE"]) for uid, data in response.items() if b"RFC822.SIZE" in data}
 
     def fetch(self, uids: list[int]) -> dict[int, bytes]:
         if not uids:
             return {}
         # BODY.PEEK leaves \\Seen alone: the mailbox's read state is the user's, not ours.
-        response = self.client.fetch(uids, ["BODY.PEEK[]"])
+        with _refusal_is_a_folder_error():
+            response = self.client.fetch(uids, ["BODY.PEEK[]"])
         return {int(uid): data[b"BODY[]"] for uid, data in response.items() if b"BODY[]" in data}
 
     def fetch_headers(self, uid: int) -> bytes | None:
-        response = self.client.fetch([uid], ["BODY.PEEK[HEADER]"])
+        with _refusal_is_a_folder_error():
+            response = self.client.fetch([uid], ["BODY.PEEK[HEADER]"])
         data = response.get(uid)
         return data.get(b"BODY[HEADER]") if data else None
+
+
+@contextmanager
+def _refusal_is_a_folder_error():
+    """A NO or BAD answer to a folder's command becomes a FolderError; the session stays usable.
+
+    A dropped connection (``abort``) or a garbled response (``ProtocolError``) is not
+    a refusal: it ends the mailbox's poll as before.
+    """
+    try:
+        yield
+    except (IMAPClientAbortError, ProtocolError):
+        raise
+    except IMAPClientError as exc:
+        raise FolderError(str(exc)) from exc

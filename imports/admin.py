@@ -4,10 +4,12 @@ from django.contrib import admin
 from django.urls import reverse
 from django.utils.html import format_html
 
+from seoinsight.orgscope import OrgScopedAdmin
+
 from .models import Import, UrlMetric
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class ReadOnlyAdmin(OrgScopedAdmin, admin.ModelAdmin):
     def has_add_permission(self, request):
         return False
 

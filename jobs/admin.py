@@ -17,6 +17,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from seoinsight.models import Org
+from seoinsight.orgscope import OrgScopedAdmin
 
 from . import queue, registry
 from .models import Job, JobStatus, ZombieJob
@@ -92,7 +93,8 @@ class TypeFilter(admin.SimpleListFilter):
     parameter_name = "type"
 
     def lookups(self, request, model_admin):
-        live = Job.objects.filter(status__in=[JobStatus.QUEUED, JobStatus.RUNNING]).values_list("type", flat=True)
+        live = model_admin.scope(request, Job.objects.filter(status__in=[JobStatus.QUEUED, JobStatus.RUNNING]))
+        live = live.values_list("type", flat=True)
         return [(name, name) for name in sorted(set(registry.all_types()) | set(live.distinct()))]
 
     def queryset(self, request, queryset):
@@ -104,14 +106,15 @@ class OrgFilter(admin.SimpleListFilter):
     parameter_name = "org"
 
     def lookups(self, request, model_admin):
-        return [(org_id, org_id) for org_id in Org.objects.values_list("id", flat=True)]
+        orgs = model_admin.scope(request, Org.objects.all())
+        return [(org_id, org_id) for org_id in orgs.values_list("id", flat=True)]
 
     def queryset(self, request, queryset):
         return queryset.filter(org_id=self.value()) if self.value() else queryset
 
 
 @admin.register(Job)
-class JobAdmin(admin.ModelAdmin):
+class JobAdmin(OrgScopedAdmin, admin.ModelAdmin):
     list_display = ["short_id", "type", "org_id", "status_badge", "attempts_of_max", "progress_bar",
                     "duration", "created_at"]
     list_filter = ["status", TypeFilter, OrgFilter]
@@ -131,7 +134,7 @@ class JobAdmin(admin.ModelAdmin):
         return self.model.objects.with_heartbeat()
 
     def get_queryset(self, request):
-        return self.rows().order_by(*self.get_ordering(request))
+        return self.scope(request, self.rows()).order_by(*self.get_ordering(request))
 
     def has_add_permission(self, request):
         return False

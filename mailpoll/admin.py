@@ -16,6 +16,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
+from seoinsight.orgscope import OrgScopedAdmin, OrgScopedInline
 
 from . import conf
 from .forms import MailboxForm
@@ -87,7 +88,7 @@ def report(model_admin, request, done: str, skipped: int, why: str) -> None:
         model_admin.message_user(request, done, messages.SUCCESS)
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class ReadOnlyAdmin(OrgScopedAdmin, admin.ModelAdmin):
     def has_add_permission(self, request, obj=None):
         return False
 
@@ -130,7 +131,7 @@ class HealthFilter(admin.SimpleListFilter):
         return queryset.filter(HEALTH[self.value()]) if self.value() in HEALTH else queryset
 
 
-class FolderCursorInline(admin.TabularInline):
+class FolderCursorInline(OrgScopedInline, admin.TabularInline):
     model = FolderCursor
     verbose_name_plural = "cursors (how far each folder has been durably read)"
     fields = ["folder", "uidvalidity", "last_uid", "last_sync"]
@@ -150,7 +151,7 @@ class FolderCursorInline(admin.TabularInline):
 
 
 @admin.register(Mailbox)
-class MailboxAdmin(admin.ModelAdmin):
+class MailboxAdmin(OrgScopedAdmin, admin.ModelAdmin):
     form = MailboxForm
     list_display = ["name", "org", "account", "enabled", "health_badge", "last_poll", "last_success",
                     "last_error_short", "failures"]
@@ -284,7 +285,7 @@ class AttachmentColumns:
         return format_html('<a href="{}">import {}</a>', url, attachment.source_import_id)
 
 
-class AttachmentInline(AttachmentColumns, admin.TabularInline):
+class AttachmentInline(AttachmentColumns, OrgScopedInline, admin.TabularInline):
     model = Attachment
     fields = ["filename", "document_type", "mime", "human_size", "status_badge", "reason", "import_link"]
     readonly_fields = fields
@@ -428,7 +429,7 @@ class AttachmentAdmin(AttachmentColumns, ReadOnlyAdmin):
         if request.GET.get(StuckFilter.parameter_name) == "yes":
             subtitle = (f"Attachments processing for over {duration_label(after)}: their worker probably died. "
                         "The watchdog releases them at the end of every poll cycle; Release does it now.")
-        elif stuck := Attachment.objects.stuck(after).count():
+        elif stuck := self.get_queryset(request).stuck(after).count():
             subtitle = format_html('<a href="?{}=yes">{} stuck</a> in processing for over {}',
                                    StuckFilter.parameter_name, counted(stuck, "attachment", "attachments"),
                                    duration_label(after))

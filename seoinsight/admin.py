@@ -2,25 +2,46 @@ from datetime import date, timedelta
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.auth import admin as auth_admin
+from django.contrib.auth.models import Group, User
 
 from .models import ApiToken, Membership, Org, Site, SiteTarget
+from .orgscope import OrgScopedAdmin, OrgScopedInline, SuperuserOnlyAdmin
+
+# Users and groups belong to no org: editing them is a superuser's right (see seoinsight.orgscope).
+admin.site.unregister(User)
+admin.site.unregister(Group)
 
 
-class MembershipInline(admin.TabularInline):
+@admin.register(User)
+class UserAdmin(SuperuserOnlyAdmin, auth_admin.UserAdmin):
+    pass
+
+
+@admin.register(Group)
+class GroupAdmin(SuperuserOnlyAdmin, auth_admin.GroupAdmin):
+    pass
+
+
+class MembershipInline(OrgScopedInline, admin.TabularInline):
     model = Membership
     extra = 0
     autocomplete_fields = ["user"]
 
 
 @admin.register(Org)
-class OrgAdmin(admin.ModelAdmin):
+class OrgAdmin(OrgScopedAdmin, admin.ModelAdmin):
     list_display = ["id", "name", "created_at"]
     search_fields = ["id", "name"]
     inlines = [MembershipInline]
 
+    def has_add_permission(self, request):
+        # A new org would be outside its creator's scope: tenants are created by a superuser.
+        return request.user.is_superuser
+
 
 @admin.register(Membership)
-class MembershipAdmin(admin.ModelAdmin):
+class MembershipAdmin(OrgScopedAdmin, admin.ModelAdmin):
     list_display = ["user", "org", "created_at"]
     list_filter = ["org"]
     search_fields = ["user__username", "org__id"]
@@ -28,7 +49,7 @@ class MembershipAdmin(admin.ModelAdmin):
 
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(admin.ModelAdmin):
+class ApiTokenAdmin(OrgScopedAdmin, admin.ModelAdmin):
     """Tokens are created with ``manage.py createapitoken``: the raw value is shown once, there."""
 
     list_display = ["name", "org", "created_at", "last_used_at"]
@@ -41,13 +62,13 @@ class ApiTokenAdmin(admin.ModelAdmin):
         return False
 
 
-class SiteTargetInline(admin.TabularInline):
+class SiteTargetInline(OrgScopedInline, admin.TabularInline):
     model = SiteTarget
     extra = 0
 
 
 @admin.register(Site)
-class SiteAdmin(admin.ModelAdmin):
+class SiteAdmin(OrgScopedAdmin, admin.ModelAdmin):
     list_display = ["domain", "org", "created_at"]
     list_filter = ["org"]
     search_fields = ["domain"]
@@ -86,7 +107,7 @@ class SiteTargetForm(forms.ModelForm):
 
 
 @admin.register(SiteTarget)
-class SiteTargetAdmin(admin.ModelAdmin):
+class SiteTargetAdmin(OrgScopedAdmin, admin.ModelAdmin):
     form = SiteTargetForm
     list_display = ["__str__", "site", "search_console_property", "has_key", "created_at"]
     list_filter = ["site__org"]

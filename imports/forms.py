@@ -16,6 +16,7 @@ from django.conf import settings
 from django.db import transaction
 from django.template.defaultfilters import filesizeformat
 
+from seoinsight import storage
 from seoinsight.models import SiteTarget
 
 from .handlers import enqueue_import
@@ -30,6 +31,8 @@ KIND_BY_EXTENSION = {
     ".xlsx": ImportKind.XLSX,
 }
 ACCEPTED = ", ".join(KIND_BY_EXTENSION)
+# What the upload page and ``importfile`` say when the disk under MEDIA_ROOT is full.
+OUT_OF_SPACE = "the server is out of disk space; nothing was imported"
 
 
 def kind_for(filename: str) -> ImportKind | None:
@@ -66,9 +69,12 @@ def create_import(*, site_target: SiteTarget, content, filename: str, size: int,
         origin=origin, uid=uuid.uuid4().hex, original_filename=shown, size=size,
         period_start=period_start, period_end=period_end, created_by=created_by,
     )
-    # Storage is not transactional: the file is written first and removed again if
-    # the rows are not committed, so no Import ever points at a missing file.
-    imp.file.save(imp.uid, content, save=False)
+    # Storage is not transactional: the file is written first, whole or not at all
+    # (temporary name, fsync, rename), and removed again if the rows are not
+    # committed, so no Import ever points at a missing or partial file. A full
+    # disk raises storage.OutOfSpace and leaves nothing behind (OUT_OF_SPACE).
+    imp.file.name = imp.file.field.generate_filename(imp, imp.uid)
+    imp.size, _ = storage.write_atomic(imp.file.storage.path(imp.file.name), content.chunks())
     try:
         with transaction.atomic():
             imp.save()

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from jobs.queue import enqueue
 from jobs.registry import register
+from seoinsight import storage
 
 from . import ingest, reconcile
 from .formats import UnreadableFile, open_source
@@ -53,8 +54,11 @@ def import_csv(job):
     imp = Import.objects.select_related("site_target").get(pk=job.payload["import_id"], org_id=job.org_id)
     Import.objects.filter(pk=imp.pk, status=ImportStatus.QUEUED).update(status=ImportStatus.RUNNING)
     try:
+        storage.check_stored(imp.file.name, imp.size)  # a truncated copy is refused, never read as "empty"
         source = open_source(imp.file.path, imp.original_filename,
                              max_unzipped_bytes=settings.IMPORT_MAX_UNZIPPED_BYTES)
+    except storage.DamagedFile as exc:
+        raise ImportRejected(f"{exc}: upload the file again") from None
     except UnreadableFile as exc:
         raise ImportRejected(str(exc)) from None
     except FileNotFoundError:

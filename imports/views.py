@@ -17,10 +17,11 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
 from jobs.models import Job, JobStatus
+from seoinsight import storage
 from seoinsight.auth import NotAuthenticated, current_org_id
 from seoinsight.models import Org, SiteTarget
 
-from .forms import ImportUploadForm
+from .forms import OUT_OF_SPACE, ImportUploadForm
 from .models import Import, ImportStatus
 
 COUNT_FIELDS = ("read", "inserted", "updated", "skipped", "errors")
@@ -123,12 +124,22 @@ def reconcile_events(org_id: str) -> list[dict]:
 @require_http_methods(["GET", "POST"])
 @member_required
 def index(request, org):
+    status = 200
     if request.method == "POST":
-        form = ImportUploadForm(request.POST, request.FILES, org_id=org.pk)
-        if form.is_valid():
-            imp = form.save(created_by=request.user)
-            messages.success(request, f"“{imp.original_filename}” is queued; its progress shows below.")
-            return redirect("imports:index")
+        try:
+            form = ImportUploadForm(request.POST, request.FILES, org_id=org.pk)
+            if form.is_valid():
+                imp = form.save(created_by=request.user)
+                messages.success(request, f"“{imp.original_filename}” is queued; its progress shows below.")
+                return redirect("imports:index")
+        except OSError as exc:
+            # The upload's spool or its stored copy hit a full disk: nothing was kept (storage
+            # cleans up), so the page says so instead of a bare 500, and the next upload is fine
+            # as soon as there is room again.
+            if not storage.is_out_of_space(exc):
+                raise
+            messages.error(request, OUT_OF_SPACE[0].upper() + OUT_OF_SPACE[1:] + ".")
+            form, status = ImportUploadForm(org_id=org.pk), 507
     else:
         form = ImportUploadForm(org_id=org.pk)
     imports = Import.objects.for_org(org.pk).select_related("site_target__site", "job")
@@ -140,7 +151,7 @@ def index(request, org):
         "page": page,
         "rows": [ImportRow(imp) for imp in page],
         "events": reconcile_events(org.pk),
-    })
+    }, status=status)
 
 
 @require_GET

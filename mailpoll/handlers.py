@@ -4,6 +4,10 @@ CSV / Excel become an Import (origin email) for the mailbox's site target —
 ``import_csv`` does the rest; PDF text is extracted with pypdf; a body document
 is its own text. Status moves pending → processing → done | failed; the watchdog
 releases a document whose worker died in ``processing``.
+
+A stored file is trusted only once its size and SHA-256 are the ones recorded
+on the attachment: a damaged file fails its attachment with that reason, never
+as an "empty" or "unreadable" document.
 """
 
 from __future__ import annotations
@@ -11,14 +15,14 @@ from __future__ import annotations
 import io
 import logging
 
-from django.core.files import File
-from django.core.files.storage import default_storage
+from django.core.files.base import ContentFile
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
 from jobs.queue import enqueue_many
 from jobs.registry import register
+from seoinsight import storage
 
 from .models import Attachment, AttachmentStatus
 
@@ -87,11 +91,11 @@ def _to_import(attachment: Attachment) -> dict:
     name = attachment.filename
     if not name.lower().endswith((".csv", ".tsv", ".txt", ".xlsx", ".zip")):
         name += ".xlsx" if attachment.document_type == "xlsx" else ".csv"
-    with default_storage.open(attachment.file.name, "rb") as handle:
-        with transaction.atomic():
-            imp = create_import(site_target=target, content=File(handle), filename=name, size=attachment.size,
-                                origin=ImportOrigin.EMAIL)
-            Attachment.objects.filter(pk=attachment.pk).update(source_import=imp)
+    data = _verified_bytes(attachment)
+    with transaction.atomic():
+        imp = create_import(site_target=target, content=ContentFile(data), filename=name, size=len(data),
+                            origin=ImportOrigin.EMAIL)
+        Attachment.objects.filter(pk=attachment.pk).update(source_import=imp)
     return {"import_id": imp.pk, "job_id": str(imp.job_id)}
 
 
@@ -99,8 +103,7 @@ def _extract_pdf(attachment: Attachment) -> dict:
     from pypdf import PdfReader
     from pypdf.errors import PdfReadError
 
-    with default_storage.open(attachment.file.name, "rb") as handle:
-        data = handle.read()
+    data = _verified_bytes(attachment)
     try:
         reader = PdfReader(io.BytesIO(data))
         if reader.is_encrypted:
@@ -110,6 +113,14 @@ def _extract_pdf(attachment: Attachment) -> dict:
         raise DocumentError(f"the PDF cannot be read: {exc}") from None
     text = text[:MAX_EXTRACTED_CHARS]
     return {"pages": len(reader.pages), "characters": len(text), "fields": {"extracted_text": text}}
+
+
+def _verified_bytes(attachment: Attachment) -> bytes:
+    """The document's bytes, only if they are the ones stored (size and SHA-256 as recorded)."""
+    try:
+        return storage.read_verified(attachment.file.name, attachment.size, attachment.sha256)
+    except storage.DamagedFile as exc:
+        raise DocumentError(f"{exc}; it cannot be processed (mail the file again, then retry)") from None
 
 
 def _body_text(attachment: Attachment) -> dict:

@@ -12,10 +12,13 @@ A batch succeeds or fails whole. The poller then stores each message of a
 failed batch on its own (a batch of one), so a message that cannot be stored
 fails alone and the folder's cursor stops right before it.
 
-Files are written before the transaction, named by their SHA-256: writing the
-same content twice is harmless, and a file without a row (a crash between the
-two) is an orphan to clean, never a row pointing at nothing. A body document is
-the Request's ``body_text`` and needs no file.
+Files are written before the transaction, named by their SHA-256, whole or not
+at all (``seoinsight.storage``: temporary name, fsync, rename): writing the same
+content twice is harmless, a file already there is reused only if its size and
+hash match, and a file without a row (a crash between the two) is an orphan to
+clean, never a row pointing at nothing or at a partial file. A full disk fails
+the message (it is not stored, the cursor stays before it) and leaves nothing
+behind. A body document is the Request's ``body_text`` and needs no file.
 """
 
 from __future__ import annotations
@@ -25,9 +28,9 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.core.files.base import ContentFile
-from django.core.files.storage import default_storage
 from django.db import connection, transaction
+
+from seoinsight import storage
 
 from . import sql
 from .handlers import enqueue_processing
@@ -70,15 +73,8 @@ def raw_ref(raw: bytes) -> str:
 
 
 def save_content(content: bytes) -> tuple[str, str]:
-    """Store bytes under their hash; returns (storage name, sha256). Idempotent."""
-    digest = hashlib.sha256(content).hexdigest()
-    name = f"mail/{digest[:2]}/{digest}"
-    if not default_storage.exists(name):
-        saved = default_storage.save(name, ContentFile(content))
-        if saved != name:
-            # Another poller wrote the same content at the same moment: same bytes, keep one.
-            default_storage.delete(saved)
-    return name, digest
+    """Store bytes under their hash (``mail/<2 hex>/<sha256>``); returns (storage name, sha256). Idempotent."""
+    return storage.save_content("mail", content)
 
 
 def store_messages(mailbox, folder: str, fetched: list[tuple[int | None, bytes]]) -> list[Stored]:

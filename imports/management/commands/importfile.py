@@ -4,8 +4,9 @@ from django.core.files import File
 from django.core.management.base import BaseCommand, CommandError
 
 from imports.cli import Waiter, iso_date, print_report
-from imports.forms import ACCEPTED, create_import, kind_for
+from imports.forms import ACCEPTED, OUT_OF_SPACE, create_import, kind_for
 from jobs.models import JobStatus
+from seoinsight import storage
 from seoinsight.models import SiteTarget
 
 class Command(BaseCommand):
@@ -41,9 +42,12 @@ class Command(BaseCommand):
         if site_target is None:
             raise CommandError(f"no site target {target}" + (f" in org {org!r}" if org else ""))
 
-        with source.open("rb") as handle:
-            imp = create_import(site_target=site_target, content=File(handle), filename=source.name,
-                                size=source.stat().st_size, period_start=period_start, period_end=period_end)
+        try:
+            with source.open("rb") as handle:
+                imp = create_import(site_target=site_target, content=File(handle), filename=source.name,
+                                    size=source.stat().st_size, period_start=period_start, period_end=period_end)
+        except storage.OutOfSpace:
+            raise CommandError(OUT_OF_SPACE) from None  # storage left nothing behind
         self.stdout.write(f"Import {imp.pk} queued as job {imp.job_id} (org {imp.org_id}, target {site_target}).")
         if not wait:
             self.stdout.write("A worker runs it (`manage.py runjobs`); follow it at "

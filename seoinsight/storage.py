@@ -1,0 +1,183 @@
+"""Files under MEDIA_ROOT written whole or not at all, and checked before they are trusted.
+
+A write goes to a temporary name in the destination's own directory, is
+fsynced, and only then renamed into place (``os.replace`` is atomic within a
+file system). Whatever cuts a write short — a full disk, SIGKILL, a power cut —
+the final name holds either nothing or every byte; what is left is a
+``.partial-*`` file that no reader ever opens. A failed write removes its
+temporary file itself when it can (not after SIGKILL: see ``TEMP_PREFIX``).
+
+A content-addressed file (``save_content``) is reused only when its size and
+SHA-256 match its name; anything else found at that name (a truncated file
+from before this module) is treated as absent and replaced. Readers that know
+the hash check it again before trusting the bytes (``read_verified``).
+
+Core module: it knows nothing of mail or imports.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import secrets
+from collections.abc import Iterable
+from pathlib import Path
+
+from django.conf import settings
+
+CHUNK_BYTES = 1024 * 1024
+# A write in progress, or one cut short by a kill: never read, safe to delete once a day old.
+TEMP_PREFIX = ".partial-"
+_OUT_OF_SPACE = (errno.ENOSPC, errno.EDQUOT)
+
+
+class OutOfSpace(OSError):
+    """The file system under MEDIA_ROOT is full (or over quota); the write left nothing behind."""
+
+
+class DamagedFile(Exception):
+    """A stored file whose bytes are not the ones recorded for it (missing, truncated or changed)."""
+
+
+def is_out_of_space(exc: BaseException) -> bool:
+    return isinstance(exc, OutOfSpace) or (isinstance(exc, OSError) and exc.errno in _OUT_OF_SPACE)
+
+
+def media_path(name: str) -> Path:
+    return Path(settings.MEDIA_ROOT) / name
+
+
+def write_atomic(path: Path | str, chunks: Iterable[bytes]) -> tuple[int, str]:
+    """Write ``chunks`` to ``path`` whole or not at all; returns (size, sha256 hex) of what was written.
+
+    Replaces a file already there. Raises OutOfSpace when the disk is full.
+    """
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        if is_out_of_space(exc):
+            raise _out_of_space(exc, path) from exc
+        raise
+    temp = path.with_name(f"{TEMP_PREFIX}{path.name}.{secrets.token_hex(6)}")
+    digest, size = hashlib.sha256(), 0
+    try:
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
+        with os.fdopen(fd, "wb") as out:
+            for chunk in chunks:
+                out.write(chunk)
+                digest.update(chunk)
+                size += len(chunk)
+            out.flush()
+            # Durable before it has its name: after a crash the name never points at missing blocks.
+            os.fsync(out.fileno())
+        if settings.FILE_UPLOAD_PERMISSIONS is not None:
+            os.chmod(temp, settings.FILE_UPLOAD_PERMISSIONS)
+        os.replace(temp, path)
+    except BaseException as exc:
+        _unlink(temp)
+        if is_out_of_space(exc) and not isinstance(exc, OutOfSpace):
+            raise _out_of_space(exc, path) from exc
+        raise
+    _fsync_directory(path.parent)
+    return size, digest.hexdigest()
+
+
+def save_content(prefix: str, content: bytes) -> tuple[str, str]:
+    """Store bytes as ``<prefix>/<2 hex>/<sha256>`` under MEDIA_ROOT; returns (name, sha256). Idempotent.
+
+    A file already at that name is kept only if it is intact; otherwise it is rewritten.
+    Two writers of the same content at once each rename identical bytes into place: harmless.
+    """
+    digest = hashlib.sha256(content).hexdigest()
+    name = f"{prefix}/{digest[:2]}/{digest}"
+    path = media_path(name)
+    if not is_intact(path, len(content), digest):
+        write_atomic(path, _slices(content))
+    return name, digest
+
+
+def is_intact(path: Path | str, size: int, sha256: str) -> bool:
+    """True when the file exists with exactly this size and SHA-256."""
+    try:
+        if os.stat(path).st_size != size:
+            return False
+        return file_sha256(path) == sha256
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return False
+
+
+def file_sha256(path: Path | str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(CHUNK_BYTES):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def read_verified(name: str, size: int, sha256: str) -> bytes:
+    """The bytes of a stored file, only if they are the recorded ones; DamagedFile says what is wrong."""
+    try:
+        data = media_path(name).read_bytes()
+    except FileNotFoundError:
+        raise DamagedFile(f"the stored file {name} is missing") from None
+    problem = damage(data, size, sha256)
+    if problem:
+        raise DamagedFile(f"the stored file {name} is damaged: {problem}")
+    return data
+
+
+def check_stored(name: str, size: int, sha256: str | None = None) -> None:
+    """Raise DamagedFile unless the stored file has this size (and this SHA-256, when given).
+
+    A missing file raises FileNotFoundError, for the caller to word.
+    """
+    path = media_path(name)
+    actual = os.stat(path).st_size
+    if actual != size:
+        raise DamagedFile(f"the stored file {name} is damaged: {actual:,} bytes instead of {size:,}")
+    if sha256 and file_sha256(path) != sha256:
+        raise DamagedFile(f"the stored file {name} is damaged: its SHA-256 is not the recorded one")
+
+
+def damage(data: bytes, size: int, sha256: str) -> str:
+    """What is wrong with these bytes as the recorded (size, sha256); "" when nothing is."""
+    if len(data) != size:
+        return f"{len(data):,} bytes instead of {size:,}"
+    if hashlib.sha256(data).hexdigest() != sha256:
+        return "its SHA-256 is not the recorded one"
+    return ""
+
+
+def _slices(content: bytes):
+    view = memoryview(content)
+    for start in range(0, len(content), CHUNK_BYTES):
+        yield view[start:start + CHUNK_BYTES]
+    if not content:
+        yield b""
+
+
+def _out_of_space(exc: OSError, path: Path) -> OutOfSpace:
+    return OutOfSpace(exc.errno, f"out of disk space writing {path.name}", str(path.parent))
+
+
+def _unlink(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make the rename itself durable."""
+    try:
+        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -80,14 +80,18 @@ def import_csv(job):
     if done:
         log.info("job=%s import=%s resuming after row %s", job.id, imp.pk, done)
     for rows in ingest.batched(source.rows(skip=done), settings.IMPORTS_BATCH_SIZE):
-        with ingest.batch_transaction():
+        end = done + len(rows)
+
+        def write_batch():
             records = ingest.prepare(rows, scope, counts)
             inserted, updated = ingest.upsert(imp.site_target_id, imp.pk, records)
             counts.inserted += inserted
             counts.updated += updated
-            done += len(rows)
             # Same transaction as the rows: the checkpoint never runs ahead of the data.
-            job.report_progress(done=done, total=max(total, done), counts=counts.as_dict())
+            job.report_progress(done=end, total=max(total, end), counts=counts.as_dict())
+
+        ingest.write_batch(write_batch, counts, job_id=job.id, what=f"rows {done + 1} to {end}")
+        done = end
 
     report = counts.as_dict()
     with transaction.atomic():
@@ -101,4 +105,4 @@ def import_csv(job):
 
 @register("map_reconcile", dedup_scope="queue")
 def map_reconcile(job):
-    return reconcile.reconcile(int(job.payload["site_target_id"]))
+    return reconcile.reconcile(int(job.payload["site_target_id"]), job_id=job.id)

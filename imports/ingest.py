@@ -7,17 +7,29 @@ last committed batch ended, with identical final counts and no duplicate rows.
 
 from __future__ import annotations
 
+import logging
+import random
+import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import date
 
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 
 from .formats import ParsedRow, RowError
 from .urlnorm import InvalidUrl, in_scope, normalize_url
 
+log = logging.getLogger(__name__)
+
 BATCH_SIZE = 5000
 MAX_ERROR_SAMPLES = 20
+
+# SQLSTATEs meaning "another transaction got in the way": PostgreSQL rolled the
+# whole transaction back, and running it again is the remedy.
+TRANSIENT_SQLSTATES = {"40P01": "deadlock", "40001": "serialization failure"}
+CONFLICT_TRIES = 5
+CONFLICT_BACKOFF_FIRST = 0.1
+CONFLICT_BACKOFF_MAX = 3.0
 
 # A batch goes to the server with COPY into a staging table that lives for
 # the batch only, then one set-based upsert from it. COPY is the cheapest way
@@ -43,6 +55,12 @@ DROP_STAGE = "DROP TABLE imports_stage"
 
 # One statement per batch: staged rows in, two counts out. xmax = 0 on a returned
 # row means the INSERT created it; otherwise ON CONFLICT updated an existing one.
+#
+# Rows go in natural-key order, not the file's: an upsert waits for the
+# transaction holding a key it meets, so two imports writing the same URLs in
+# different orders would each hold a key the other waits for — a deadlock. In
+# one global order one of them simply waits (mailpoll's INSERT_MESSAGES does the
+# same). A batch is one statement, so its locks are taken in that order.
 UPSERT_METRICS = """
 WITH up AS (
     INSERT INTO imports_urlmetric AS m
@@ -51,6 +69,7 @@ WITH up AS (
     SELECT %(target)s, s.url, s.url_normalized, s.period_start, s.period_end,
            s.clicks, s.impressions, s.ctr, s.position, %(import_id)s, now()
     FROM imports_stage AS s
+    ORDER BY s.url_normalized, s.period_start, s.period_end
     ON CONFLICT (site_target_id, url_normalized, period_start, period_end) DO UPDATE
     SET url = EXCLUDED.url, clicks = EXCLUDED.clicks, impressions = EXCLUDED.impressions,
         ctr = EXCLUDED.ctr, position = EXCLUDED.position, import_id = EXCLUDED.import_id, updated_at = now()
@@ -78,6 +97,10 @@ class Counts:
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+    def restore(self, saved: dict) -> None:
+        """Go back to an ``as_dict()`` taken earlier (a batch that rolled back is counted again)."""
+        vars(self).update(vars(Counts.from_dict(saved)))
 
     def skip(self, reason: str) -> None:
         self.skipped += 1
@@ -186,6 +209,78 @@ def batch_transaction():
         yield
 
 
+class WriteConflict(Exception):
+    """A transaction kept colliding with other writers of the same target; the message is for the operator."""
+
+
+def transient_conflict(exc: BaseException) -> str | None:
+    """"deadlock" or "serialization failure" if that is what ``exc`` (or its cause) is, else None."""
+    seen = exc
+    while seen is not None:
+        reason = TRANSIENT_SQLSTATES.get(getattr(seen, "sqlstate", None))
+        if reason is not None:
+            return reason
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def conflict_delay(attempt: int, draw=random.random) -> float:
+    """Seconds to wait after colliding try number ``attempt`` (1-based).
+
+    Doubling from CONFLICT_BACKOFF_FIRST up to CONFLICT_BACKOFF_MAX, of which a
+    random half: two writers that collided do not try again in step.
+
+    >>> [conflict_delay(n, lambda: 1.0) for n in (1, 2, 3, 4, 9)]
+    [0.1, 0.2, 0.4, 0.8, 3.0]
+    >>> conflict_delay(2, lambda: 0.0)
+    0.1
+    """
+    ceiling = min(CONFLICT_BACKOFF_FIRST * 2 ** (attempt - 1), CONFLICT_BACKOFF_MAX)
+    return ceiling * (0.5 + 0.5 * draw())
+
+
+def retry_conflicts(work, *, what: str, job_id=None, atomic=transaction.atomic, reset=None,
+                    tries: int = CONFLICT_TRIES):
+    """``work()`` in a transaction of its own, run again after a deadlock or serialization failure.
+
+    Such a failure rolled the whole transaction back, so another try starts
+    from the same state: ``reset`` (if given) puts back what ``work`` changed
+    in memory. After ``tries`` collisions, WriteConflict says so in words.
+    Must be the outermost transaction: inside another one, the caller's work
+    is lost with it and only the caller can redo it.
+    """
+    for attempt in range(1, tries + 1):
+        try:
+            with atomic():
+                return work()
+        except DatabaseError as exc:
+            reason = transient_conflict(exc)
+            if reason is None or connection.in_atomic_block:
+                raise
+            if reset is not None:
+                reset()
+            if attempt == tries:
+                raise WriteConflict(
+                    f"could not write {what}: it collided with other imports or map updates of the same "
+                    f"site target ({reason}, {tries} tries); import the file again"
+                ) from None
+            delay = conflict_delay(attempt)
+            log.warning("job=%s %s rolled back by a %s (try %s/%s), again in %.2fs",
+                        job_id, what, reason, attempt, tries, delay)
+            time.sleep(delay)
+
+
+def write_batch(work, counts: Counts, *, job_id=None, what: str = "a batch of rows"):
+    """``work()`` as one batch transaction (``batch_transaction``), with ``retry_conflicts``.
+
+    ``counts`` goes back to where it was before each try: the rolled-back
+    batch's rows are read and counted again, never twice.
+    """
+    saved = counts.as_dict()
+    return retry_conflicts(work, what=what, job_id=job_id, atomic=batch_transaction,
+                           reset=lambda: counts.restore(saved))
+
+
 def upsert(site_target_id: int, import_id: int | None, records: dict[tuple, tuple]) -> tuple[int, int]:
     """Write one batch of ``prepare``'s records; returns (inserted, updated)."""
     if not records:
@@ -215,5 +310,5 @@ def batched(iterable, size: int = BATCH_SIZE):
         yield batch
 
 
-__all__ = ["BATCH_SIZE", "Counts", "LocatedUrls", "ParsedRow", "RowError", "Scope", "batch_transaction", "batched",
-           "prepare", "upsert"]
+__all__ = ["BATCH_SIZE", "Counts", "LocatedUrls", "ParsedRow", "RowError", "Scope", "WriteConflict",
+           "batch_transaction", "batched", "prepare", "retry_conflicts", "transient_conflict", "upsert", "write_batch"]

@@ -31,6 +31,7 @@ see the property and fail at once; any other 4xx is a bad query and fails at onc
 from __future__ import annotations
 
 import logging
+import re
 import time
 from datetime import date
 from uuid import uuid4
@@ -45,6 +46,7 @@ from googleapiclient.discovery import build
 from googleapiclient.errors import HttpError
 
 from jobs.queue import enqueue
+from seoinsight.models import check_token_uri
 from jobs.registry import register
 
 from . import ingest
@@ -73,6 +75,35 @@ sleep = time.sleep
 
 class SearchConsoleError(Exception):
     """The pull cannot go on; the message is for the operator."""
+
+
+class StatusRecordingRequest(google_auth_httplib2.Request):
+    """google-auth's transport, remembering the HTTP status of the last response (its errors omit it)."""
+
+    status: int | None = None
+
+    def __call__(self, *args, **kwargs):
+        response = super().__call__(*args, **kwargs)
+        self.status = response.status
+        return response
+
+
+OAUTH_ERROR_CODE = re.compile(r"[a-z_]{1,40}")
+
+
+def token_failure(exc: Exception, status: int | None) -> str:
+    """What a tenant may read about a failed token exchange: the status and the OAuth error code.
+
+    Never the body: with a token_uri of their choice it would be any server's answer. The code
+    (``invalid_grant``...) is kept only when it looks like one of OAuth's (RFC 6749 §5.2).
+    """
+    if status is None:
+        return f"the token endpoint could not be reached ({type(exc).__name__})"
+    data = exc.args[1] if len(exc.args) > 1 else None
+    code = data.get("error") if isinstance(data, dict) else None
+    if isinstance(code, str) and OAUTH_ERROR_CODE.fullmatch(code):
+        return f"the token endpoint answered HTTP {status} ({code})"
+    return f"the token endpoint answered HTTP {status}"
 
 
 def retry_delay(attempt: int, retry_after: str | None) -> float:
@@ -110,16 +141,23 @@ class SearchAnalytics:
     @classmethod
     def connect(cls, site_url: str, account_info: dict, *, job_id=None) -> SearchAnalytics:
         try:
+            # Checked again here, not only when the key was pasted: the allowed list may have shrunk since.
+            check_token_uri(account_info.get("token_uri"))
+        except ValueError as exc:
+            raise SearchConsoleError(f"the stored service-account key is refused: {exc}") from None
+        try:
             credentials = service_account.Credentials.from_service_account_info(account_info, scopes=SCOPES)
         except ValueError as exc:  # a key that passed set_service_account but cannot sign (bad PEM)
             raise SearchConsoleError(f"the stored service-account key is not usable: {exc}") from None
         email = credentials.service_account_email
+        request = StatusRecordingRequest(default_http())
         try:
-            credentials.refresh(google_auth_httplib2.Request(default_http()))
+            credentials.refresh(request)
         except GoogleAuthError as exc:
-            reason = exc.args[0] if exc.args else exc
+            log.warning("job=%s token endpoint refused service account %s: %.300r", job_id, email, exc)
             raise SearchConsoleError(
-                f"could not get a Search Console access token for service account {email}: {reason}"
+                f"could not get a Search Console access token for service account {email}: "
+                f"{token_failure(exc, request.status)}"
             ) from None
         http = google_auth_httplib2.AuthorizedHttp(credentials, http=http_factory())
         service = build("searchconsole", "v1", http=http, static_discovery=True, cache_discovery=False)
@@ -257,15 +295,18 @@ def import_api(job):
     for first_row, rows in pages:
         if not rows:
             break
-        with ingest.batch_transaction():
-            for batch in ingest.batched(parsed_rows(rows, first_row)):
-                records = ingest.prepare(batch, scope, counts)
-                inserted, updated = ingest.upsert(imp.site_target_id, imp.pk, records)
-                counts.inserted += inserted
-                counts.updated += updated
-            next_row = first_row + len(rows)
+        next_row = first_row + len(rows)
+
+        def write_page():
+            # One upsert for the page: one statement takes its locks in key order (see ingest).
+            records = ingest.prepare(parsed_rows(rows, first_row), scope, counts)
+            inserted, updated = ingest.upsert(imp.site_target_id, imp.pk, records)
+            counts.inserted += inserted
+            counts.updated += updated
             # Same transaction as the rows: the checkpoint never runs ahead of the data.
             job.report_progress(done=next_row, start_row=next_row, counts=counts.as_dict())
+
+        ingest.write_batch(write_page, counts, job_id=job.id, what=f"API rows {first_row + 1} to {next_row}")
         log.info("job=%s import=%s startRow %s: %s rows", job.id, imp.pk, first_row, len(rows))
 
     with transaction.atomic():

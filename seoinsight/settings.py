@@ -116,8 +116,12 @@ SILENCED_SYSTEM_CHECKS = ["security.W021"]
 if env.bool("BEHIND_TLS_PROXY", default=False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
-# Fernet keys for secrets at rest, newest first; derived from SECRET_KEY if unset.
+# Fernet keys for secrets at rest, newest first; derived from SECRET_KEY if unset (seoinsight.crypto).
 SECRETS_KEYS = env.list("SECRETS_KEYS", default=[])
+# Former SECRET_KEYs, still accepted for signatures and still decrypting secrets until rotatesecrets.
+SECRET_KEY_FALLBACKS = env.list("SECRET_KEY_FALLBACKS", default=[])
+# Where a service-account key may fetch its access tokens (exact URIs); Google's endpoint only by default.
+SEARCH_CONSOLE_TOKEN_URIS = env.list("SEARCH_CONSOLE_TOKEN_URIS", default=["https://oauth2.googleapis.com/token"])
 
 # --- Imports --------------------------------------------------------------------
 # Uploads larger than this are refused with a message naming the limit (imports.forms).
@@ -135,6 +139,10 @@ MAILPOLL_FETCH_BATCH = env.int("MAILPOLL_FETCH_BATCH", default=25)
 MAILPOLL_FETCH_MAX_BYTES = env.int("MAILPOLL_FETCH_MAX_BYTES", default=50 * 1024 * 1024)
 MAILPOLL_STUCK_AFTER = env.float("MAILPOLL_STUCK_AFTER", default=900.0)
 MAILPOLL_CLAIM_LIMIT = env.int("MAILPOLL_CLAIM_LIMIT", default=10)
+MAILPOLL_CONCURRENCY = env.int("MAILPOLL_CONCURRENCY", default=4)
+MAILPOLL_POLL_DEADLINE = env.float("MAILPOLL_POLL_DEADLINE", default=300.0)
+MAILPOLL_SOCKET_TIMEOUT = env.float("MAILPOLL_SOCKET_TIMEOUT", default=60.0)
+MAILPOLL_BACKOFF_MAX = env.float("MAILPOLL_BACKOFF_MAX", default=3600.0)
 
 # --- Jobs ---------------------------------------------------------------------
 # Read through jobs.conf, which documents each one.

@@ -1,6 +1,6 @@
 """Mail providers behind one small interface, chosen by ``Mailbox.provider``."""
 
-from .base import FolderError, MailProvider, ProviderError
+from .base import FolderError, MailProvider, MessageArrivedTooLarge, MessageTooLarge, PollInterrupted, ProviderError
 
 _providers: dict[str, type[MailProvider]] = {}
 
@@ -23,4 +23,5 @@ def for_mailbox(mailbox) -> MailProvider:
     return cls(mailbox)
 
 
-__all__ = ["FolderError", "MailProvider", "ProviderError", "for_mailbox", "register"]
+__all__ = ["FolderError", "MailProvider", "MessageArrivedTooLarge", "MessageTooLarge", "PollInterrupted",
+           "ProviderError", "for_mailbox", "register"]

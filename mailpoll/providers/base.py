@@ -28,6 +28,22 @@ class FolderError(ProviderError):
     """
 
 
+class MessageTooLarge(ProviderError):
+    """A message turned out larger than the message limit, whatever size the server announced.
+
+    The connection was closed rather than read it. The provider remembers the real
+    size, so the next poll's sizes report it and the message becomes a rejected Request.
+    """
+
+
+class MessageArrivedTooLarge(MessageTooLarge, FolderError):
+    """The same, for a message that arrived whole (and was dropped): the session is still usable."""
+
+
+class PollInterrupted(ProviderError):
+    """The poller shut the connection down on purpose (its deadline passed, or it is stopping)."""
+
+
 class MailProvider(ABC):
     def __init__(self, mailbox):
         self.mailbox = mailbox
@@ -44,6 +60,11 @@ class MailProvider(ABC):
 
     @abstractmethod
     def close(self) -> None: ...
+
+    def interrupt(self, reason: str) -> None:
+        """Called from another thread: make whatever the provider is blocked in fail now, and
+        every later call too, with ``PollInterrupted``. Must be safe at any moment, even
+        before ``connect`` or after ``close``."""
 
     @abstractmethod
     def folder_status(self, folder: str) -> FolderStatus:

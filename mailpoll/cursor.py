@@ -7,7 +7,9 @@ The whole correctness of the poller lives here:
   Trusting ``last_uid`` across a change loses mail without any error.
 * The cursor only moves over messages that are durably stored, and only over
   the unbroken prefix of them: a failed message is fetched again next tick
-  instead of being stepped over.
+  instead of being stepped over. A tick that did not work on a folder (it was
+  stopped first) leaves its cursor alone, and a sweep's high-water mark is
+  stored only once the sweep is done: a sweep cut short is resumed, not skipped.
 * The first tick is a policy decision (``new-only``, ``since``, ``full``), never a default.
 """
 
@@ -32,8 +34,19 @@ class FolderStatus:
 
 @dataclass(frozen=True)
 class CursorState:
+    """How far a folder has been durably read.
+
+    Every message up to ``last_uid`` that the folder's reading selects is stored.
+    While a sweep (a first poll in ``since``/``full`` mode, or after a UIDVALIDITY
+    change) is unfinished, ``sweep_until`` is the folder's last UID when it began
+    and ``sweep_since`` its date, if any: the next tick resumes that sweep rather
+    than reading everything after ``last_uid``.
+    """
+
     uidvalidity: int
     last_uid: int
+    sweep_until: int | None = None
+    sweep_since: date | None = None
 
 
 @dataclass(frozen=True)
@@ -41,49 +54,61 @@ class SyncPlan:
     """What one tick does to one folder.
 
     ``floor`` is where the contiguous-success walk starts; ``baseline_uid`` is the
-    cursor to store when the search finds nothing. The two differ on a full
-    sweep: the baseline is the high-water mark, but combining it with a partly
-    failed batch would step over every failure.
+    cursor to store once every message the plan selects is stored (all of them, or
+    none found). The two differ on a sweep: the baseline is the high-water mark,
+    and combining it with a partly done or partly failed sweep would step over
+    everything not yet stored. ``sweep_until`` caps a sweep: later mail is read
+    incrementally once the sweep is done.
     """
 
     mode: str
     search: str
     floor: int
     baseline_uid: int
+    uidvalidity: int = 0
     start_uid: int | None = None
     since: date | None = None
     uidvalidity_reset: bool = False
+    sweep_until: int | None = None
 
 
 def plan_folder_sync(initial_mode: str, initial_since: date | None, status: FolderStatus,
                      state: CursorState | None) -> SyncPlan:
     high_water = max(status.uidnext - 1, 0)
+    uv = status.uidvalidity
     if state is None:
         if initial_mode == "new-only":
-            return SyncPlan("initial-new-only", SEARCH_NONE, floor=high_water, baseline_uid=high_water)
+            return SyncPlan("initial-new-only", SEARCH_NONE, floor=high_water, baseline_uid=high_water, uidvalidity=uv)
         if initial_mode == "since":
             if initial_since is None:
                 raise ValueError("initial mode 'since' needs a date")
-            return SyncPlan("initial-since", SEARCH_SINCE, floor=0, baseline_uid=high_water, since=initial_since)
+            return SyncPlan("initial-since", SEARCH_SINCE, floor=0, baseline_uid=high_water, uidvalidity=uv,
+                            since=initial_since, sweep_until=high_water)
         if initial_mode == "full":
-            return SyncPlan("initial-full", SEARCH_ALL, floor=0, baseline_uid=high_water)
+            return SyncPlan("initial-full", SEARCH_ALL, floor=0, baseline_uid=high_water, uidvalidity=uv,
+                            sweep_until=high_water)
         raise ValueError(f"unknown initial mode {initial_mode!r}")
     if state.uidvalidity != status.uidvalidity:
-        return SyncPlan("uidvalidity-reset", SEARCH_ALL, floor=0, baseline_uid=high_water, uidvalidity_reset=True)
+        return SyncPlan("uidvalidity-reset", SEARCH_ALL, floor=0, baseline_uid=high_water, uidvalidity=uv,
+                        uidvalidity_reset=True, sweep_until=high_water)
+    if state.sweep_until is not None:
+        # An earlier tick stopped mid-sweep: go on with the same search, from where it got to.
+        search = SEARCH_SINCE if state.sweep_since else SEARCH_ALL
+        return SyncPlan("sweep-resumed", search, floor=state.last_uid, baseline_uid=state.sweep_until,
+                        uidvalidity=uv, since=state.sweep_since, sweep_until=state.sweep_until)
     return SyncPlan("incremental", SEARCH_FROM_UID, floor=state.last_uid, baseline_uid=state.last_uid,
-                    start_uid=state.last_uid + 1)
+                    uidvalidity=uv, start_uid=state.last_uid + 1)
 
 
 def uids_to_fetch(plan: SyncPlan, found: Iterable[int]) -> list[int]:
     """The UIDs a search returned that this tick must fetch, ascending.
 
     ``UID n:*`` always returns the folder's last message, even when its UID is
-    below n: anything at or below the floor of an incremental plan is dropped.
+    below n: anything at or below the floor is dropped (on a first sweep the floor
+    is 0). A sweep stops at its ``sweep_until``: what arrived since is new mail.
     """
-    uids = sorted(set(found))
-    if plan.search == SEARCH_FROM_UID:
-        uids = [uid for uid in uids if uid > plan.floor]
-    return uids
+    return sorted({uid for uid in found
+                   if uid > plan.floor and (plan.sweep_until is None or uid <= plan.sweep_until)})
 
 
 def fetch_groups(uids: list[int], sizes: dict[int, int], max_bytes: int) -> list[list[int]]:
@@ -133,8 +158,33 @@ def contiguous_last_uid(floor: int, attempted: Iterable[int], succeeded: set[int
     return last
 
 
-def next_cursor(plan: SyncPlan, attempted: list[int], succeeded: set[int]) -> int:
-    """The ``last_uid`` to store after a tick."""
-    if not attempted:
-        return plan.baseline_uid
-    return contiguous_last_uid(plan.floor, attempted, succeeded)
+def next_cursor(plan: SyncPlan, to_fetch: Iterable[int], attempted: Iterable[int],
+                succeeded: set[int]) -> CursorState | None:
+    """The cursor to store after (part of) a tick, or None to leave the stored one as it is.
+
+    The cursor moves only over messages that were attempted and stored. A tick
+    that attempted nothing of what it had to fetch (stopped before its first
+    batch) did not work on the folder: it keeps its old cursor, or none, and the
+    next tick makes the same plan. The baseline (the high-water mark of a sweep)
+    is stored only once everything the plan selected is stored; until then an
+    unfinished sweep is stored as such, so the next tick resumes it.
+
+    >>> plan = SyncPlan("initial-full", SEARCH_ALL, floor=0, baseline_uid=9, uidvalidity=7, sweep_until=9)
+    >>> next_cursor(plan, [3, 5, 9], [], set()) is None
+    True
+    >>> next_cursor(plan, [3, 5, 9], [3, 5], {3, 5})
+    CursorState(uidvalidity=7, last_uid=5, sweep_until=9, sweep_since=None)
+    >>> next_cursor(plan, [3, 5, 9], [3, 5, 9], {3, 5, 9})
+    CursorState(uidvalidity=7, last_uid=9, sweep_until=None, sweep_since=None)
+    """
+    attempted = set(attempted)
+    to_fetch = list(to_fetch)
+    if to_fetch and not attempted:
+        return None
+    last = contiguous_last_uid(plan.floor, attempted, succeeded)
+    if all(uid in succeeded for uid in to_fetch):
+        return CursorState(plan.uidvalidity, max(last, plan.baseline_uid))
+    if plan.sweep_until is not None:
+        return CursorState(plan.uidvalidity, last, sweep_until=plan.sweep_until,
+                           sweep_since=plan.since if plan.search == SEARCH_SINCE else None)
+    return CursorState(plan.uidvalidity, last)

@@ -17,6 +17,8 @@ from imports.models import Import
 from seoinsight import crypto
 from seoinsight.models import Org, SiteTarget
 
+from .cursor import CursorState
+
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
@@ -104,19 +106,46 @@ class Mailbox(models.Model):
 
 
 class FolderCursor(models.Model):
-    """Seed 002's mail_sync_state: how far a folder has been durably read."""
+    """Seed 002's mail_sync_state: how far a folder has been durably read, and what is wrong with it.
+
+    A row without ``uidvalidity`` has no position yet (the folder failed before it
+    was ever read): its next poll is a first poll. ``sweep_until`` is set while a
+    first sweep or a UIDVALIDITY re-sweep is unfinished (``mailpoll.cursor``).
+    """
 
     mailbox = models.ForeignKey(Mailbox, on_delete=models.CASCADE, related_name="cursors")
     folder = models.CharField(max_length=255)
-    uidvalidity = models.BigIntegerField()
-    last_uid = models.BigIntegerField()
+    uidvalidity = models.BigIntegerField(null=True, blank=True)
+    last_uid = models.BigIntegerField(default=0)
+    sweep_until = models.BigIntegerField(
+        null=True, blank=True,
+        help_text="An unfinished sweep of the folder: its last UID when the sweep began. Empty once done.")
+    sweep_since = models.DateField(null=True, blank=True, help_text="The date of an unfinished 'since' sweep.")
     last_sync_ts = models.DateTimeField(null=True, blank=True)
+    # The folder's problem at its last poll (it could not be read, or one message in it could not be stored,
+    # named by UID); empty after a poll that read it through.
+    last_error = models.TextField(blank=True)
+    last_error_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["mailbox", "folder"], name="cursor_mailbox_folder_unique")]
+        constraints = [
+            models.UniqueConstraint(fields=["mailbox", "folder"], name="cursor_mailbox_folder_unique"),
+            models.CheckConstraint(condition=Q(uidvalidity__isnull=False) | Q(last_uid=0, sweep_until__isnull=True),
+                                   name="cursor_position_needs_uidvalidity"),
+            models.CheckConstraint(condition=Q(sweep_since__isnull=True) | Q(sweep_until__isnull=False),
+                                   name="cursor_sweep_since_only_in_a_sweep"),
+        ]
 
     def __str__(self):
+        if self.uidvalidity is None:
+            return f"{self.folder}: never read"
         return f"{self.folder}: uidvalidity {self.uidvalidity}, last uid {self.last_uid}"
+
+    def state(self) -> CursorState | None:
+        """The stored position, for ``mailpoll.cursor``; None when there is none yet."""
+        if self.uidvalidity is None:
+            return None
+        return CursorState(self.uidvalidity, self.last_uid, self.sweep_until, self.sweep_since)
 
 
 class RequestStatus(models.TextChoices):

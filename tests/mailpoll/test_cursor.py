@@ -73,20 +73,114 @@ def test_uid_range_search_drops_the_last_message_imap_always_returns():
     assert uids_to_fetch(plan, [52, 51, 51]) == [51, 52]
 
 
+SINCE = date(2026, 6, 19)
+RESET = CursorState(99, 42)  # stored under another UIDVALIDITY than STATUS's 100
+AT_42 = CursorState(100, 42)
+SWEEPING = CursorState(100, 20, sweep_until=40)
+SWEEPING_SINCE = CursorState(100, 20, sweep_until=40, sweep_since=SINCE)
+
+
 @pytest.mark.parametrize(
-    "state, attempted, succeeded, expected",
+    "mode, state, to_fetch, attempted, succeeded, expected",
     [
-        (None, [], set(), 50),  # full sweep found nothing: store the high-water mark
-        (None, [3, 4], {3}, 3),  # full sweep, one failure: never the high-water mark
-        (CursorState(100, 42), [], set(), 42),
-        (CursorState(100, 42), [43, 44], {43, 44}, 44),
+        # new-only: nothing to fetch, the high-water mark is the whole point
+        ("new-only", None, [], [], set(), CursorState(100, 50)),
+        # full: stopped before the first batch, the folder keeps no cursor (it used to get the high-water mark)
+        ("full", None, [3, 4, 9], [], set(), None),
+        ("full", None, [3, 4, 9], [3, 4], {3, 4}, CursorState(100, 4, sweep_until=50)),  # stopped midway: resumable
+        ("full", None, [3, 4, 9], [3, 4], {4}, CursorState(100, 0, sweep_until=50)),  # the first one failed
+        ("full", None, [3, 4, 9], [3, 4, 9], {3, 4, 9}, CursorState(100, 50)),  # done: the high-water mark
+        ("full", None, [3, 4, 9], [3, 4, 9], {3, 9}, CursorState(100, 3, sweep_until=50)),
+        ("full", None, [], [], set(), CursorState(100, 50)),  # an empty folder is done at once
+        # since: the same, and an unfinished sweep remembers its date
+        ("since", None, [7, 8], [], set(), None),
+        ("since", None, [7, 8], [7], {7}, CursorState(100, 7, sweep_until=50, sweep_since=SINCE)),
+        ("since", None, [7, 8], [7, 8], {7, 8}, CursorState(100, 50)),
+        # UIDVALIDITY reset: untouched, the stored (stale) cursor stays and the next tick sweeps again
+        ("new-only", RESET, [1, 2], [], set(), None),
+        ("new-only", RESET, [1, 2], [1], {1}, CursorState(100, 1, sweep_until=50)),
+        ("new-only", RESET, [1, 2], [1, 2], {1, 2}, CursorState(100, 50)),
+        # incremental
+        ("full", AT_42, [43, 44], [], set(), None),
+        ("full", AT_42, [43, 44], [43], {43}, CursorState(100, 43)),
+        ("full", AT_42, [43, 44], [43, 44], {44}, CursorState(100, 42)),
+        ("full", AT_42, [43, 44], [43, 44], {43, 44}, CursorState(100, 44)),
+        ("full", AT_42, [], [], set(), CursorState(100, 42)),  # nothing new: the same cursor, stamped again
+        # a resumed sweep ends at the UID it began with, not at today's high-water mark
+        ("new-only", SWEEPING, [25, 30], [25], {25}, CursorState(100, 25, sweep_until=40)),
+        ("new-only", SWEEPING, [25, 30], [25, 30], {25, 30}, CursorState(100, 40)),
+        ("new-only", SWEEPING, [25, 30], [], set(), None),
+        ("new-only", SWEEPING_SINCE, [25, 30], [25], {25}, CursorState(100, 25, sweep_until=40, sweep_since=SINCE)),
     ],
 )
-def test_next_cursor(state, attempted, succeeded, expected):
-    plan = plan_folder_sync("full", None, STATUS, state)
-    assert next_cursor(plan, attempted, succeeded) == expected
+def test_next_cursor(mode, state, to_fetch, attempted, succeeded, expected):
+    plan = plan_folder_sync(mode, SINCE if mode == "since" else None, STATUS, state)
+    assert next_cursor(plan, to_fetch, attempted, succeeded) == expected
 
 
+@pytest.mark.parametrize(
+    "state, search, since, floor, baseline",
+    [
+        (SWEEPING, SEARCH_ALL, None, 20, 40),
+        (SWEEPING_SINCE, SEARCH_SINCE, SINCE, 20, 40),
+    ],
+)
+def test_an_unfinished_sweep_is_resumed_whatever_the_initial_mode(state, search, since, floor, baseline):
+    for mode in ("new-only", "full"):
+        plan = plan_folder_sync(mode, None, STATUS, state)
+        assert (plan.mode, plan.search, plan.since, plan.floor, plan.baseline_uid, plan.sweep_until) == (
+            "sweep-resumed", search, since, floor, baseline, 40)
+        # the sweep's own range only: later mail waits for the incremental reading that follows
+        assert uids_to_fetch(plan, [12, 20, 21, 40, 41, 45]) == [21, 40]
+
+
+def test_a_first_sweep_is_capped_at_the_high_water_mark_it_planned_with():
+    plan = plan_folder_sync("full", None, STATUS, None)
+    assert uids_to_fetch(plan, [1, 50, 51]) == [1, 50]  # 51 arrived after SELECT: the next tick reads it
+
+
+# A folder of 12 messages, UIDs 1..12; the odd ones arrived before SINCE (the dates are not monotonic in UID,
+# as after moving old mail into a folder).
+FOLDER = {uid: date(2026, 6, 10) if uid % 2 else date(2026, 6, 25) for uid in range(1, 13)}
+
+
+def simulate(mode, state, stops):
+    """Ticks of the cursor rules over FOLDER, one message per batch; tick i stops after ``stops[i]`` messages.
+
+    After the stops, ticks run uninterrupted until the cursor no longer moves. Returns (fetched, state).
+    """
+    status = FolderStatus("INBOX", uidvalidity=100, uidnext=13)
+    fetched = []
+    for stop in [*stops, None, None, None]:
+        plan = plan_folder_sync(mode, SINCE, status, state)
+        if plan.search == SEARCH_ALL:
+            found = list(FOLDER)
+        elif plan.search == SEARCH_SINCE:
+            found = [uid for uid, day in FOLDER.items() if day >= plan.since]
+        elif plan.search == SEARCH_FROM_UID:
+            found = [uid for uid in FOLDER if uid >= plan.start_uid] or [max(FOLDER)]
+        else:
+            found = []
+        to_fetch = uids_to_fetch(plan, found)
+        attempted = to_fetch[:stop]
+        fetched.extend(attempted)
+        state = next_cursor(plan, to_fetch, attempted, set(attempted)) or state
+    return fetched, state
+
+
+@pytest.mark.parametrize(
+    "mode, state, wanted",
+    [
+        ("full", None, set(FOLDER)),
+        ("since", None, {uid for uid, day in FOLDER.items() if day >= SINCE}),
+        ("new-only", RESET, set(FOLDER)),  # a UIDVALIDITY change sweeps everything
+    ],
+)
+@pytest.mark.parametrize("stops", [[0], [0, 0], [1], [3], [1, 0, 2], [5, 5]])
+def test_a_sweep_stopped_anywhere_ends_with_exactly_what_an_uninterrupted_one_takes(mode, state, wanted, stops):
+    fetched, final = simulate(mode, state, stops)
+    assert set(fetched) == wanted  # nothing lost, and a 'since' sweep never reads what is older than its date
+    assert final == CursorState(100, 12)
 @pytest.mark.parametrize(
     "uids, sizes, max_bytes, groups",
     [

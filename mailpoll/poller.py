@@ -26,7 +26,7 @@ from django.utils import timezone
 from . import conf, cursor, sql, store, watchdog
 from .models import FolderCursor, Mailbox
 from .parse import normalize_message_id
-from .providers import for_mailbox
+from .providers import FolderError, for_mailbox
 
 log = logging.getLogger(__name__)
 
@@ -36,13 +36,14 @@ SYNC_COMMIT_OFF = "SET synchronous_commit = off"
 @dataclass
 class FolderResult:
     folder: str
-    mode: str
+    mode: str  # the cursor plan's mode; "not-started" (stopped first) or "failed" (the folder could not be read)
     fetched: int = 0
     stored: int = 0
     duplicates: int = 0
     rejected: int = 0
     failed: dict = field(default_factory=dict)  # uid -> error
-    last_uid: int = 0
+    last_uid: int | None = None  # the stored cursor after this poll; None while the folder has none
+    error: str = ""  # why the folder could not be read at all
 
 
 class Poller:
@@ -109,16 +110,24 @@ class Poller:
         try:
             with for_mailbox(mailbox) as provider:
                 for folder in mailbox.folder_list:
-                    results.append(self.sync_folder(provider, mailbox, folder))
+                    try:
+                        results.append(self.sync_folder(provider, mailbox, folder))
+                    except FolderError as exc:
+                        # The server refused this folder (renamed, deleted): the session is fine and so are
+                        # the other folders. Reported on the mailbox below, but no reason to back it off.
+                        results.append(self._folder_failed(mailbox, folder, exc))
         except Exception as exc:
             _reset_connection_if_broken()
             self._record_failure(mailbox, f"{type(exc).__name__}: {exc}")
             log.warning("mailbox=%s poll failed: %s: %s", mailbox.pk, type(exc).__name__, exc)
             return results
         failures = {f"{r.folder} uid {uid}": err for r in results for uid, err in r.failed.items()}
+        problems = [f"folder {r.folder} could not be read: {r.error}" for r in results if r.error]
         if failures:
             first = next(iter(failures.items()))
-            self._record_failure(mailbox, f"{len(failures)} message(s) not stored; first: {first[0]}: {first[1]}")
+            problems.append(f"{len(failures)} message(s) not stored; first: {first[0]}: {first[1]}")
+        if problems:
+            self._record_failure(mailbox, "; ".join(problems))
         else:
             Mailbox.objects.filter(pk=mailbox.pk).update(last_success_at=timezone.now(), consecutive_failures=0)
         for r in results:
@@ -128,39 +137,83 @@ class Poller:
         return results
 
     def sync_folder(self, provider, mailbox: Mailbox, folder: str) -> FolderResult:
-        status = provider.folder_status(folder)
+        """Read one folder under the cursor rules (seed 002), storing the cursor after every batch.
+
+        The cursor moves only over what this poll attempted and stored: a poll
+        stopped before the folder, or before its first batch, leaves the cursor
+        as it was (or absent); a later error (a dropped connection) keeps the
+        batches already stored. A ``FolderError`` from SELECT or SEARCH propagates.
+        """
         saved = FolderCursor.objects.filter(mailbox=mailbox, folder=folder).first()
-        state = cursor.CursorState(saved.uidvalidity, saved.last_uid) if saved else None
+        state = saved.state() if saved else None
+        if self._stop.is_set():
+            return FolderResult(folder, "not-started", last_uid=state.last_uid if state else None)
+        status = provider.folder_status(folder)
         plan = cursor.plan_folder_sync(mailbox.initial_mode, mailbox.initial_since, status, state)
         if plan.uidvalidity_reset:
             log.warning("mailbox=%s folder=%s UIDVALIDITY changed %s -> %s: full sweep, dedup absorbs repeats",
                         mailbox.pk, folder, state.uidvalidity, status.uidvalidity)
         uids = cursor.uids_to_fetch(plan, provider.search(plan.search, start_uid=plan.start_uid, since=plan.since))
-        result = FolderResult(folder, plan.mode)
+        result = FolderResult(folder, plan.mode, last_uid=state.last_uid if state else None)
         succeeded: set[int] = set()
         attempted: list[int] = []
         batch_size = conf.get("MAILPOLL_FETCH_BATCH")
         for start in range(0, len(uids), batch_size):
             if self._stop.is_set():
+                log.info("mailbox=%s folder=%s stopping: %s of %s messages left for the next poll",
+                         mailbox.pk, folder, len(uids) - start, len(uids))
                 break
             batch = uids[start:start + batch_size]
             attempted.extend(batch)
             self._store_batch(provider, mailbox, folder, batch, result, succeeded)
-            if batch and not all(uid in succeeded for uid in batch):
+            # Stored now, not after the loop: an error in a later batch must not throw this one's progress away.
+            self._save_cursor(mailbox, folder, cursor.next_cursor(plan, uids, attempted, succeeded), result)
+            if not all(uid in succeeded for uid in batch):
                 break  # the cursor cannot pass the failure; fetch no further this tick
-        result.last_uid = cursor.next_cursor(plan, attempted, succeeded)
+        if not uids:
+            self._save_cursor(mailbox, folder, cursor.next_cursor(plan, uids, attempted, succeeded), result)
+        return result
+
+    def _save_cursor(self, mailbox, folder, state: cursor.CursorState | None, result: FolderResult) -> None:
+        """Store the cursor ``cursor.next_cursor`` allows (None: leave it), with this poll's problem in the folder.
+
+        A cursor stops right before a failed message, so once it moves again that message
+        is stored: an older problem is cleared by any poll that gets further without one.
+        """
+        if state is None:
+            return
+        now = timezone.now()
+        error = ""
+        if result.failed:
+            uid, reason = min(result.failed.items())
+            error = f"uid {uid} not stored: {reason}"
+        # A plain upsert: every writer vouches only for messages it stored itself, so even a late write by an
+        # overlapping poller is a true cursor; at worst it moves back and the folder is read again (dedup).
         FolderCursor.objects.update_or_create(
             mailbox=mailbox, folder=folder,
-            defaults={"uidvalidity": status.uidvalidity, "last_uid": result.last_uid,
-                      "last_sync_ts": timezone.now()},
+            defaults={"uidvalidity": state.uidvalidity, "last_uid": state.last_uid,
+                      "sweep_until": state.sweep_until, "sweep_since": state.sweep_since, "last_sync_ts": now,
+                      "last_error": error[:2000], "last_error_at": now if error else None},
         )
-        return result
+        result.last_uid = state.last_uid
+
+    def _folder_failed(self, mailbox, folder, exc: FolderError) -> FolderResult:
+        """Record on the folder's cursor (created without a position if need be) why it could not be read."""
+        error = str(exc)
+        log.warning("mailbox=%s folder=%s could not be read: %s", mailbox.pk, folder, error)
+        row, _ = FolderCursor.objects.update_or_create(
+            mailbox=mailbox, folder=folder, defaults={"last_error": error[:2000], "last_error_at": timezone.now()},
+        )
+        return FolderResult(folder, "failed", last_uid=row.last_uid if row.uidvalidity is not None else None,
+                            error=error)
 
     def _store_batch(self, provider, mailbox, folder, batch, result, succeeded) -> None:
         limit = conf.get("MAILPOLL_MAX_MESSAGE_BYTES")
-        sizes = provider.sizes(batch)
+        sizes = self._ask_server(provider.sizes, mailbox, folder, batch, result)
         small = []
         for uid in batch:
+            if uid in result.failed:
+                continue  # the server would not even give its size
             if uid not in sizes:
                 succeeded.add(uid)  # expunged since SEARCH: nothing to store, nothing lost
             elif sizes[uid] <= limit:
@@ -173,10 +226,33 @@ class Poller:
                 else:
                     _count(uid, outcome, result, succeeded)
         for group in cursor.fetch_groups(small, sizes, conf.get("MAILPOLL_FETCH_MAX_BYTES")):
-            raws = provider.fetch(group)
-            succeeded.update(uid for uid in group if uid not in raws)  # expunged since SIZE, likewise
+            raws = self._ask_server(provider.fetch, mailbox, folder, group, result)
+            # Absent and not refused: expunged since SIZE, likewise.
+            succeeded.update(uid for uid in group if uid not in raws and uid not in result.failed)
             self._store_fetched(mailbox, folder, [(uid, raws[uid]) for uid in group if uid in raws], result,
                                 succeeded)
+
+    def _ask_server(self, call, mailbox, folder, uids: list[int], result: FolderResult) -> dict:
+        """``call(uids)`` (sizes or messages); if the server refuses the batch, ask again one message at a time.
+
+        One message the server cannot read (a damaged file, say) then fails alone, by its UID, instead
+        of taking its whole batch with it. A lost connection is no refusal: it propagates.
+        """
+        try:
+            return call(uids)
+        except FolderError as exc:
+            if len(uids) == 1:
+                self._not_stored(mailbox, folder, uids[0], exc, result)
+                return {}
+            log.warning("mailbox=%s folder=%s the server refused %s messages at once (%s): asking one by one",
+                        mailbox.pk, folder, len(uids), exc)
+        answers = {}
+        for uid in uids:
+            try:
+                answers.update(call([uid]))
+            except FolderError as exc:
+                self._not_stored(mailbox, folder, uid, exc, result)
+        return answers
 
     def _store_fetched(self, mailbox, folder, fetched, result, succeeded) -> None:
         result.fetched += len(fetched)
@@ -203,8 +279,9 @@ class Poller:
 
     def _not_stored(self, mailbox, folder, uid, exc, result) -> None:
         _reset_connection_if_broken()
-        result.failed[uid] = f"{type(exc).__name__}: {exc}"
-        log.error("mailbox=%s folder=%s uid=%s not stored: %s: %s", mailbox.pk, folder, uid, type(exc).__name__, exc)
+        # A refusal's text is the server's own ("fetch failed: ..."); anything else is named by its type.
+        result.failed[uid] = str(exc) if isinstance(exc, FolderError) else f"{type(exc).__name__}: {exc}"
+        log.error("mailbox=%s folder=%s uid=%s not stored: %s", mailbox.pk, folder, uid, result.failed[uid])
 
     def _reject_oversized(self, provider, mailbox, folder, uid, size, limit):
         from email.parser import BytesHeaderParser

@@ -1,18 +1,30 @@
-"""Secrets at rest (mailbox passwords, OAuth tokens, service-account keys).
+"""Secrets at rest (mailbox passwords, service-account keys).
 
-Fernet (AES-128-CBC + HMAC) from ``cryptography``. Keys come from
-``SECRETS_KEYS`` (comma-separated Fernet keys, newest first, so a key can be
-rotated: new writes use the first, reads try each); without it, one key is
-derived from ``SECRET_KEY`` so development needs no setup. Ciphertext is never
-rendered back to a user and plaintext is never logged.
+Fernet (AES-128-CBC + HMAC) from ``cryptography``. New secrets are encrypted
+with the first key of ``SECRETS_KEYS`` (comma-separated Fernet keys, newest
+first); reading tries every key we know, newest first:
+
+1. the ``SECRETS_KEYS``;
+2. a key derived from ``SECRET_KEY``, then one derived from each of
+   ``SECRET_KEY_FALLBACKS``.
+
+Without ``SECRETS_KEYS`` the derived key also encrypts, so development needs no
+setup — but then a database dump plus ``SECRET_KEY`` reads every secret, and
+``check --deploy`` says so (``seoinsight.W001``). The derived keys stay readable
+after ``SECRETS_KEYS`` is first set, so nothing is orphaned; ``manage.py
+rotatesecrets`` re-encrypts every stored secret with the newest key, after which
+an old key can be removed (README, "Secrets"). Ciphertext is never rendered
+back to a user and plaintext is never logged.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+from dataclasses import dataclass
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
+from django.apps import apps
 from django.conf import settings
 
 
@@ -20,12 +32,29 @@ class SecretUnreadable(Exception):
     """The stored secret was encrypted with a key this deployment no longer has."""
 
 
+def derived_key(secret_key: str) -> str:
+    digest = hashlib.sha256(b"seoinsight-secrets:" + secret_key.encode()).digest()
+    return base64.urlsafe_b64encode(digest).decode()
+
+
+def configured_keys() -> list[str]:
+    return [k.strip() for k in getattr(settings, "SECRETS_KEYS", []) if k.strip()]
+
+
+def uses_derived_key() -> bool:
+    """True when new secrets are encrypted with the key derived from SECRET_KEY."""
+    return not configured_keys()
+
+
+def keys() -> list[str]:
+    """Every key, the one that encrypts first, then those that only decrypt."""
+    derived = [derived_key(k) for k in [settings.SECRET_KEY, *getattr(settings, "SECRET_KEY_FALLBACKS", [])] if k]
+    ordered = [*configured_keys(), *derived]
+    return list(dict.fromkeys(ordered))  # a key listed twice is tried once
+
+
 def _fernet() -> MultiFernet:
-    keys = [k.strip() for k in getattr(settings, "SECRETS_KEYS", []) if k.strip()]
-    if not keys:
-        digest = hashlib.sha256(b"seoinsight-secrets:" + settings.SECRET_KEY.encode()).digest()
-        keys = [base64.urlsafe_b64encode(digest).decode()]
-    return MultiFernet([Fernet(k) for k in keys])
+    return MultiFernet([Fernet(k) for k in keys()])
 
 
 def encrypt(plaintext: str) -> str:
@@ -36,4 +65,48 @@ def decrypt(token: str) -> str:
     try:
         return _fernet().decrypt(token.encode()).decode()
     except InvalidToken:
-        raise SecretUnreadable("stored secret cannot be decrypted with the configured SECRETS_KEYS") from None
+        raise SecretUnreadable(
+            "stored secret cannot be decrypted with the configured SECRETS_KEYS or SECRET_KEY"
+        ) from None
+
+
+def is_current(token: str) -> bool:
+    """True when ``token`` is encrypted with the key new secrets get (nothing to rotate)."""
+    try:
+        Fernet(keys()[0]).decrypt(token.encode())
+    except InvalidToken:
+        return False
+    return True
+
+
+def rotate(token: str) -> str:
+    """``token`` re-encrypted with the newest key; raises SecretUnreadable if no key reads it."""
+    try:
+        return _fernet().rotate(token.encode()).decode()
+    except InvalidToken:
+        raise SecretUnreadable("stored secret cannot be decrypted with any configured key") from None
+
+
+@dataclass(frozen=True)
+class Column:
+    """A model field holding Fernet tokens (empty: no secret)."""
+
+    model_label: str
+    field: str
+
+    @property
+    def model(self):
+        return apps.get_model(self.model_label)
+
+    def __str__(self):
+        return f"{self.model_label}.{self.field}"
+
+
+# Every column that stores a secret, registered by the app that owns it; rotatesecrets walks them.
+COLUMNS: list[Column] = []
+
+
+def register_column(model_label: str, field: str) -> None:
+    column = Column(model_label, field)
+    if column not in COLUMNS:
+        COLUMNS.append(column)

@@ -18,6 +18,10 @@ from django.utils import timezone
 from . import crypto
 
 TOKEN_PREFIX = "sik_"
+# Where a service-account key may send its signed assertion: Google's token endpoint, unless
+# SEARCH_CONSOLE_TOKEN_URIS widens it (tests use a loopback endpoint). Anything else would let
+# whoever pastes a key make the worker POST to a URL of their choice (SSRF).
+GOOGLE_TOKEN_URI = "https://oauth2.googleapis.com/token"
 
 
 class Org(models.Model):
@@ -143,13 +147,19 @@ class SiteTarget(models.Model):
         return bool(self.search_console_credentials)
 
     def set_service_account(self, key_json: str) -> None:
-        """Store a service-account key encrypted. Validated as JSON with the fields Google needs."""
+        """Store a service-account key encrypted, replacing any stored one.
+
+        Validated as a JSON object with the fields Google needs and an allowed ``token_uri``.
+        """
         import json
 
         info = json.loads(key_json)
+        if not isinstance(info, dict):
+            raise ValueError("not a service-account key: expected a JSON object")
         missing = {"client_email", "private_key", "token_uri"} - set(info)
         if missing:
             raise ValueError(f"not a service-account key: missing {', '.join(sorted(missing))}")
+        check_token_uri(info["token_uri"])
         self.search_console_credentials = crypto.encrypt(json.dumps(info))
 
     def service_account_info(self) -> dict | None:
@@ -158,6 +168,20 @@ class SiteTarget(models.Model):
         if not self.search_console_credentials:
             return None
         return json.loads(crypto.decrypt(self.search_console_credentials))
+
+
+crypto.register_column("seoinsight.SiteTarget", "search_console_credentials")
+
+
+def allowed_token_uris() -> list[str]:
+    return list(getattr(settings, "SEARCH_CONSOLE_TOKEN_URIS", None) or [GOOGLE_TOKEN_URI])
+
+
+def check_token_uri(uri) -> None:
+    """Raise ValueError unless ``uri`` is one of the allowed token endpoints (exact match)."""
+    if not isinstance(uri, str) or uri not in allowed_token_uris():
+        raise ValueError(f"token_uri must be Google's token endpoint {GOOGLE_TOKEN_URI} "
+                         f"(SEARCH_CONSOLE_TOKEN_URIS lists the allowed ones), not {str(uri)[:200]!r}")
 
 
 class Page(models.Model):

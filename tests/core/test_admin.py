@@ -13,7 +13,7 @@ pytestmark = pytest.mark.django_db
 
 KEY = {"type": "service_account", "client_email": "bot@proj.iam.gserviceaccount.com",
        "private_key": "-----BEGIN PRIVATE KEY-----\\nMIIB\\n-----END PRIVATE KEY-----\\n",
-       "token_uri": "http://127.0.0.1:1/token"}
+       "token_uri": "https://oauth2.googleapis.com/token"}
 
 
 def change(admin_client, target, **data):

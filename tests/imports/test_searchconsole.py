@@ -32,8 +32,9 @@ START, END = date(2026, 10, 1), date(2026, 10, 3)
 
 
 @pytest.fixture
-def token_server():
+def token_server(settings):
     server = TokenServer().start()
+    settings.SEARCH_CONSOLE_TOKEN_URIS = [server.uri]  # only Google's endpoint otherwise
     yield server
     server.stop()
 

@@ -2,9 +2,14 @@
 
     source = open_source(path, "export.csv")    # or UnreadableFile, for the operator
     source.kind, source.columns, source.period  # what was recognised
+    source.needs_period                         # no date column, no period in the file
     source.total_rows()                         # an estimate, for progress
     for row in source.rows(skip=rows_committed):  # to resume: rows already written
         ...                                     # ParsedRow, or RowError for a bad row
+    source.summary()                            # columns used / ignored, sheet, date order
+
+``path`` may also be an opener: a callable returning a context manager over a
+fresh binary file object (an upload still in memory, say).
 
 Nothing here touches the database; memory stays flat whatever the file size
 (but see xlsxfile about shared strings).
@@ -15,11 +20,14 @@ from __future__ import annotations
 import zipfile
 from pathlib import Path
 
-from . import searchconsole, xlsxfile
+from . import ole, searchconsole, xlsxfile
 from .csvfile import CsvTable
 from .rows import ParsedRow, RowError, RowSource, UnreadableFile
+from .values import DATE_ORDERS, DAY_FIRST
+from .xlsxfile import Opener
 
-__all__ = ["DEFAULT_MAX_UNZIPPED_BYTES", "ParsedRow", "RowError", "RowSource", "UnreadableFile", "open_source"]
+__all__ = ["DATE_ORDERS", "DEFAULT_MAX_UNZIPPED_BYTES", "ParsedRow", "RowError", "RowSource", "UnreadableFile",
+           "open_source"]
 
 # Per zip member (a bundle's CSV, a workbook's sheet): far above a real export
 # (Search Console stops at 1,000 rows), far below a zip bomb.
@@ -30,43 +38,80 @@ _ZIP_NAMES = (".xlsx", ".xlsm", ".zip")
 
 
 def open_source(
-    path: str | Path, filename: str, *, max_unzipped_bytes: int = DEFAULT_MAX_UNZIPPED_BYTES
+    path: str | Path | Opener, filename: str, *, sheet: str | None = None, date_order: str | None = None,
+    default_date_order: str = DAY_FIRST, max_unzipped_bytes: int = DEFAULT_MAX_UNZIPPED_BYTES,
 ) -> RowSource:
     """Recognise an uploaded file (stored at ``path``, uploaded as ``filename``) and its columns.
 
     The content decides: a zip is an Excel workbook if it holds one, else a
-    Search Console bundle; anything else must be text. Raises
+    Search Console bundle; anything else must be text. ``sheet`` names the
+    worksheet to read (default: the Pages sheet of a Search Console export,
+    else the first sheet naming a URL column); ``date_order`` ("dmy", "mdy")
+    is the import's choice for a/b/yyyy dates, None to decide from the file,
+    with ``default_date_order`` when its dates fit both. Raises
     ``UnreadableFile`` when the file cannot be an import.
     """
-    path = Path(path)
-    with path.open("rb") as file:
-        magic = file.read(4)
+    opener = path if callable(path) else _path_opener(Path(path))
+    options = {"date_order": date_order, "default_date_order": default_date_order}
+    with opener() as file:
+        magic = file.read(8)
     if not magic:
         raise UnreadableFile(f"{filename} is empty")
-    if magic in _ZIP_MAGIC:
-        return _open_zip(path, max_unzipped_bytes)
+    if magic.startswith(ole.MAGIC):
+        raise UnreadableFile(ole.describe(opener))
+    if magic[:4] in _ZIP_MAGIC:
+        return _open_zip(opener, max_unzipped_bytes, sheet, options)
     try:
-        return RowSource("csv", CsvTable(lambda: path.open("rb")))
+        return RowSource("csv", CsvTable(opener), **options)
     except UnreadableFile as exc:
         if Path(filename).suffix.lower() in _ZIP_NAMES:
             raise UnreadableFile(f"{filename} is not a valid {Path(filename).suffix} file: {exc}") from None
         raise
 
 
-def _open_zip(path: Path, max_unzipped_bytes: int) -> RowSource:
+def _path_opener(path: Path) -> Opener:
+    return lambda: path.open("rb")
+
+
+# Zip-based documents that are not Excel workbooks, by a member only they have.
+_OTHER_DOCUMENTS = (
+    ("word/document.xml", "a Word document"),
+    ("ppt/presentation.xml", "a PowerPoint presentation"),
+)
+
+
+def _open_zip(opener: Opener, max_unzipped_bytes: int, sheet: str | None, options: dict) -> RowSource:
     try:
-        with zipfile.ZipFile(path) as archive:
+        with opener() as file, zipfile.ZipFile(file) as archive:
             members = archive.infolist()
+            mimetype = _opendocument_type(archive, members)
     except zipfile.BadZipFile as exc:
         raise UnreadableFile(f"the zip archive is damaged ({exc})") from None
-    if not any(info.filename == "xl/workbook.xml" for info in members):
-        return searchconsole.from_bundle(path, members, max_unzipped_bytes)
+    names = {info.filename for info in members}
+    if mimetype is not None:
+        what = "an OpenDocument spreadsheet (.ods)" if "spreadsheet" in mimetype else "an OpenDocument file"
+        raise UnreadableFile(f"this is {what}, not an Excel .xlsx: save it as .xlsx or CSV")
+    for member, what in _OTHER_DOCUMENTS:
+        if member in names:
+            raise UnreadableFile(f"this is {what}, not a text or spreadsheet file")
+    if "xl/workbook.xml" not in names:
+        return searchconsole.from_bundle(opener, members, max_unzipped_bytes, **options)
     # openpyxl inflates what it reads: check every part before it does.
     for info in members:
         searchconsole.check_member(info, max_unzipped_bytes)
-    with xlsxfile.opened(path) as workbook:
+    with xlsxfile.opened(opener) as workbook:
         if searchconsole.is_export(workbook.sheetnames):
-            return searchconsole.from_workbook(path, workbook)
-        if not workbook.worksheets:
-            raise UnreadableFile("the Excel workbook has no worksheet")
-        return RowSource("xlsx", xlsxfile.SheetTable(path, workbook, workbook.worksheets[0].title))
+            return searchconsole.from_workbook(opener, workbook, sheet=sheet, **options)
+        read = xlsxfile.choose_sheet(workbook, sheet)
+        others = [name for name in xlsxfile.sheet_names(workbook) if name != read]
+        return RowSource("xlsx", xlsxfile.SheetTable(opener, workbook, read), sheet=read, other_sheets=others,
+                         **options)
+
+
+def _opendocument_type(archive: zipfile.ZipFile, members) -> str | None:
+    """The ``mimetype`` an OpenDocument file declares first in its zip, or None."""
+    first = members[0] if members else None
+    if first is None or first.filename != "mimetype" or first.file_size > 200:
+        return None
+    declared = archive.read(first).decode("ascii", errors="replace")
+    return declared if declared.startswith("application/vnd.oasis.opendocument") else None

@@ -2,17 +2,20 @@
 
 A format reads its file as a ``Table``: header cells, then records of raw
 cells. ``RowSource`` maps the headers to fields, numbers the records and turns
-each into a ``ParsedRow`` or a ``RowError``, whatever the format.
+each into a ``ParsedRow`` or a ``RowError``, whatever the format, and says what
+it read (``summary()``: columns used and ignored, sheet, period, date order).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from datetime import date
+from functools import cached_property, partial
 from typing import Any, NamedTuple, Protocol
 
 from . import headers as header_aliases
-from .values import parse_count, parse_ctr, parse_date, parse_position
+from .values import (DAY_FIRST, DateOrder, NotRanked, decide_date_order, parse_count, parse_ctr, parse_date,
+                     parse_position)
 
 
 class UnreadableFile(ValueError):
@@ -27,6 +30,8 @@ class ParsedRow(NamedTuple):
     impressions: int | None
     ctr: float | None  # a fraction from 0 to 1
     position: float | None
+    # What was noticed but kept, counted in the report ("position '-' is not a rank: …").
+    notes: tuple[str, ...] = ()
 
 
 class RowError(NamedTuple):
@@ -62,21 +67,73 @@ class RowSource:
     ``rows(skip=n)`` starts after row n: a resumed import passes the number of
     rows it has committed (or the last committed row's number, the same thing).
     Skipped rows are read but not converted.
+
+    ``date_order`` is the import's choice for a/b/yyyy dates ("dmy", "mdy"),
+    or None to decide from the file's dates (``default_date_order`` when they
+    fit both orders). Deciding reads the date column before the first row is
+    converted, the same way on every run, so a resumed import reads as the
+    first run did.
     """
 
-    def __init__(self, kind: str, table: Table, *, period: tuple[date, date] | None = None):
+    def __init__(self, kind: str, table: Table, *, period: tuple[date, date] | None = None,
+                 sheet: str | None = None, other_sheets: Sequence[str] = (), date_order: str | None = None,
+                 default_date_order: str = DAY_FIRST):
         columns = header_aliases.map_columns(table.headers)
         if "url" not in columns:
-            raise UnreadableFile(header_aliases.describe_missing("url", table.headers))
+            where = f" in the sheet '{sheet}'" if sheet else ""
+            message = header_aliases.describe_missing("url", table.headers)
+            if where:
+                message = message.replace("no URL column:", f"no URL column{where}:", 1)
+            if other_sheets:
+                message += f" (the workbook also has {_names(other_sheets)}: choose the sheet to read)"
+            raise UnreadableFile(message)
         self.kind = kind
         self.headers = table.headers
         self.columns = {field: table.headers[index] for field, index in columns.items()}
+        used = set(columns.values())
+        # Named columns no field took: unrecognised ones, and a second match of a field.
+        self.ignored = tuple(header for index, header in enumerate(table.headers) if header and index not in used)
         self.period = period
+        self.sheet = sheet
+        self.other_sheets = tuple(other_sheets)
+        self._chosen_date_order = date_order or None
+        self._default_date_order = default_date_order
         self._table = table
         self._indices = columns
 
     def __repr__(self) -> str:
         return f"<RowSource {self.kind} columns={self.columns} period={self.period}>"
+
+    @property
+    def needs_period(self) -> bool:
+        """No date column and no period in the file: the import must give one."""
+        return "date" not in self.columns and self.period is None
+
+    @cached_property
+    def date_order(self) -> DateOrder | None:
+        """How a/b/yyyy dates are read; None without a date column."""
+        if "date" not in self._indices:
+            return None
+        index = self._indices["date"]
+        cells = (record[index] for record in self._table.records()
+                 if not isinstance(record, BadRecord) and index < len(record))
+        return decide_date_order(cells, chosen=self._chosen_date_order, default=self._default_date_order)
+
+    def summary(self) -> dict:
+        """What was read, for the import's report (JSON-able)."""
+        summary: dict[str, Any] = {
+            "format": self.kind,
+            "columns_used": dict(self.columns),
+            "columns_ignored": list(self.ignored),
+        }
+        if self.sheet:
+            summary["sheet"] = self.sheet
+            summary["other_sheets"] = list(self.other_sheets)
+        if self.period:
+            summary["period"] = [day.isoformat() for day in self.period]
+        if self.date_order is not None:
+            summary["date_order"] = {**self.date_order._asdict(), "text": self.date_order.describe()}
+        return summary
 
     def total_rows(self) -> int:
         """An estimate for progress (it counts lines, blank or multi-line records included)."""
@@ -84,7 +141,8 @@ class RowSource:
 
     def rows(self, skip: int = 0) -> Iterator[ParsedRow | RowError]:
         url_index = self._indices["url"]
-        convert = _Converter(self._indices)
+        order = self.date_order
+        convert = _Converter(self._indices, date_order=order.order if order else DAY_FIRST)
         number = 0
         for record in self._table.records():
             if isinstance(record, BadRecord):
@@ -100,15 +158,21 @@ class RowSource:
                 yield convert(number, record)
 
 
+def _names(names: Sequence[str], limit: int = 10) -> str:
+    shown = ", ".join(f"'{name}'" for name in names[:limit])
+    return shown + (", …" if len(names) > limit else "")
+
+
 class _Converter:
     """Cells of one non-blank record -> ParsedRow or RowError. The hot loop of every import."""
 
-    def __init__(self, indices: dict[str, int]):
+    def __init__(self, indices: dict[str, int], *, date_order: str = DAY_FIRST):
         self.url = indices["url"]
         self.width = max(indices.values()) + 1
+        parsers = {"date": _memoized(partial(parse_date, order=date_order))}
         # Only the columns present: (position in ParsedRow after url, column, parser, field).
         self.fields = [
-            (slot, indices[field], _memoized(parser) if field == "date" else parser, field)
+            (slot, indices[field], parsers.get(field, parser), field)
             for slot, (field, parser) in enumerate(_PARSERS)
             if field in indices
         ]
@@ -121,15 +185,18 @@ class _Converter:
         if not url:
             return RowError(number, "missing URL")
         values = [None] * len(_PARSERS)
+        notes = ()
         for slot, index, parser, field in self.fields:
             raw = cells[index]
             if raw is None or raw == "":
                 continue
             try:
                 values[slot] = parser(raw)
+            except NotRanked as exc:
+                notes += (f"{field} '{_shown(raw, 12)}' {exc}: row kept without a {field}",)
             except ValueError as exc:
                 return RowError(number, f"{field} '{_shown(raw)}' {exc}")
-        return ParsedRow(number, url, *values)
+        return ParsedRow(number, url, *values, notes)
 
 
 # Distinct dates remembered per pass: a file holds few (one per day it covers).

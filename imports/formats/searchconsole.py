@@ -21,7 +21,6 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import date
 from itertools import chain
-from pathlib import Path
 from typing import Any
 
 from openpyxl.workbook.workbook import Workbook
@@ -30,7 +29,7 @@ from .csvfile import CsvTable
 from .headers import METRICS, fold, map_columns
 from .rows import BadRecord, RowSource, Table, UnreadableFile, is_blank
 from .values import parse_date
-from .xlsxfile import SheetTable, sheet_rows
+from .xlsxfile import Opener, SheetTable, choose_sheet, sheet_names, sheet_rows
 
 PAGES = "pages"
 FILTERS = ("filters", "filtres")
@@ -75,20 +74,25 @@ def is_export(sheet_names: Iterable[str]) -> bool:
     return PAGES in keys and bool(keys & {*FILTERS, *DATES, *QUERIES})
 
 
-def from_workbook(path: Path, workbook: Workbook) -> RowSource:
+def from_workbook(opener: Opener, workbook: Workbook, *, sheet: str | None = None, **options) -> RowSource:
+    """The Pages sheet (or ``sheet``, if the import names another) with the export's period."""
     sheets: dict[str, str] = {}
-    for name in workbook.sheetnames:
+    names = sheet_names(workbook)
+    for name in names:
         sheets.setdefault(table_key(name), name)
-    pages = SheetTable(path, workbook, sheets[PAGES])
+    read = choose_sheet(workbook, sheet) if sheet else sheets[PAGES]
+    pages = SheetTable(opener, workbook, read)
     filters = _first(sheets, FILTERS)
     dates = _first(sheets, DATES)
     period = period_from_filters(sheet_rows(workbook, filters)) if filters else None
     if period is None and dates:
         period = period_from_dates(sheet_rows(workbook, dates))
-    return _pages_source(pages, period)
+    return _pages_source(pages, period, sheet=read, other_sheets=[name for name in names if name != read],
+                         **options)
 
 
-def from_bundle(path: Path, members: Sequence[zipfile.ZipInfo], max_unzipped_bytes: int) -> RowSource:
+def from_bundle(opener: Opener, members: Sequence[zipfile.ZipInfo], max_unzipped_bytes: int,
+                **options) -> RowSource:
     tables: dict[str, zipfile.ZipInfo] = {}
     for info in members:
         base = info.filename.rsplit("/", 1)[-1]
@@ -106,7 +110,7 @@ def from_bundle(path: Path, members: Sequence[zipfile.ZipInfo], max_unzipped_byt
         )
 
     def table(info: zipfile.ZipInfo) -> CsvTable:
-        return CsvTable(_member_opener(path, info, max_unzipped_bytes))
+        return CsvTable(_member_opener(opener, info, max_unzipped_bytes))
 
     pages = table(tables[PAGES])
     filters = _first(tables, FILTERS)
@@ -114,7 +118,7 @@ def from_bundle(path: Path, members: Sequence[zipfile.ZipInfo], max_unzipped_byt
     period = period_from_filters(_all_rows(table(filters))) if filters else None
     if period is None and dates:
         period = period_from_dates(_all_rows(table(dates)))
-    return _pages_source(pages, period)
+    return _pages_source(pages, period, **options)
 
 
 def period_from_filters(rows: Iterable[Sequence[Any]]) -> tuple[date, date] | None:
@@ -183,8 +187,8 @@ def _matched_date(match: re.Match) -> date | None:
         return None
 
 
-def _pages_source(pages: Table, period: tuple[date, date] | None) -> RowSource:
-    source = RowSource("searchconsole", pages, period=period)
+def _pages_source(pages: Table, period: tuple[date, date] | None, **options) -> RowSource:
+    source = RowSource("searchconsole", pages, period=period, **options)
     if not any(field in source.columns for field in METRICS):
         raise UnreadableFile(
             "the Search Console Pages table has no Clicks, Impressions, CTR or Position column "
@@ -217,18 +221,18 @@ def check_member(info: zipfile.ZipInfo, max_unzipped_bytes: int) -> None:
         )
 
 
-def _member_opener(path: Path, info: zipfile.ZipInfo, max_unzipped_bytes: int):
+def _member_opener(opener: Opener, info: zipfile.ZipInfo, max_unzipped_bytes: int):
     check_member(info, max_unzipped_bytes)
 
     @contextmanager
-    def opener():
+    def member_opener():
         try:
-            with zipfile.ZipFile(path) as archive, archive.open(info.filename) as member:
+            with opener() as raw, zipfile.ZipFile(raw) as archive, archive.open(info.filename) as member:
                 yield member
         except (zipfile.BadZipFile, NotImplementedError, zlib.error, EOFError) as exc:
             raise UnreadableFile(f"'{info.filename}' in the zip is damaged ({exc})") from exc
 
-    return opener
+    return member_opener
 
 
 def _size(size: int) -> str:

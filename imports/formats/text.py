@@ -37,6 +37,13 @@ _MAGIC = (
 # Characters no text export holds (tab, newlines and form feed aside), and
 # U+FFFD, what undecodable bytes became.
 _CONTROL = frozenset(map(chr, [*range(0x00, 0x09), *range(0x0E, 0x20), 0x7F, 0xFFFD]))
+# Windows-1252 text is mostly ASCII: accents are a few letters in a word, URLs
+# and numbers are ASCII. Bytes that decode to Latin letters and symbols nearly
+# throughout (compressed or encrypted data) are not a table.
+MIN_ASCII_SHARE_CP1252 = 0.5
+
+NOT_TEXT = ("this is not a text or spreadsheet file (it holds binary data): "
+            "upload a CSV, an Excel .xlsx or a Search Console .zip export")
 
 
 class RecordTooLong(Exception):
@@ -57,7 +64,9 @@ def detect_encoding(head: bytes, *, complete: bool) -> str:
     # A stray NUL is a bad row; many control characters mean this is no text at all.
     sample = head[:8192].decode(encoding, errors="replace")
     if sum(1 for char in sample if char in _CONTROL) > 2 + len(sample) // 100:
-        raise UnreadableFile("this is binary data, not a CSV, Excel .xlsx or Search Console .zip export")
+        raise UnreadableFile(NOT_TEXT)
+    if encoding == "cp1252" and sum(1 for char in sample if char.isascii()) < MIN_ASCII_SHARE_CP1252 * len(sample):
+        raise UnreadableFile(NOT_TEXT)
     return encoding
 
 

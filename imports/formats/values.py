@@ -10,22 +10,39 @@ group thousands; with both "," and "." the last one is the decimal mark; a
 single separator is a decimal mark ("12,3" is 12.3) except in counts, where one
 separator followed by exactly three digits groups thousands ("1,234" and
 "1.234" are 1234 clicks).
+
+Dates written ``a/b/yyyy`` are day first or month first as the caller says:
+``decide_date_order`` picks the order for a whole file from its dates.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from datetime import date, datetime, timedelta
+from typing import NamedTuple
 
 _GROUPING = str.maketrans("", "", " \u00a0\u202f\u2009'\u2019")
 _DECIMAL = re.compile(r"[+-]?(?:\d+(?:\.\d+)?|\.\d+)", re.ASCII)
 _GROUPED = re.compile(r"[+-]?\d{1,3}(?:[.,]\d{3})+", re.ASCII)
 _ISO_DATE = re.compile(r"(\d{4})-(\d{1,2})-(\d{1,2})(?:[T ][\d:.+Z-]*)?", re.ASCII)
-_DAY_FIRST = re.compile(r"(\d{1,2})/(\d{1,2})/(\d{4})(?: [\d:.]*)?", re.ASCII)
+_SLASHED = re.compile(r"(\d{1,2})/(\d{1,2})/(\d{4})(?: [\d:.]*)?", re.ASCII)
 _EXCEL_EPOCH = date(1899, 12, 30)  # serial 1 is 1900-01-01 after Lotus' leap-year bug
 _EXCEL_MAX_SERIAL = 2958465  # 9999-12-31
 MAX_COUNT = 2**63 - 1  # the bigint column's limit
+
+DAY_FIRST, MONTH_FIRST = "dmy", "mdy"
+DATE_ORDERS = {DAY_FIRST: "day first (dd/mm/yyyy)", MONTH_FIRST: "month first (mm/dd/yyyy)"}
+_PATTERNS = {DAY_FIRST: "dd/mm/yyyy", MONTH_FIRST: "mm/dd/yyyy"}
+
+# What rank trackers write for a page that is not ranked: a dash, "n/a",
+# ">100" or "100+" (beyond the positions tracked).
+_NOT_RANKED = re.compile(r"[-\u2013\u2014]|n ?[/.]? ?a\.?|none|not ranked|> ?\d+|\d+ ?\+", re.IGNORECASE)
+
+
+class NotRanked(ValueError):
+    """A position cell saying "not ranked": the row is kept, its position left empty."""
 
 
 def parse_count(value) -> int | None:
@@ -53,7 +70,12 @@ def parse_count(value) -> int | None:
 
 
 def parse_position(value) -> float | None:
-    """Average position: a number, 0 or more ("4,5" and "4.5" alike)."""
+    """Average position: a number, 0 or more ("4,5" and "4.5" alike).
+
+    Raises ``NotRanked`` for a rank tracker's "not ranked" (``-``, ``n/a``, ``>100``).
+    """
+    if isinstance(value, str) and _NOT_RANKED.fullmatch(value.strip()):
+        raise NotRanked("is not a rank")
     number = _decimal(value)
     if number is not None and number < 0:
         raise ValueError("is negative")
@@ -88,8 +110,8 @@ def parse_ctr(value) -> float | None:
     return number
 
 
-def parse_date(value) -> date | None:
-    """A day: yyyy-mm-dd or dd/mm/yyyy (day first, always), an Excel date or serial number."""
+def parse_date(value, order: str = DAY_FIRST) -> date | None:
+    """A day: yyyy-mm-dd, a/b/yyyy in ``order``, an Excel date or serial number."""
     if isinstance(value, datetime):
         return value.date()
     if isinstance(value, date):
@@ -105,14 +127,104 @@ def parse_date(value) -> date | None:
         return None
     if match := _ISO_DATE.fullmatch(text):
         year, month, day = match.groups()
-    elif match := _DAY_FIRST.fullmatch(text):
-        day, month, year = match.groups()
+    elif match := _SLASHED.fullmatch(text):
+        first, second, year = match.groups()
+        day, month = (first, second) if order == DAY_FIRST else (second, first)
+        try:
+            return date(int(year), int(month), int(day))
+        except ValueError:
+            if _valid(year, first, second):  # it is a date the other way round
+                raise ValueError(f"is not a date read {DATE_ORDERS[order]}, the order of this import") from None
+            raise ValueError("is not a date (no such day)") from None
     else:
-        raise ValueError("is not a date (expected yyyy-mm-dd or dd/mm/yyyy)")
+        raise ValueError(f"is not a date (expected yyyy-mm-dd or {_PATTERNS[order]})")
     try:
         return date(int(year), int(month), int(day))
     except ValueError:
         raise ValueError("is not a date (no such day)") from None
+
+
+def _valid(year, month, day) -> bool:
+    try:
+        date(int(year), int(month), int(day))
+    except ValueError:
+        return False
+    return True
+
+
+def date_fits(value) -> tuple[bool, bool] | None:
+    """For a text cell written a/b/yyyy: (is a date day first, is a date month first); None otherwise."""
+    if not isinstance(value, str):
+        return None
+    match = _SLASHED.fullmatch(value.strip())
+    if match is None:
+        return None
+    first, second, year = match.groups()
+    return _valid(year, second, first), _valid(year, first, second)
+
+
+class DateOrder(NamedTuple):
+    """The order a file's a/b/yyyy dates are read in, and why (for the report).
+
+    ``decided_by``: "choice" (the import says so), "file" (``example`` fits this
+    order only), "default" (every a/b/yyyy date fits both orders, or there are
+    none among the first dates: the configured default).
+    """
+
+    order: str
+    decided_by: str
+    example: str = ""
+
+    def describe(self) -> str:
+        """One sentence for the report."""
+        read = f"Dates read {DATE_ORDERS[self.order]}"
+        if self.decided_by == "choice":
+            return f"{read}, as chosen for this import."
+        if self.decided_by == "file":
+            return f"{read}: '{self.example}' can only be read that way."
+        if self.example:
+            return (f"{read}, the default: every date like '{self.example}' fits either order "
+                    "(choose the order when importing if that is wrong).")
+        return f"{read}, the default (the file's dates are not written dd/mm or mm/dd)."
+
+
+# A column that holds only yyyy-mm-dd or Excel dates this far has no a/b/yyyy
+# dates to decide for: the scan stops, so such a file is not read twice.
+PLAIN_DATES_SCANNED = 1000
+
+
+def decide_date_order(cells: Iterable, *, chosen: str | None, default: str = DAY_FIRST) -> DateOrder:
+    """The order a file's a/b/yyyy dates are read in, from its date cells (read until decided).
+
+    The first cell that fits one order only decides (a later cell that does
+    not fit it is a bad row, visible as such). Cells that fit both orders
+    decide nothing; a file of only those is read in ``default``.
+
+    >>> decide_date_order(["1/2/2026", "1/13/2026", "2/1/2026"], chosen=None)
+    DateOrder(order='mdy', decided_by='file', example='1/13/2026')
+    >>> decide_date_order(["1/2/2026", "3/4/2026"], chosen=None)
+    DateOrder(order='dmy', decided_by='default', example='1/2/2026')
+    >>> decide_date_order(["13/1/2026"], chosen="mdy")
+    DateOrder(order='mdy', decided_by='choice', example='')
+    """
+    if chosen:
+        return DateOrder(chosen, "choice")
+    ambiguous = ""
+    plain = 0
+    for cell in cells:
+        fits = date_fits(cell)
+        if fits is None:
+            if cell is not None and cell != "":
+                plain += 1
+                if plain >= PLAIN_DATES_SCANNED and not ambiguous:
+                    break
+            continue
+        day_first, month_first = fits
+        if day_first != month_first:
+            return DateOrder(DAY_FIRST if day_first else MONTH_FIRST, "file", cell.strip())
+        if day_first and not ambiguous:
+            ambiguous = cell.strip()
+    return DateOrder(default, "default", ambiguous)
 
 
 def _decimal(value, *, empty_ok: bool = True) -> float | None:

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import warnings
 import zipfile
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from itertools import islice
-from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 from xml.etree.ElementTree import ParseError
 
 from openpyxl import load_workbook
@@ -22,17 +21,19 @@ from openpyxl.workbook.workbook import Workbook
 from .headers import map_columns
 from .rows import UnreadableFile, is_blank
 
+Opener = Callable[[], AbstractContextManager[BinaryIO]]
+
 # Rows scanned for the header: some exports put a title above the table.
 # (Materialized while scanning: 50 rows of cells.)
 HEADER_SCAN_ROWS = 50
 
 
 @contextmanager
-def opened(path: Path) -> Iterator[Workbook]:
+def opened(opener: Opener) -> Iterator[Workbook]:
     """A read-only workbook, closed on exit; a damaged file is an ``UnreadableFile``."""
     # A file object, not a path: given a path, openpyxl refuses names that do
     # not end in .xlsx, and uploads are stored under names of our choosing.
-    with open(path, "rb") as file:
+    with opener() as file:
         with reading(), warnings.catch_warnings():
             # "Workbook contains no default style" and the like: noise for an import.
             warnings.simplefilter("ignore")
@@ -67,11 +68,42 @@ def sheet_rows(workbook: Workbook, sheet: str) -> Iterator[Sequence[Any]]:
         yield from worksheet.iter_rows(values_only=True)
 
 
+def choose_sheet(workbook: Workbook, wanted: str | None) -> str:
+    """The sheet to read: ``wanted`` (its name, whatever the case), else the first naming a URL column.
+
+    With no sheet naming one, the first sheet (whose headers the error will list).
+    """
+    names = sheet_names(workbook)
+    if wanted:
+        match = next((name for name in names if name == wanted), None) or next(
+            (name for name in names if name.casefold().strip() == wanted.casefold().strip()), None)
+        if match is None:
+            listed = ", ".join(f"'{name}'" for name in names[:20]) + (", …" if len(names) > 20 else "")
+            raise UnreadableFile(f"the workbook has no sheet '{wanted}': its sheets are {listed}")
+        return match
+    if not names:
+        raise UnreadableFile("the Excel workbook has no worksheet")
+    for name in names:
+        if has_url_header(workbook, name):
+            return name
+    return names[0]
+
+
+def sheet_names(workbook: Workbook) -> list[str]:
+    """The worksheets' names, in workbook order (chart sheets hold no cells)."""
+    return [worksheet.title for worksheet in workbook.worksheets]
+
+
+def has_url_header(workbook: Workbook, sheet: str) -> bool:
+    top = islice(sheet_rows(workbook, sheet), HEADER_SCAN_ROWS)
+    return any("url" in map_columns(_texts(cells)) for cells in top if not is_blank(cells))
+
+
 class SheetTable:
     """The header and records of one worksheet."""
 
-    def __init__(self, path: Path, workbook: Workbook, sheet: str):
-        self._path = path
+    def __init__(self, opener: Opener, workbook: Workbook, sheet: str):
+        self._opener = opener
         self._sheet = sheet
         worksheet = workbook[sheet]
         self._declared_last_row = worksheet.max_row  # from <dimension>, for count() only
@@ -96,7 +128,7 @@ class SheetTable:
         return self._counted
 
     def records(self) -> Iterator[Sequence[Any]]:
-        with opened(self._path) as workbook:
+        with opened(self._opener) as workbook:
             worksheet = workbook[self._sheet]
             worksheet.reset_dimensions()
             with reading():

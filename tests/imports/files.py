@@ -107,3 +107,40 @@ def write_search_console_zip(directory: Path, name: str = "export.zip", **kwargs
 def write_tables_zip(directory: Path, name: str, tables: dict[str, list[list]]) -> Path:
     """A zip of one CSV per table, as Search Console's CSV export writes it."""
     return write_zip(directory, name, {f"{table}.csv": csv_text(rows) for table, rows in tables.items()})
+
+
+def write_compound_file(directory: Path, name: str, streams: list[str]) -> Path:
+    """An OLE2 compound file (the Office 97-2003 container) whose directory names ``streams``, all empty.
+
+    What Excel writes for a password-protected workbook is such a file with an
+    ``EncryptedPackage`` stream; an old .xls has a ``Workbook`` stream.
+    """
+    import struct
+
+    free, end, fat_sector = 0xFFFFFFFF, 0xFFFFFFFE, 0xFFFFFFFD
+    entries = [("Root Entry", 5)] + [(stream, 2) for stream in streams]
+    directory_sectors = -(-len(entries) // 4)  # four 128-byte entries per 512-byte sector
+    fat = [fat_sector] + [2 + n for n in range(directory_sectors - 1)] + [end]
+    fat += [free] * (128 - len(fat))
+    header = bytearray(512)
+    header[0:8] = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+    struct.pack_into("<HHHH", header, 0x18, 0x3E, 3, 0xFFFE, 9)  # minor, major version, byte order, 512 B
+    struct.pack_into("<H", header, 0x20, 6)  # mini sectors of 64 bytes
+    struct.pack_into("<IIIIIIII", header, 0x2C, 1, 1, 0, 4096, end, 0, end, 0)
+    struct.pack_into("<109I", header, 0x4C, 0, *([free] * 108))
+    body = bytearray(struct.pack("<128I", *fat))
+    for index in range(directory_sectors * 4):
+        entry = bytearray(128)
+        if index < len(entries):
+            title, kind = entries[index]
+            encoded = title.encode("utf-16-le") + b"\x00\x00"
+            entry[: len(encoded)] = encoded
+            struct.pack_into("<HBB", entry, 64, len(encoded), kind, 1)
+            # Siblings and child: a flat list under the root, good enough for a directory scan.
+            struct.pack_into("<III", entry, 68, free, index + 1 if 0 < index < len(entries) - 1 else free,
+                             1 if index == 0 and len(entries) > 1 else free)
+            struct.pack_into("<I", entry, 116, end)
+        body += entry
+    path = directory / name
+    path.write_bytes(bytes(header) + bytes(body))
+    return path

@@ -26,13 +26,18 @@ def _refused(path, filename=None, **kwargs) -> str:
         ("blank.csv", b"\r\n  \r\n\t\n", "the file has no header row (it is blank)"),
         ("bom.csv", b"\xef\xbb\xbf", "the file has no header row (it is blank)"),
         ("garbage.csv", bytes(range(256)) * 64,
-         "this is binary data, not a CSV, Excel .xlsx or Search Console .zip export"),
-        ("random.bin", b"rnd" + random.Random(7).randbytes(4096), "this is binary data"),
+         "this is not a text or spreadsheet file (it holds binary data): upload a CSV, an Excel .xlsx or a "
+         "Search Console .zip export"),
+        ("random.bin", b"rnd" + random.Random(7).randbytes(4096), "this is not a text or spreadsheet file"),
+        # Bytes that all decode to Windows-1252 letters: no control character, still no text.
+        ("latin.csv", bytes(random.Random(3).randint(0xA0, 0xFF) for _ in range(5000)),
+         "this is not a text or spreadsheet file"),
         ("report.pdf", b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj", "this is a PDF document"),
         ("old.xls", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(600),
-         "an old Excel .xls (Office 97-2003) file: save it as .xlsx or CSV"),
+         "an old Office 97-2003 file (.xls?): save it as .xlsx or CSV"),
         ("data.csv.gz", b"\x1f\x8b\x08\x00" + bytes(100), "this is a gzip archive: decompress it first"),
-        ("fake.xlsx", b"\x00\x01\x02\x03" * 100, "fake.xlsx is not a valid .xlsx file: this is binary data"),
+        ("fake.xlsx", b"\x00\x01\x02\x03" * 100,
+         "fake.xlsx is not a valid .xlsx file: this is not a text or spreadsheet file"),
         ("damaged.zip", b"PK\x03\x04" + b"\x00garbage" * 20, "the zip archive is damaged"),
         ("empty.zip", b"PK\x05\x06" + bytes(18), "the zip has no Pages.csv (found no files)"),
         ("huge-line.csv", b"URL," + b"x" * (MAX_RECORD_CHARS + 10) + b"\nhttps://a.example/,1\n",
@@ -51,10 +56,18 @@ def test_no_url_column_lists_the_headers_found(tmp_path):
     )
 
 
-def test_no_url_column_in_a_workbook(tmp_path):
-    path = files.write_xlsx(tmp_path, "x.xlsx", {"Queries": [["Top queries", "Clicks"], ["seo", 1]]})
+def test_no_url_column_in_a_workbook_names_the_sheet_read_and_the_others(tmp_path):
+    path = files.write_xlsx(tmp_path, "x.xlsx", {"Queries": [["Top queries", "Clicks"], ["seo", 1]],
+                                                 "Notes": [["Written by", "ana"]]})
     message = _refused(path)
-    assert message.startswith("no URL column: found headers 'Top queries', 'Clicks'; expected one of: Top pages")
+    assert message.startswith("no URL column in the sheet 'Queries': found headers 'Top queries', 'Clicks'; "
+                              "expected one of: Top pages")
+    assert message.endswith("(the workbook also has 'Notes': choose the sheet to read)")
+
+
+def test_a_sheet_that_does_not_exist_is_refused_with_the_sheets_there_are(tmp_path):
+    path = files.write_xlsx(tmp_path, "x.xlsx", {"Data": [["URL"], ["https://a.example/"]], "Notes": [["x"]]})
+    assert _refused(path, sheet="Summary") == "the workbook has no sheet 'Summary': its sheets are 'Data', 'Notes'"
 
 
 def test_zip_without_pages_says_what_it_holds(tmp_path):
@@ -182,3 +195,23 @@ def test_a_long_line_is_never_read_whole():
         next(lines)
     assert next(lines) == "next\n"
     assert stream.asked and all(0 < size <= 101 for size in stream.asked), stream.asked
+
+
+@pytest.mark.parametrize(("streams", "message"), [
+    (["EncryptionInfo", "EncryptedPackage", "\x06DataSpaces"], "this Excel file is password-protected: remove"),
+    (["Workbook", "\x05SummaryInformation", "\x05DocumentSummaryInformation", "CompObj", "Ctls"],
+     "this is an old Excel .xls (Office 97-2003) file: save it as .xlsx or CSV"),
+    (["WordDocument", "1Table"], "this is a Word document, not a text or spreadsheet file"),
+])
+def test_compound_files_are_told_apart_by_their_streams(tmp_path, streams, message):
+    # A password-protected .xlsx starts like an old .xls: only its directory tells them apart.
+    path = files.write_compound_file(tmp_path, "report.xlsx", streams)
+    assert _refused(path).startswith(message)
+
+
+def test_opendocument_and_word_zips_say_what_they_are(tmp_path):
+    ods = files.write_zip(tmp_path, "sheet.ods", {"mimetype": "application/vnd.oasis.opendocument.spreadsheet",
+                                                  "content.xml": "<office:document-content/>"})
+    assert _refused(ods) == "this is an OpenDocument spreadsheet (.ods), not an Excel .xlsx: save it as .xlsx or CSV"
+    docx = files.write_zip(tmp_path, "notes.zip", {"[Content_Types].xml": "<Types/>", "word/document.xml": "<w/>"})
+    assert _refused(docx) == "this is a Word document, not a text or spreadsheet file"

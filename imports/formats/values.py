@@ -133,7 +133,7 @@ def parse_date(value, order: str = DAY_FIRST) -> date | None:
         try:
             return date(int(year), int(month), int(day))
         except ValueError:
-            if _valid(year, first, second):  # it is a date the other way round
+            if _valid(year, day, month):  # it is a date the other way round
                 raise ValueError(f"is not a date read {DATE_ORDERS[order]}, the order of this import") from None
             raise ValueError("is not a date (no such day)") from None
     else:

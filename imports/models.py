@@ -29,6 +29,13 @@ class ImportOrigin(models.TextChoices):
     API = "api", "API"
 
 
+class DateOrder(models.TextChoices):
+    """How a file's a/b/yyyy dates are read; blank on an Import: decided from the file."""
+
+    DAY_FIRST = "dmy", "Day first (31/12/2026)"
+    MONTH_FIRST = "mdy", "Month first (12/31/2026)"
+
+
 class ImportStatus(models.TextChoices):
     # Created with its job, in one transaction.
     QUEUED = "queued", "Queued"
@@ -63,6 +70,9 @@ class Import(models.Model):
     # The period covered, when the file has no Date column (or for API pulls).
     period_start = models.DateField(null=True, blank=True)
     period_end = models.DateField(null=True, blank=True)
+    # The import's choices for reading the file; blank: decided from the file.
+    sheet = models.CharField(max_length=100, blank=True)
+    date_order = models.CharField(max_length=3, choices=DateOrder.choices, blank=True)
     job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     read = models.IntegerField(default=0)
     inserted = models.IntegerField(default=0)

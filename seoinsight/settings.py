@@ -130,6 +130,9 @@ IMPORT_MAX_UPLOAD_BYTES = env.int("IMPORT_MAX_UPLOAD_BYTES", default=200 * 1024 
 IMPORT_MAX_UNZIPPED_BYTES = env.int("IMPORT_MAX_UNZIPPED_BYTES", default=1024 * 1024 * 1024)
 # Rows per transaction (and per progress checkpoint) in import_csv.
 IMPORTS_BATCH_SIZE = env.int("IMPORTS_BATCH_SIZE", default=5000)
+# How a/b/yyyy dates are read when every one of a file's fits both orders and the import chose none:
+# "dmy" (day first) or "mdy" (month first). A file whose dates fit one order only is read that way.
+IMPORT_DATE_ORDER = env.str("IMPORT_DATE_ORDER", default="dmy")
 
 # --- Mail intake ------------------------------------------------------------------
 # Read through mailpoll.conf, which documents each one.

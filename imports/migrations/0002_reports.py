@@ -1,6 +1,6 @@
 """Placeholder filled by the change that needs it."""
 
-from django.db import migrations
+from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
@@ -9,4 +9,16 @@ class Migration(migrations.Migration):
         ('imports', '0001_initial'),
     ]
 
-    operations = []
+    operations = [
+        migrations.AddField(
+            model_name='import',
+            name='sheet',
+            field=models.CharField(blank=True, max_length=100),
+        ),
+        migrations.AddField(
+            model_name='import',
+            name='date_order',
+            field=models.CharField(blank=True, choices=[('dmy', 'Day first (31/12/2026)'),
+                                                        ('mdy', 'Month first (12/31/2026)')], max_length=3),
+        ),
+    ]

@@ -90,6 +90,8 @@ class Counts:
     errors: int = 0
     skipped_reasons: dict = field(default_factory=dict)
     error_samples: list = field(default_factory=list)
+    # Rows stored with something left out, by what ("position '-' is not a rank: …").
+    notes: dict = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, data: dict | None) -> Counts:
@@ -105,6 +107,9 @@ class Counts:
     def skip(self, reason: str) -> None:
         self.skipped += 1
         self.skipped_reasons[reason] = self.skipped_reasons.get(reason, 0) + 1
+
+    def note(self, what: str) -> None:
+        self.notes[what] = self.notes.get(what, 0) + 1
 
     def error(self, row_number: int, reason: str) -> None:
         self.errors += 1
@@ -184,6 +189,8 @@ def prepare(rows, scope: Scope, counts: Counts) -> dict[tuple, tuple]:
         else:
             counts.error(row.number, "no date for this row and no period for the file")
             continue
+        for note in row.notes:
+            counts.note(note)
         # The record is the staging table's row, in its column order.
         records[(normalized, start, end)] = (url, normalized, start, end,
                                              row.clicks, row.impressions, row.ctr, row.position)

@@ -55,7 +55,8 @@ def import_csv(job):
     Import.objects.filter(pk=imp.pk, status=ImportStatus.QUEUED).update(status=ImportStatus.RUNNING)
     try:
         storage.check_stored(imp.file.name, imp.size)  # a truncated copy is refused, never read as "empty"
-        source = open_source(imp.file.path, imp.original_filename,
+        source = open_source(imp.file.path, imp.original_filename, sheet=imp.sheet or None,
+                             date_order=imp.date_order or None, default_date_order=settings.IMPORT_DATE_ORDER,
                              max_unzipped_bytes=settings.IMPORT_MAX_UNZIPPED_BYTES)
     except storage.DamagedFile as exc:
         raise ImportRejected(f"{exc}: upload the file again") from None
@@ -93,7 +94,7 @@ def import_csv(job):
         ingest.write_batch(write_batch, counts, job_id=job.id, what=f"rows {done + 1} to {end}")
         done = end
 
-    report = counts.as_dict()
+    report = {**counts.as_dict(), "source": source.summary()}  # what was read: columns, sheet, date order
     with transaction.atomic():
         Import.objects.filter(pk=imp.pk).update(
             status=ImportStatus.DONE, read=counts.read, inserted=counts.inserted, updated=counts.updated,

@@ -43,9 +43,11 @@ class InitialMode(models.TextChoices):
 
 class MailboxQuerySet(models.QuerySet):
     def due(self):
-        """Enabled mailboxes whose interval has passed since their last poll (seed 000's claim filter)."""
+        """Enabled mailboxes whose interval, and backoff, have passed (``sql.CLAIM_DUE_MAILBOXES``'s filter)."""
         return self.filter(enabled=True).filter(
-            Q(last_polled_at__isnull=True) | Q(last_polled_at__lt=Now() - F("poll_interval"))
+            Q(last_polled_at__isnull=True)
+            | Q(last_polled_at__lt=Now() - F("poll_interval"))
+            & (Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=Now()))
         )
 
 
@@ -73,6 +75,8 @@ class Mailbox(models.Model):
     last_error = models.TextField(blank=True)
     last_error_at = models.DateTimeField(null=True, blank=True)
     consecutive_failures = models.IntegerField(default=0)
+    # Set after a failed poll: not due again before this (exponential backoff, sql.RECORD_POLL_FAILURE).
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     objects = MailboxQuerySet.as_manager()
@@ -89,6 +93,8 @@ class Mailbox(models.Model):
             models.CheckConstraint(
                 condition=~Q(security="none") | Q(host__in=LOOPBACK_HOSTS), name="mailbox_plaintext_loopback_only"
             ),
+            # Zero or less would make a mailbox due on every cycle, and its backoff zero.
+            models.CheckConstraint(condition=Q(poll_interval__gt=timedelta(0)), name="mailbox_poll_interval_positive"),
         ]
 
     def __str__(self):

@@ -9,6 +9,13 @@ stored in one transaction, and a batch that fails is stored again message by
 message, so only a message that really cannot be stored holds the cursor
 (``mailpoll.store``). Any exception of a mailbox is recorded
 on it and swallowed, and every cycle ends with the watchdog: the loop never dies.
+
+Up to ``MAILPOLL_CONCURRENCY`` mailboxes are polled at once, each in its own
+thread with its own IMAP and database connections. Each poll has an overall
+deadline (``MAILPOLL_POLL_DEADLINE``): a watcher thread shuts the poll's socket
+down when it passes, or a few seconds after SIGTERM, so neither a server that
+never answers nor one that trickles can hold the others or the shutdown. A
+mailbox that fails is retried later and later (``sql.RECORD_POLL_FAILURE``).
 """
 
 from __future__ import annotations
@@ -17,20 +24,24 @@ import logging
 import random
 import signal
 import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from django.db import connection
-from django.db.models import F
 from django.utils import timezone
 
 from . import conf, cursor, sql, store, watchdog
-from .models import FolderCursor, Mailbox
+from .models import FolderCursor, Mailbox, Request
 from .parse import normalize_message_id
-from .providers import FolderError, for_mailbox
+from .providers import FolderError, ProviderError, for_mailbox
 
 log = logging.getLogger(__name__)
 
 SYNC_COMMIT_OFF = "SET synchronous_commit = off"
+# After SIGTERM, a poll has this long to end on its own (between batches) before its connection is cut.
+STOP_GRACE = 2.0
 
 
 @dataclass
@@ -47,25 +58,31 @@ class FolderResult:
 
 
 class Poller:
-    def __init__(self, *, interval: float | None = None, store_messages=None):
+    def __init__(self, *, interval: float | None = None, store_messages=None, concurrency: int | None = None):
         self.interval = interval or conf.get("MAILPOLL_INTERVAL")
+        self.concurrency = max(1, concurrency or conf.get("MAILPOLL_CONCURRENCY"))
         # The storage step, replaceable so tests can make one message fail.
         self.store_messages = store_messages or store.store_messages
         self._stop = threading.Event()
+        # Failures that could not be written (the database was down), by mailbox id: written at the next cycle.
+        self._unrecorded: dict[int, tuple[str, datetime, bool]] = {}
+        self._unrecorded_lock = threading.Lock()
 
     def install_signal_handlers(self) -> None:
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
 
     def _on_signal(self, signum, frame):
-        log.info("%s received: finishing the current mailbox, then exiting", signal.Signals(signum).name)
+        log.info("%s received: finishing the current batch of each mailbox (connections still busy in %.0f s are "
+                 "cut), then exiting", signal.Signals(signum).name, STOP_GRACE)
         self._stop.set()
 
     def stop(self) -> None:
         self._stop.set()
 
     def run(self, once: bool = False) -> None:
-        log.info("poller started: interval=%.0fs", self.interval)
+        log.info("poller started: interval=%.0fs concurrency=%s deadline=%.0fs", self.interval, self.concurrency,
+                 conf.get("MAILPOLL_POLL_DEADLINE"))
         while not self._stop.is_set():
             self.cycle()
             if once:
@@ -74,21 +91,14 @@ class Poller:
         log.info("poller stopped")
 
     def cycle(self) -> list[int]:
-        """One cycle: claim, poll each claimed mailbox, watchdog. Returns the mailbox ids polled."""
+        """One cycle: claim, poll the claimed mailboxes, watchdog. Returns the mailbox ids polled."""
         polled = []
         try:
+            self._record_unrecorded()
             ids = self.claim_due()
-            with connection.cursor() as cur:
-                # Safe to trade durability for speed here, and only here: the poller
-                # changes nothing on the mail server, and a crash loses a suffix of
-                # commits — the cursor is committed after the messages it covers, so
-                # it can never survive them. Lost messages are simply fetched again.
-                cur.execute(SYNC_COMMIT_OFF)
-            for mailbox in Mailbox.objects.filter(pk__in=ids).select_related("org"):
-                if self._stop.is_set():
-                    break
-                self.poll(mailbox)
-                polled.append(mailbox.pk)
+            _sync_commit_off()
+            mailboxes = list(Mailbox.objects.filter(pk__in=ids).select_related("org").order_by("pk"))
+            polled = self._poll_all(mailboxes)
         except Exception:
             log.exception("poll cycle failed")
             _reset_connection()
@@ -99,16 +109,49 @@ class Poller:
             _reset_connection()
         return polled
 
+    def _poll_all(self, mailboxes: list[Mailbox]) -> list[int]:
+        """Poll each mailbox, up to ``concurrency`` at once; a lone mailbox in this thread."""
+        if self.concurrency == 1 or len(mailboxes) <= 1:
+            polled = []
+            for mailbox in mailboxes:
+                if self._stop.is_set():
+                    break
+                self.poll(mailbox)
+                polled.append(mailbox.pk)
+            return polled
+        with ThreadPoolExecutor(max_workers=min(self.concurrency, len(mailboxes)),
+                                thread_name_prefix="pollmail") as pool:
+            futures = [(mailbox.pk, pool.submit(self._poll_in_thread, mailbox)) for mailbox in mailboxes]
+            return [pk for pk, future in futures if future.result()]
+
+    def _poll_in_thread(self, mailbox: Mailbox) -> bool:
+        """One poll on a pool thread, on the thread's own database connection, closed at the end."""
+        if self._stop.is_set():
+            return False
+        try:
+            _sync_commit_off()
+            self.poll(mailbox)
+            return True
+        except Exception:
+            log.exception("mailbox=%s poll failed outside its own handling", mailbox.pk)
+            return True
+        finally:
+            _reset_connection()
+
     def claim_due(self) -> list[int]:
         with connection.cursor() as cur:
             cur.execute(sql.CLAIM_DUE_MAILBOXES, {"limit": conf.get("MAILPOLL_CLAIM_LIMIT")})
             return [row[0] for row in cur.fetchall()]
 
     def poll(self, mailbox: Mailbox) -> list[FolderResult]:
-        """Poll every folder of one mailbox; record success or the error on the mailbox."""
+        """Poll every folder of one mailbox within its deadline; record success or the error on the mailbox."""
         results = []
+        started = timezone.now()
+        watch = None
         try:
-            with for_mailbox(mailbox) as provider:
+            provider = for_mailbox(mailbox)
+            watch = _Watch(provider, conf.get("MAILPOLL_POLL_DEADLINE"), self._stop)
+            with watch, provider:
                 for folder in mailbox.folder_list:
                     try:
                         results.append(self.sync_folder(provider, mailbox, folder))
@@ -118,8 +161,21 @@ class Poller:
                         results.append(self._folder_failed(mailbox, folder, exc))
         except Exception as exc:
             _reset_connection_if_broken()
-            self._record_failure(mailbox, f"{type(exc).__name__}: {exc}")
-            log.warning("mailbox=%s poll failed: %s: %s", mailbox.pk, type(exc).__name__, exc)
+            # A provider's error names its server and folder already; anything else is named by its type.
+            error = str(exc) if isinstance(exc, ProviderError) else f"{type(exc).__name__}: {exc}"
+            cause = watch.cause if watch else None
+            if cause == _Watch.STOPPING:
+                log.info("mailbox=%s poll cut short by the shutdown: %s", mailbox.pk, error)
+                return results
+            backoff = True
+            if cause == _Watch.DEADLINE:
+                stored = _stored_since(mailbox, started)
+                # A poll that was getting somewhere (a first sweep of a big folder) resumes from its cursor
+                # next time, at the usual interval; one that stored nothing is a server to back off from.
+                backoff = not stored
+                error = f"{error} ({stored} new message(s) stored before it)"
+            self._record_failure(mailbox, error, backoff=backoff)
+            log.warning("mailbox=%s poll failed: %s", mailbox.pk, error)
             return results
         failures = {f"{r.folder} uid {uid}": err for r in results for uid, err in r.failed.items()}
         problems = [f"folder {r.folder} could not be read: {r.error}" for r in results if r.error]
@@ -127,9 +183,10 @@ class Poller:
             first = next(iter(failures.items()))
             problems.append(f"{len(failures)} message(s) not stored; first: {first[0]}: {first[1]}")
         if problems:
-            self._record_failure(mailbox, "; ".join(problems))
+            # The server answered: a folder or a message failed, not the mailbox. No backoff.
+            self._record_failure(mailbox, "; ".join(problems), backoff=False)
         else:
-            Mailbox.objects.filter(pk=mailbox.pk).update(last_success_at=timezone.now(), consecutive_failures=0)
+            self._record_success(mailbox)
         for r in results:
             log.info("mailbox=%s folder=%s mode=%s fetched=%s stored=%s duplicates=%s rejected=%s failed=%s "
                      "last_uid=%s", mailbox.pk, r.folder, r.mode, r.fetched, r.stored, r.duplicates, r.rejected,
@@ -296,15 +353,91 @@ class Poller:
             sender=str(parsed.get("From") or ""), subject=str(parsed.get("Subject") or ""),
         )
 
-    def _record_failure(self, mailbox: Mailbox, error: str) -> None:
+    def _record_success(self, mailbox: Mailbox) -> None:
+        # A success ends any backoff: the mailbox is back on its poll_interval.
         try:
-            Mailbox.objects.filter(pk=mailbox.pk).update(
-                last_error=error[:2000], last_error_at=timezone.now(),
-                consecutive_failures=F("consecutive_failures") + 1,
-            )
+            Mailbox.objects.filter(pk=mailbox.pk).update(last_success_at=timezone.now(), consecutive_failures=0,
+                                                         next_attempt_at=None)
         except Exception:
-            log.exception("mailbox=%s could not record its failure", mailbox.pk)
+            log.exception("mailbox=%s could not record its success", mailbox.pk)
             _reset_connection()
+
+    def _record_failure(self, mailbox: Mailbox, error: str, *, backoff: bool = True,
+                        failed_at: datetime | None = None) -> bool:
+        """Write a failure on the mailbox; if the database is down, keep it for the next cycle. True if written."""
+        failed_at = failed_at or timezone.now()
+        try:
+            with connection.cursor() as cur:
+                cur.execute(sql.RECORD_POLL_FAILURE, {
+                    "id": mailbox.pk, "error": error[:2000], "failed_at": failed_at, "backoff": backoff,
+                    "backoff_max": conf.get("MAILPOLL_BACKOFF_MAX"),
+                })
+        except Exception as exc:
+            log.error("mailbox=%s could not record its failure (%s: %s); kept, to be recorded once the database "
+                      "answers: %s", mailbox.pk, type(exc).__name__, exc, error)
+            _reset_connection()
+            with self._unrecorded_lock:
+                self._unrecorded[mailbox.pk] = (error, failed_at, backoff)
+            return False
+        return True
+
+    def _record_unrecorded(self) -> None:
+        """Write the failures kept through a database outage (the first that fails again waits for the next)."""
+        with self._unrecorded_lock:
+            kept = sorted(self._unrecorded.items(), key=lambda item: item[1][1])
+            self._unrecorded.clear()
+        for n, (pk, (error, failed_at, backoff)) in enumerate(kept):
+            if not self._record_failure(Mailbox(pk=pk), error, backoff=backoff, failed_at=failed_at):
+                with self._unrecorded_lock:
+                    for later_pk, later in kept[n + 1:]:
+                        self._unrecorded.setdefault(later_pk, later)
+                return
+            log.info("mailbox=%s failure of %s recorded after the database came back", pk, failed_at.isoformat())
+
+
+class _Watch:
+    """Ends one poll from outside: at its deadline, or ``STOP_GRACE`` seconds after the poller is told to stop.
+
+    It shuts the provider's connection down (``MailProvider.interrupt``), which wakes
+    whatever the poll is blocked in; ``cause`` then says why the poll failed.
+    """
+
+    DEADLINE, STOPPING = "deadline", "stopping"
+    TICK = 0.1
+
+    def __init__(self, provider, deadline: float, stop: threading.Event):
+        self.provider = provider
+        self.deadline = deadline
+        self.stop = stop
+        self.cause: str | None = None
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="pollmail-watch", daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._done.set()
+        self._thread.join()
+
+    def _watch(self) -> None:
+        ends = time.monotonic() + self.deadline
+        stop_seen = None
+        while not self._done.wait(self.TICK):
+            now = time.monotonic()
+            if self.stop.is_set():
+                stop_seen = stop_seen or now
+            if now >= ends:
+                self._cut(self.DEADLINE, f"the poll's deadline of {self.deadline:g} s passed")
+                return
+            if stop_seen is not None and now - stop_seen >= STOP_GRACE:
+                self._cut(self.STOPPING, "pollmail is stopping")
+                return
+
+    def _cut(self, cause: str, reason: str) -> None:
+        self.cause = cause
+        self.provider.interrupt(reason)
 
 
 def _count(uid: int, outcome: store.Stored, result: FolderResult, succeeded: set[int]) -> None:
@@ -328,3 +461,21 @@ def _reset_connection() -> None:
         connection.close()
     except Exception:
         pass
+
+
+def _sync_commit_off() -> None:
+    with connection.cursor() as cur:
+        # Safe to trade durability for speed here, and only here: the poller
+        # changes nothing on the mail server, and a crash loses a suffix of
+        # commits — the cursor is committed after the messages it covers, so
+        # it can never survive them. Lost messages are simply fetched again.
+        cur.execute(SYNC_COMMIT_OFF)
+
+
+def _stored_since(mailbox: Mailbox, started: datetime) -> int:
+    """Requests this mailbox stored since ``started`` (0 if the database cannot say)."""
+    try:
+        return Request.objects.filter(mailbox_id=mailbox.pk, created_at__gte=started).count()
+    except Exception:
+        _reset_connection_if_broken()
+        return 0

@@ -4,18 +4,51 @@
 # SKIP LOCKED: a mailbox another replica is claiming right now is simply not ours.
 # The bump happens before any network I/O, so a replica that dies mid-poll
 # leaves the mailbox due again one interval later.
+# Due: its poll_interval has passed, and so has the backoff of a failing mailbox
+# (next_attempt_at, set by RECORD_POLL_FAILURE). A NULL last_polled_at (never
+# polled, or "Poll now" in the admin) is due at once, backoff or not.
 CLAIM_DUE_MAILBOXES = """
 UPDATE mailpoll_mailbox AS m
 SET last_polled_at = now()
 FROM (
     SELECT id FROM mailpoll_mailbox
-    WHERE enabled AND (last_polled_at IS NULL OR last_polled_at < now() - poll_interval)
+    WHERE enabled
+      AND (last_polled_at IS NULL
+           OR (last_polled_at < now() - poll_interval AND (next_attempt_at IS NULL OR next_attempt_at <= now())))
     ORDER BY last_polled_at NULLS FIRST, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ) AS due
 WHERE m.id = due.id
 RETURNING m.id
+"""
+
+# A failed poll: its error, one more consecutive failure, and when to try again.
+# With backoff (the server could not be polled: refused, hung, wrong password) the
+# wait from the attempt's start doubles with each consecutive failure — 1, 2, 4 …
+# poll_intervals — up to %(backoff_max)s seconds, never below poll_interval;
+# without (the server answered, a folder or a message failed) the mailbox stays on
+# its interval. A success resets both (the poller's _record_success).
+# A failure kept through a database outage is written late, so it is guarded by
+# its own time: it never overwrites a newer error, and when a success came after
+# it, it leaves only its trace (error and time), neither a count nor a backoff.
+RECORD_POLL_FAILURE = """
+UPDATE mailpoll_mailbox AS m SET
+    last_error = %(error)s,
+    last_error_at = %(failed_at)s,
+    consecutive_failures = m.consecutive_failures + CASE WHEN s.superseded THEN 0 ELSE 1 END,
+    next_attempt_at = CASE
+        WHEN s.superseded THEN m.next_attempt_at
+        WHEN NOT %(backoff)s THEN NULL
+        ELSE COALESCE(m.last_polled_at, %(failed_at)s) + GREATEST(m.poll_interval, LEAST(
+            m.poll_interval * power(2, LEAST(m.consecutive_failures, 30)),
+            make_interval(secs => %(backoff_max)s)))
+    END
+FROM (
+    SELECT id, COALESCE(last_success_at >= %(failed_at)s, false) AS superseded
+    FROM mailpoll_mailbox WHERE id = %(id)s
+) AS s
+WHERE m.id = s.id AND (m.last_error_at IS NULL OR m.last_error_at < %(failed_at)s)
 """
 
 # The dedup fast path, once per fetched batch: which of these messages does the

@@ -17,30 +17,38 @@ Transport, and why tests need no patching. Production and tests run the same cod
 * API calls go through ``AuthorizedHttp(credentials, http=http_factory())``.
   ``http_factory`` is a module-level hook returning a fresh ``httplib2.Http``;
   tests point it at ``googleapiclient.http.HttpMockSequence``, the library's own
-  mock transport, which records every request.
+  mock transport, which records every request. ``api_endpoint`` (None: Google's,
+  from the discovery document) lets network-fault tests send the real
+  ``httplib2.Http`` to a loopback server that drops or refuses connections.
 * ``build(..., static_discovery=True)`` reads the discovery document shipped with
   google-api-python-client, so nothing but the token and the queries touches the
   network.
 * ``sleep`` (the pause between retries) is a module-level hook too.
 
 Errors: 429 and 5xx are retried up to ``MAX_ATTEMPTS`` times with exponential
-backoff, honouring ``Retry-After``; 401/403/404 mean the service account cannot
-see the property and fail at once; any other 4xx is a bad query and fails at once.
+backoff, honouring ``Retry-After``; so are failures of the connection itself
+(refused, reset, dropped before the answer, timed out, host not found), of the
+API and of the token endpoint alike, and the final error names the endpoint.
+401/403/404 mean the service account cannot see the property and fail at once;
+any other 4xx is a bad query and fails at once.
 """
 
 from __future__ import annotations
 
+import http.client
 import logging
 import re
+import ssl
 import time
 from datetime import date
+from urllib.parse import urlsplit
 from uuid import uuid4
 
 import google_auth_httplib2
 import httplib2
 from django.db import transaction
 from django.utils import timezone
-from google.auth.exceptions import GoogleAuthError
+from google.auth.exceptions import GoogleAuthError, TransportError
 from google.oauth2 import service_account
 from googleapiclient.discovery import build
 from googleapiclient.errors import HttpError
@@ -71,6 +79,51 @@ def default_http() -> httplib2.Http:
 # Injection points (see the module docstring); tests replace them, nothing else should.
 http_factory = default_http
 sleep = time.sleep
+api_endpoint: str | None = None
+
+# Failures of the connection, not of the query: worth another try. httplib2
+# raises the socket's and http.client's own errors (a refused connection is a
+# bare ConnectionRefusedError); google-auth wraps some in TransportError.
+NETWORK_ERRORS = (ConnectionError, TimeoutError, http.client.HTTPException, httplib2.ServerNotFoundError,
+                  ssl.SSLEOFError, TransportError)
+
+
+def network_failure(exc: BaseException) -> str | None:
+    """What went wrong with the connection, for the operator, if ``exc`` is such a failure; else None.
+
+    Looks through the wrappers (TransportError) at the error underneath.
+    """
+    seen, failure = exc, None
+    while seen is not None:
+        if isinstance(seen, NETWORK_ERRORS) and not isinstance(seen, TransportError):
+            failure = seen
+            break
+        if isinstance(seen, TransportError) and seen.args and isinstance(seen.args[0], BaseException):
+            seen = seen.args[0]
+        else:
+            seen = seen.__cause__ or seen.__context__
+    if failure is None:
+        return None
+    if isinstance(failure, ConnectionRefusedError):
+        summary = "connection refused"
+    elif isinstance(failure, http.client.RemoteDisconnected):
+        summary = "connection closed without an answer"
+    elif isinstance(failure, (ConnectionResetError, ConnectionAbortedError, BrokenPipeError, ssl.SSLEOFError)):
+        summary = "connection reset"
+    elif isinstance(failure, TimeoutError):
+        summary = "timed out"
+    elif isinstance(failure, httplib2.ServerNotFoundError):
+        summary = "host not found"
+    else:
+        summary = "connection failed"
+    detail = str(failure).strip()
+    return f"{summary} ({type(failure).__name__}{': ' + detail[:200] if detail else ''})"
+
+
+def endpoint_of(url: str) -> str:
+    """The scheme and host of a URL, which is what an operator needs to check a network path."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}" if parts.netloc else url
 
 
 class SearchConsoleError(Exception):
@@ -127,6 +180,30 @@ def retry_delay(attempt: int, retry_after: str | None) -> float:
     return min(BACKOFF_FIRST * 2 ** (attempt - 1), BACKOFF_MAX)
 
 
+def retry_network(call, *, what: str, endpoint: str, job_id=None, max_attempts: int = MAX_ATTEMPTS):
+    """``call()``, tried again after a failure of the connection (see NETWORK_ERRORS), up to ``max_attempts``.
+
+    Any other error is the caller's. The last failure becomes a SearchConsoleError naming ``endpoint``.
+    """
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            return call()
+        except NETWORK_ERRORS as exc:
+            failure = network_failure(exc)
+            if failure is None:
+                raise
+            if attempt == max_attempts:
+                raise SearchConsoleError(
+                    f"could not reach {what} at {endpoint} after {attempt} attempts: {failure}"
+                ) from None
+            delay = retry_delay(attempt, None)
+            log.warning("job=%s %s at %s: %s, attempt %s/%s, retrying in %.1fs",
+                        job_id, what, endpoint, failure, attempt, max_attempts, delay)
+            sleep(delay)
+
+
 class SearchAnalytics:
     """``searchanalytics.query`` for one property, with bounded retries."""
 
@@ -152,7 +229,8 @@ class SearchAnalytics:
         email = credentials.service_account_email
         request = StatusRecordingRequest(default_http())
         try:
-            credentials.refresh(request)
+            retry_network(lambda: credentials.refresh(request), what="Google's token endpoint",
+                          endpoint=endpoint_of(str(account_info.get("token_uri", ""))), job_id=job_id)
         except GoogleAuthError as exc:
             log.warning("job=%s token endpoint refused service account %s: %.300r", job_id, email, exc)
             raise SearchConsoleError(
@@ -160,15 +238,31 @@ class SearchAnalytics:
                 f"{token_failure(exc, request.status)}"
             ) from None
         http = google_auth_httplib2.AuthorizedHttp(credentials, http=http_factory())
-        service = build("searchconsole", "v1", http=http, static_discovery=True, cache_discovery=False)
+        options = {"api_endpoint": api_endpoint} if api_endpoint else None
+        service = build("searchconsole", "v1", http=http, static_discovery=True, cache_discovery=False,
+                        client_options=options)
         return cls(service, site_url, email, job_id=job_id)
 
     def query(self, body: dict) -> dict:
         attempt = 0
         while True:
             attempt += 1
+            request = self.service.searchanalytics().query(siteUrl=self.site_url, body=body)
             try:
-                return self.service.searchanalytics().query(siteUrl=self.site_url, body=body).execute()
+                return request.execute()
+            except NETWORK_ERRORS as exc:
+                failure = network_failure(exc)
+                if failure is None:
+                    raise
+                endpoint = endpoint_of(request.uri)
+                if attempt == self.max_attempts:
+                    raise SearchConsoleError(
+                        f"could not reach the Search Console API at {endpoint} after {attempt} attempts: {failure}"
+                    ) from None
+                delay = retry_delay(attempt, None)
+                log.warning("job=%s search console API at %s: %s, attempt %s/%s, retrying in %.1fs",
+                            self.job_id, endpoint, failure, attempt, self.max_attempts, delay)
+                sleep(delay)
             except HttpError as exc:
                 status, reason = exc.resp.status, exc.reason
                 if status in NO_ACCESS_STATUSES:

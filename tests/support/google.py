@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import functools
 import json
+import socket
 import threading
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -145,3 +146,80 @@ def api_error(status: int, message: str, retry_after: str | None = None) -> tupl
 def query_bodies(http) -> list[dict]:
     """The JSON bodies of the queries an HttpMockSequence received, in order."""
     return [json.loads(body) for _, _, body, _ in http.request_sequence]
+
+
+# -- A Search Analytics API on loopback, for faults of the network itself -------
+
+class ApiServer:
+    """The Search Console API on 127.0.0.1, in a thread, for ``searchconsole.api_endpoint``.
+
+    Each query gets the next of ``answers`` (``(headers, body)`` pairs, as ``page()``
+    makes). While ``drop`` is above zero, a query is read and its connection
+    closed without a word (a proxy or load balancer giving up) and ``drop``
+    goes down by one. ``port`` picks the port, e.g. one that refused
+    connections until now (``free_port``). ``bodies`` records the queries answered.
+    """
+
+    def __init__(self, answers=(), *, drop: int = 0, port: int = 0):
+        self.answers = list(answers)
+        self.drop = drop
+        self.dropped = 0
+        self.bodies: list[dict] = []
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                answer = server._next(json.loads(body or b"{}"))
+                if answer is None:
+                    self.close_connection = True
+                    return
+                headers, content = answer
+                data = content.encode()
+                self.send_response(int(headers["status"]))
+                for name, value in headers.items():
+                    if name != "status":
+                        self.send_header(name, value)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, format, *args):
+                pass
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="api-server", daemon=True)
+
+    def _next(self, body: dict):
+        with self._lock:
+            if self.drop > 0:
+                self.drop -= 1
+                self.dropped += 1
+                return None
+            self.bodies.append(body)
+            return self.answers.pop(0)
+
+    @property
+    def uri(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}/"
+
+    def start(self) -> ApiServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(timeout=5)
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on (yet): connecting to it is refused."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

@@ -11,6 +11,8 @@ from seoinsight.models import SiteTarget
 from .models import LOOPBACK_HOSTS, InitialMode, Mailbox, Security
 
 MIN_POLL_INTERVAL = 30  # seconds; below that we would only hammer the server
+# Where the password is sent: changing any of these needs the password typed again.
+DESTINATION_FIELDS = ("provider", "host", "port", "security", "username")
 
 INITIAL_MODE_HELP = (
     "What the first poll of each folder (also a folder added later) does; later polls continue from the "
@@ -68,7 +70,7 @@ class MailboxForm(forms.ModelForm):
         required=False, strip=False, label="Password",
         widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
         help_text="Password (or app password) of the IMAP account. Stored encrypted and never shown again; "
-        "leave empty to keep the stored one.",
+        "leave empty to keep the stored one. Changing the server, port, security or username needs it again.",
     )
     remove_secret = forms.BooleanField(required=False, label="Remove the stored secret")
     folders = FolderListField(
@@ -121,6 +123,11 @@ class MailboxForm(forms.ModelForm):
 
     def clean(self):
         data = super().clean()
+        moved = self.moved_destination(data)
+        if moved and not data.get("password") and not data.get("remove_secret"):
+            # Else the stored password would follow the mailbox to a server of the editor's choice.
+            self.add_error("password", f"The {', '.join(moved)} changed: type the password again for the new "
+                           "destination (the stored one is not sent there), or remove the stored secret.")
         host = data.get("host")
         if data.get("security") == Security.NONE and host and host not in LOOPBACK_HOSTS:
             self.add_error("security", "No encryption is allowed only for a server on this machine (127.0.0.1, "
@@ -136,6 +143,14 @@ class MailboxForm(forms.ModelForm):
         if target is not None and org_id and target.site.org_id != org_id:
             self.add_error("site_target", f"This target belongs to org {target.site.org_id}, not {org_id}.")
         return data
+
+    def moved_destination(self, data) -> list[str]:
+        """The fields of where the stored password is sent that this edit changes (none on a new mailbox)."""
+        if not self.instance.pk or not self.instance.secret:
+            return []
+        # clean() runs before the instance is updated: it still holds the stored values.
+        return [name.replace("_", " ") for name in DESTINATION_FIELDS
+                if name in data and data[name] != getattr(self.instance, name)]
 
     def save(self, commit=True):
         if self.cleaned_data.get("password"):

@@ -95,6 +95,8 @@ class Mailbox(models.Model):
             ),
             # Zero or less would make a mailbox due on every cycle, and its backoff zero.
             models.CheckConstraint(condition=Q(poll_interval__gt=timedelta(0)), name="mailbox_poll_interval_positive"),
+            # An unknown value must not quietly mean "no encryption" to a provider.
+            models.CheckConstraint(condition=Q(security__in=Security.values), name="mailbox_security_valid"),
         ]
 
     def __str__(self):
@@ -109,6 +111,9 @@ class Mailbox(models.Model):
     @property
     def folder_list(self) -> list[str]:
         return [f for f in (self.folders or []) if isinstance(f, str) and f] or ["INBOX"]
+
+
+crypto.register_column("mailpoll.Mailbox", "secret")
 
 
 class FolderCursor(models.Model):

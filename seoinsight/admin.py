@@ -76,14 +76,25 @@ class SiteAdmin(OrgScopedAdmin, admin.ModelAdmin):
     inlines = [SiteTargetInline]
 
 
+class WriteOnlyTextarea(forms.Textarea):
+    """A textarea that never renders a value back, not even the one a refused form was posted with."""
+
+    def format_value(self, value):
+        return None
+
+
 class SiteTargetForm(forms.ModelForm):
-    """The service-account key is write-only: never rendered back, replaced only when a new one is pasted."""
+    """The service-account key is write-only: never rendered back, replaced only when a new one is pasted.
+
+    A key stays with the site it was pasted for: moving the target to another site needs the key again.
+    """
 
     service_account_key = forms.CharField(
         required=False,
-        widget=forms.Textarea(attrs={"rows": 4, "autocomplete": "off", "placeholder": "Paste the JSON key file"}),
+        widget=WriteOnlyTextarea(attrs={"rows": 4, "autocomplete": "off", "placeholder": "Paste the JSON key file"}),
         help_text="Google service-account key (JSON) with access to the Search Console property. "
-        "Stored encrypted; leave empty to keep the current key.",
+        "Stored encrypted; leave empty to keep the current key. Its token_uri must be Google's "
+        "(https://oauth2.googleapis.com/token).",
     )
     clear_service_account_key = forms.BooleanField(required=False, label="Remove the stored key")
 
@@ -99,6 +110,15 @@ class SiteTargetForm(forms.ModelForm):
             except (ValueError, TypeError) as exc:
                 raise forms.ValidationError(f"Not a usable service-account key: {exc}") from None
         return key
+
+    def clean(self):
+        data = super().clean()
+        stored = self.instance.pk and self.instance.has_search_console_credentials
+        moved = stored and data.get("site") is not None and data["site"].pk != self.instance.site_id
+        if moved and not data.get("service_account_key") and not data.get("clear_service_account_key"):
+            self.add_error("service_account_key", "The site changed: paste the service-account key again for "
+                           "the new site (the stored one does not follow), or remove the stored key.")
+        return data
 
     def save(self, commit=True):
         if self.cleaned_data.get("clear_service_account_key") and not self.cleaned_data.get("service_account_key"):

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.apps import apps
@@ -110,3 +110,35 @@ def register_column(model_label: str, field: str) -> None:
     column = Column(model_label, field)
     if column not in COLUMNS:
         COLUMNS.append(column)
+
+
+@dataclass
+class Rotation:
+    """What ``rotate_column`` did to one column."""
+
+    rotated: int = 0
+    current: int = 0  # already encrypted with the newest key
+    replaced: int = 0  # rewritten by someone else meanwhile (so with the newest key): left alone
+    unreadable: list = field(default_factory=list)  # pks of secrets no configured key decrypts
+
+
+def rotate_column(column: Column) -> Rotation:
+    """Re-encrypt every secret of ``column`` with the newest key."""
+    model, name = column.model, column.field
+    result = Rotation()
+    for pk, token in list(model._base_manager.exclude(**{name: ""}).values_list("pk", name)):
+        if is_current(token):
+            result.current += 1
+            continue
+        try:
+            fresh = rotate(token)
+        except SecretUnreadable:
+            result.unreadable.append(pk)
+            continue
+        # Compare-and-set: a secret typed in the admin meanwhile is never overwritten by the
+        # rotation of the one it replaced.
+        if model._base_manager.filter(pk=pk, **{name: token}).update(**{name: fresh}):
+            result.rotated += 1
+        else:
+            result.replaced += 1
+    return result

@@ -1,6 +1,6 @@
-"""Placeholder filled by the change that needs it."""
+"""Mailbox.security holds one of its choices: an unknown value never means plain text."""
 
-from django.db import migrations
+from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
@@ -10,4 +10,11 @@ class Migration(migrations.Migration):
         ('seoinsight', '0004_secrets'),
     ]
 
-    operations = []
+    operations = [
+        migrations.AddConstraint(
+            model_name='mailbox',
+            constraint=models.CheckConstraint(
+                condition=models.Q(('security__in', ['tls', 'starttls', 'none'])), name='mailbox_security_valid'
+            ),
+        ),
+    ]

@@ -4,6 +4,7 @@ import subprocess
 import sys
 
 import pytest
+from cryptography.fernet import Fernet
 from django.core.management import CommandError, call_command
 
 from seoinsight.models import ApiToken, Membership, Org
@@ -47,19 +48,37 @@ def test_seeddemo_is_idempotent(settings, tmp_path):
     assert authenticate(username="admin", password=password) is not None
 
 
-def test_production_profile_passes_check_deploy():
+def check_deploy(**environment) -> subprocess.CompletedProcess:
+    """``manage.py check --deploy --fail-level WARNING`` with the production profile plus ``environment``."""
     env = dict(os.environ)
     env.update(
         DEBUG="0",
         SECRET_KEY="x" * 20 + "production-secret-key-with-enough-entropy-0123456789",
         ALLOWED_HOSTS="seo.example.com",
         DATABASE_URL=database_url(),
+        **environment,
     )
-    result = subprocess.run(
+    return subprocess.run(
         [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
     )
+
+
+def test_production_profile_passes_check_deploy():
+    result = check_deploy(SECRETS_KEYS=Fernet.generate_key().decode())
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_check_deploy_warns_when_secrets_use_the_key_derived_from_secret_key():
+    result = check_deploy()
+    assert result.returncode != 0
+    assert "seoinsight.W001" in result.stderr and "derived from SECRET_KEY" in result.stderr
+
+
+def test_a_secrets_key_that_is_not_a_fernet_key_is_an_error():
+    result = check_deploy(SECRETS_KEYS="not-a-key")
+    assert result.returncode != 0
+    assert "seoinsight.E002" in result.stderr and "SECRETS_KEYS entry 1" in result.stderr
 
 
 def test_production_profile_refuses_to_start_without_a_secret_key():

@@ -168,10 +168,10 @@ def test_a_typed_secret_is_stored_encrypted_and_never_rendered_back(admin_client
 
 @pytest.mark.django_db
 def test_a_view_only_user_sees_the_mailbox_but_neither_secret_nor_actions(client):
-    user = UserFactory(is_staff=True)
+    box = mailbox()
+    user = UserFactory(is_staff=True, org=box.org)  # a member of the mailbox's org (the admin is scoped by org)
     user.user_permissions.add(Permission.objects.get(codename="view_mailbox"))
     client.force_login(user)
-    box = mailbox()
 
     listing = client.get(MAILBOXES_URL).content.decode()
     html = client.get(reverse("admin:mailpoll_mailbox_change", args=[box.pk])).content.decode()

@@ -47,7 +47,7 @@ STOP_GRACE = 2.0
 @dataclass
 class FolderResult:
     folder: str
-    mode: str  # the cursor plan's mode; "not-started" (stopped first) or "failed" (the folder could not be read)
+    mode: str  # the cursor plan's mode, or "failed": the folder could not be read
     fetched: int = 0
     stored: int = 0
     duplicates: int = 0
@@ -196,16 +196,15 @@ class Poller:
     def sync_folder(self, provider, mailbox: Mailbox, folder: str) -> FolderResult:
         """Read one folder under the cursor rules (seed 002), storing the cursor after every batch.
 
-        The cursor moves only over what this poll attempted and stored: a poll
-        stopped before the folder, or before its first batch, leaves the cursor
-        as it was (or absent); a later error (a dropped connection) keeps the
-        batches already stored. A ``FolderError`` from SELECT or SEARCH propagates.
+        The cursor moves only over what this poll attempted and stored
+        (``cursor.next_cursor``): a poll stopped before the folder's first batch
+        leaves its cursor as it was, or absent; an error in a later batch (a
+        dropped connection) keeps the batches already stored. A ``FolderError``
+        from SELECT or SEARCH propagates.
         """
+        status = provider.folder_status(folder)
         saved = FolderCursor.objects.filter(mailbox=mailbox, folder=folder).first()
         state = saved.state() if saved else None
-        if self._stop.is_set():
-            return FolderResult(folder, "not-started", last_uid=state.last_uid if state else None)
-        status = provider.folder_status(folder)
         plan = cursor.plan_folder_sync(mailbox.initial_mode, mailbox.initial_since, status, state)
         if plan.uidvalidity_reset:
             log.warning("mailbox=%s folder=%s UIDVALIDITY changed %s -> %s: full sweep, dedup absorbs repeats",
@@ -222,7 +221,7 @@ class Poller:
                 break
             batch = uids[start:start + batch_size]
             attempted.extend(batch)
-            self._store_batch(provider, mailbox, folder, batch, result, succeeded)
+            self._store_batch(provider, mailbox, status, batch, result, succeeded)
             # Stored now, not after the loop: an error in a later batch must not throw this one's progress away.
             self._save_cursor(mailbox, folder, cursor.next_cursor(plan, uids, attempted, succeeded), result)
             if not all(uid in succeeded for uid in batch):
@@ -264,9 +263,10 @@ class Poller:
         return FolderResult(folder, "failed", last_uid=row.last_uid if row.uidvalidity is not None else None,
                             error=error)
 
-    def _store_batch(self, provider, mailbox, folder, batch, result, succeeded) -> None:
+    def _store_batch(self, provider, mailbox, status: cursor.FolderStatus, batch, result, succeeded) -> None:
+        folder = status.name
         limit = conf.get("MAILPOLL_MAX_MESSAGE_BYTES")
-        sizes = self._ask_server(provider.sizes, mailbox, folder, batch, result)
+        sizes = self._ask_server(provider.sizes, provider, mailbox, status, batch, result)
         small = []
         for uid in batch:
             if uid in result.failed:
@@ -283,33 +283,50 @@ class Poller:
                 else:
                     _count(uid, outcome, result, succeeded)
         for group in cursor.fetch_groups(small, sizes, conf.get("MAILPOLL_FETCH_MAX_BYTES")):
-            raws = self._ask_server(provider.fetch, mailbox, folder, group, result)
+            raws = self._ask_server(provider.fetch, provider, mailbox, status, group, result)
             # Absent and not refused: expunged since SIZE, likewise.
             succeeded.update(uid for uid in group if uid not in raws and uid not in result.failed)
             self._store_fetched(mailbox, folder, [(uid, raws[uid]) for uid in group if uid in raws], result,
                                 succeeded)
 
-    def _ask_server(self, call, mailbox, folder, uids: list[int], result: FolderResult) -> dict:
+    def _ask_server(self, call, provider, mailbox, status: cursor.FolderStatus, uids: list[int],
+                    result: FolderResult) -> dict:
         """``call(uids)`` (sizes or messages); if the server refuses the batch, ask again one message at a time.
 
         One message the server cannot read (a damaged file, say) then fails alone, by its UID, instead
-        of taking its whole batch with it. A lost connection is no refusal: it propagates.
+        of taking its whole batch with it; a server that hangs up with its refusal gets a new session
+        first. A lost connection is no refusal: it propagates.
         """
         try:
             return call(uids)
         except FolderError as exc:
+            self._reopen_if_lost(exc, provider, mailbox, status)
             if len(uids) == 1:
-                self._not_stored(mailbox, folder, uids[0], exc, result)
+                self._not_stored(mailbox, status.name, uids[0], exc, result)
                 return {}
             log.warning("mailbox=%s folder=%s the server refused %s messages at once (%s): asking one by one",
-                        mailbox.pk, folder, len(uids), exc)
+                        mailbox.pk, status.name, len(uids), exc)
         answers = {}
         for uid in uids:
             try:
                 answers.update(call([uid]))
             except FolderError as exc:
-                self._not_stored(mailbox, folder, uid, exc, result)
+                self._not_stored(mailbox, status.name, uid, exc, result)
+                self._reopen_if_lost(exc, provider, mailbox, status)
         return answers
+
+    def _reopen_if_lost(self, exc: FolderError, provider, mailbox, status: cursor.FolderStatus) -> None:
+        """After a refusal that ended the session: a new one, on the same folder of the same UIDVALIDITY."""
+        if not exc.session_lost:
+            return
+        log.info("mailbox=%s folder=%s the server hung up with its refusal: reconnecting", mailbox.pk, status.name)
+        provider.close()
+        provider.connect()
+        now = provider.folder_status(status.name)
+        if now.uidvalidity != status.uidvalidity:
+            # Stored UIDs of this poll belong to the old generation: stop here, the next poll sweeps the folder.
+            raise ProviderError(f"folder {status.name}: UIDVALIDITY changed from {status.uidvalidity} to "
+                                f"{now.uidvalidity} while it was being read")
 
     def _store_fetched(self, mailbox, folder, fetched, result, succeeded) -> None:
         result.fetched += len(fetched)

@@ -23,9 +23,19 @@ class ProviderError(Exception):
 class FolderError(ProviderError):
     """The server refused a command on one folder or message (it answered NO or BAD).
 
-    The session is still usable: the poller records the error on that folder (or
-    message) and goes on with the others. A lost or broken connection is never one.
+    The session is still usable (unless ``session_lost``): the poller records the
+    error on that folder (or message) and goes on with the others. A lost or broken
+    connection is never one.
     """
+
+    session_lost = False
+
+
+class RefusalEndedSession(FolderError):
+    """The server refused a message and hung up with it: Dovecot answers a message it cannot read
+    with ``* BYE FETCH failed: Internal error occurred``. The poller reconnects and goes on."""
+
+    session_lost = True
 
 
 class MessageTooLarge(ProviderError):

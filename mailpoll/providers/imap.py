@@ -14,7 +14,7 @@ from .. import conf
 from ..cursor import SEARCH_ALL, SEARCH_FROM_UID, SEARCH_NONE, SEARCH_SINCE, FolderStatus
 from . import register
 from .base import (FolderError, MailProvider, MessageArrivedTooLarge, MessageTooLarge, PollInterrupted,
-                   ProviderError)
+                   ProviderError, RefusalEndedSession)
 from .transport import BoundedIMAPClient, Channel, Limits, ResponseTooLarge
 
 # Protocol lines around the largest literal a response may carry (FETCH items, UIDs, flags).
@@ -132,8 +132,21 @@ class ImapProvider(MailProvider):
 
     # -- errors -----------------------------------------------------------------
 
+    def _refused(self, refusal: ResponseTooLarge, uids: list[int] | None):
+        # Learn what the server really sends, so the next SIZE of these messages tells the truth:
+        # the one refused, and those read before it in the same response.
+        uid = refusal.uid if refusal.uid is not None else (uids[0] if uids and len(uids) == 1 else None)
+        for seen, size in [*self.channel.literals, (uid, refusal.size)]:
+            if seen is not None:
+                _real_sizes.put(self._key(seen), size)
+        raise MessageTooLarge(f"{self._where()}: {refusal}") from refusal
+
     def _where(self) -> str:
         return f"{self.mailbox.host}:{self.mailbox.port}" + (f" {self.folder}" if self.folder else "")
+
+    def _server_said_bye(self) -> bool:
+        imap = getattr(self.client, "_imap", None)
+        return bool(getattr(imap, "untagged_responses", {}).get("BYE"))
 
     def _key(self, uid: int) -> tuple:
         mb = self.mailbox
@@ -150,19 +163,18 @@ class ImapProvider(MailProvider):
             yield
         except ProviderError:
             raise
-        except ResponseTooLarge as exc:
-            # Learn what the server really sends, so the next SIZE of these messages tells the truth:
-            # the one refused, and those read before it in the same response.
-            uid = exc.uid if exc.uid is not None else (uids[0] if uids and len(uids) == 1 else None)
-            for seen, size in [*self.channel.literals, (uid, exc.size)]:
-                if seen is not None:
-                    _real_sizes.put(self._key(seen), size)
-            raise MessageTooLarge(f"{self._where()}: {exc}") from exc
+        except Exception as exc:
+            if self.channel.refused is not None:
+                self._refused(self.channel.refused, uids)
         except Exception as exc:
             if self.channel.reason is not None:
                 raise PollInterrupted(f"{self._where()}: {self.channel.reason}") from exc
             if isinstance(exc, IMAPClientError) and not isinstance(exc, (IMAPClientAbortError, ProtocolError)):
                 raise FolderError(f"{self._where()}: {exc}") from exc
+            if uids and isinstance(exc, IMAPClientAbortError) and self._server_said_bye():
+                # A BYE in answer to reading messages is the server refusing one of them (Dovecot, for a
+                # message file it cannot read), not the network failing: the poller reconnects and asks one by one.
+                raise RefusalEndedSession(f"{self._where()}: {exc}") from exc
             raise ProviderError(f"{self._where()}: {type(exc).__name__}: {exc}") from exc
 
 

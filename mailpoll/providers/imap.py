@@ -166,7 +166,6 @@ class ImapProvider(MailProvider):
         except Exception as exc:
             if self.channel.refused is not None:
                 self._refused(self.channel.refused, uids)
-        except Exception as exc:
             if self.channel.reason is not None:
                 raise PollInterrupted(f"{self._where()}: {self.channel.reason}") from exc
             if isinstance(exc, IMAPClientError) and not isinstance(exc, (IMAPClientAbortError, ProtocolError)):

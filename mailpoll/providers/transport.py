@@ -56,6 +56,7 @@ class Channel:
     def __init__(self, limits: Limits):
         self.limits = limits
         self.reason: str | None = None  # why interrupt() was called; None while not interrupted
+        self.refused: ResponseTooLarge | None = None  # the refusal that closed the connection, if one did
         self.literals: list[tuple[int | None, int]] = []  # (uid or None, size) of the current command
         self._received = 0
         self._uid: int | None = None
@@ -128,18 +129,22 @@ class Channel:
     def literal(self, size: int) -> None:
         """Before a literal is read: refuse it if it is over a limit, else note it."""
         if size > self.limits.max_literal:
-            raise ResponseTooLarge(
-                f"the server sent a {size:,}-byte literal{_of(self._uid)}, over the {self.limits.max_literal:,}-byte "
-                "message limit; refused unread", size=size, uid=self._uid)
+            self._refuse(f"the server sent a {size:,}-byte literal{_of(self._uid)}, over the "
+                         f"{self.limits.max_literal:,}-byte message limit; refused unread", size, self._uid)
         self._take(size, "literal", uid=self._uid)
         self.literals.append((self._uid, size))
 
     def _take(self, size: int, what: str, uid: int | None = None) -> None:
         self._received += size
         if self._received > self.limits.max_response:
-            raise ResponseTooLarge(
-                f"one response brought over {self.limits.max_response:,} bytes (at a {size:,}-byte {what}"
-                f"{_of(uid)}); refused", size=size, uid=uid)
+            self._refuse(f"one response brought over {self.limits.max_response:,} bytes (at a {size:,}-byte "
+                         f"{what}{_of(uid)}); refused", size, uid)
+
+    def _refuse(self, message: str, size: int, uid: int | None) -> None:
+        # Kept here because imaplib re-raises an abort as a new one ("command: FETCH => ...").
+        self.refused = ResponseTooLarge(message, size=size, uid=uid)
+        self.interrupt("closed after a refused response")
+        raise self.refused
 
 
 def _of(uid: int | None) -> str:
@@ -168,11 +173,7 @@ class _Bounded:
         return line
 
     def read(self, size):
-        try:
-            self.channel.literal(size)
-        except ResponseTooLarge:
-            self.channel.interrupt("closed after a refused response")
-            raise
+        self.channel.literal(size)
         return super().read(size)
 
     def send(self, data):

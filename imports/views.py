@@ -133,9 +133,8 @@ def index(request, org):
                 messages.success(request, f"“{imp.original_filename}” is queued; its progress shows below.")
                 return redirect("imports:index")
         except OSError as exc:
-            # The upload's spool or its stored copy hit a full disk: nothing was kept (storage
-            # cleans up), so the page says so instead of a bare 500, and the next upload is fine
-            # as soon as there is room again.
+            # The disk under MEDIA_ROOT is full: storage kept nothing of this upload, so the
+            # page says so instead of a bare 500, and the next upload works once there is room.
             if not storage.is_out_of_space(exc):
                 raise
             messages.error(request, OUT_OF_SPACE[0].upper() + OUT_OF_SPACE[1:] + ".")

@@ -1,0 +1,97 @@
+"""A full disk under MEDIA_ROOT during an upload: a clear answer, nothing left behind, the next upload works.
+
+The disk is a real 1 MB tmpfs mounted for the test; "freeing space" is the
+partial file not being there, or the tmpfs grown in place.
+"""
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+
+from imports.forms import OUT_OF_SPACE
+from imports.models import Import, ImportStatus
+from jobs.worker import Worker
+from tests.factories import OrgFactory, SiteFactory, SiteTargetFactory, UserFactory
+from tests.support.processes import ManagedProcess, process_env
+from tests.support.tmpfs import mounted_tmpfs
+
+
+def export(size: int) -> bytes:
+    rows, total = [b"Page,Clicks,Impressions,CTR,Position,Date"], 0
+    while total < size:
+        rows.append(b"https://acme.example/p%d,1,10,10%%,3.2,2024-05-01" % len(rows))
+        total += len(rows[-1]) + 1
+    return b"\n".join(rows) + b"\n"
+
+
+@pytest.fixture
+def target(db):
+    org = OrgFactory(id="acme")
+    return SiteTargetFactory(site=SiteFactory(org=org, domain="acme.example"), url_prefix="https://acme.example/")
+
+
+@pytest.fixture
+def disk(settings, tmp_path):
+    with mounted_tmpfs(tmp_path / "media", "1m") as mounted:
+        settings.MEDIA_ROOT = mounted.path
+        yield mounted
+        settings.MEDIA_ROOT = tmp_path / "after"
+
+
+def upload(client, target, name: str, content: bytes):
+    return client.post("/imports/", {"file": SimpleUploadedFile(name, content, content_type="text/csv"),
+                                     "site_target": target.pk})
+
+
+def test_a_full_disk_answers_507_and_keeps_nothing_then_the_next_upload_is_imported(client, target, disk):
+    client.force_login(UserFactory(username="ana", org=target.site.org))
+
+    response = upload(client, target, "Big.csv", export(1_500_000))
+    assert response.status_code == 507
+    assert "The server is out of disk space; nothing was imported." in response.content.decode()
+    assert not Import.objects.exists() and disk.files() == []
+
+    small = export(40_000)
+    response = upload(client, target, "Small.csv", small)
+    assert response.status_code == 302
+    imp = Import.objects.get()
+    assert (imp.original_filename, imp.size) == ("Small.csv", len(small))
+    assert disk.files() == [disk.path / imp.file.name] and (disk.path / imp.file.name).read_bytes() == small
+    Worker(burst=True, listen=False).run()
+    imp.refresh_from_db()
+    assert (imp.status, imp.inserted) == (ImportStatus.DONE, small.count(b"\n") - 1)
+
+
+def test_importfile_on_a_full_disk_says_so_in_one_line_and_exits_non_zero(transactional_db, tmp_path, settings):
+    org = OrgFactory(id="acme")
+    target = SiteTargetFactory(site=SiteFactory(org=org, domain="acme.example"), url_prefix="https://acme.example/")
+    big, small = tmp_path / "Big.csv", tmp_path / "Small.csv"
+    big.write_bytes(export(1_500_000))
+    small.write_bytes(export(40_000))
+    with mounted_tmpfs(tmp_path / "media", "1m") as disk:
+        env = process_env(MEDIA_ROOT=str(disk.path), LOG_LEVEL="WARNING")
+
+        command = ManagedProcess("importfile", str(big), "--target", str(target.pk), env=env)
+        assert command.wait(timeout=60) != 0
+        assert command.output().strip().splitlines() == [f"CommandError: {OUT_OF_SPACE}"]
+        assert not Import.objects.exists() and disk.files() == []
+
+        command = ManagedProcess("importfile", str(small), "--target", str(target.pk), env=env)
+        assert command.wait(timeout=60) == 0, command.output()
+        imp = Import.objects.get()
+        assert (disk.path / imp.file.name).read_bytes() == small.read_bytes()
+        settings.MEDIA_ROOT = tmp_path / "after"
+
+
+def test_an_import_whose_stored_file_was_cut_short_is_refused_not_read(client, target, settings, tmp_path):
+    settings.MEDIA_ROOT = tmp_path / "media"
+    client.force_login(UserFactory(username="ana", org=target.site.org))
+    content = export(20_000)
+    assert upload(client, target, "Pages.csv", content).status_code == 302
+    imp = Import.objects.get()
+    (tmp_path / "media" / imp.file.name).write_bytes(content[:8192])  # as a pre-fix full disk left it
+
+    Worker(burst=True, listen=False).run()
+
+    imp.refresh_from_db()
+    assert imp.status == ImportStatus.FAILED and imp.inserted == 0
+    assert f"8,192 bytes instead of {len(content):,}" in imp.error and "upload the file again" in imp.error

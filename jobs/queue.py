@@ -83,50 +83,45 @@ def enqueue_many(type: str, *, org_id: str, items: list[tuple[dict, str | None]]
 
 
 def claim() -> Job | None:
-    """Take the oldest runnable job, mark it running, commit. None if there is none.
+    """Take the oldest runnable job of a registered type, mark it running, commit. None if there is none.
 
     Short on purpose: the transaction ends before the handler starts, so no row
-    stays locked while work happens.
+    stays locked while work happens. None means nothing is claimable now: a
+    claim that loses a guard race looks again (the next statement sees the
+    winner running), it never gives up with claimable work queued.
     """
     types = registry.all_types()
-    guarded = [t for t in types.values() if t.one_running_per]
+    guarded = tuple((t.name, t.one_running_per) for t in types.values() if t.one_running_per)
     params = {
-        "guard_types": [t.name for t in guarded],
-        "guard_keys": [t.one_running_per for t in guarded],
+        "types": list(types),
+        "plain_types": [t.name for t in types.values() if not t.one_running_per],
         "active_scoped": [t.name for t in types.values() if t.dedup_scope == DedupScope.ACTIVE],
     }
     if not guarded:
         # One statement is its own transaction: no BEGIN/COMMIT round trips.
         return _one(sql.CLAIM_UNGUARDED, params)
-    for _ in range(CLAIM_TRIES):
+    statement = sql.claim_guarded(guarded)
+    while True:
         with transaction.atomic():
-            job = _one(sql.CLAIM, params)
+            job = _one(statement, params)
             if job is None:
                 return None
-            job_type = types.get(job.type)
-            if job_type is None or not job_type.one_running_per or not _guard_conflict(job, job_type):
+            key = types[job.type].one_running_per
+            if not key or not _guard_conflict(job, key):
                 return job
-            # Another worker claimed a job with the same key while our snapshot
+            # Another worker claimed a job with the same value while our snapshot
             # was taken: give this one back and choose again.
             transaction.set_rollback(True)
-            log.info("job=%s claim yielded: a %s with the same %s started meanwhile", job.id, job.type,
-                     job_type.one_running_per)
-    return None
+            log.info("job=%s claim yielded: a %s with the same %s started meanwhile", job.id, job.type, key)
 
 
-def _guard_conflict(job: Job, job_type: registry.JobType) -> bool:
-    value = job.payload.get(job_type.one_running_per) if isinstance(job.payload, dict) else None
-    if value is None:
-        return False
-    args = {
-        "namespace": sql.GUARD_LOCK_NAMESPACE,
-        "type": job.type,
-        "key": job_type.one_running_per,
-        "value": str(value),
-        "id": job.id,
-    }
+def _guard_conflict(job: Job, key: str) -> bool:
+    """Under the value's advisory lock, is another job of the type with this value running?"""
+    args = {"namespace": sql.GUARD_LOCK_NAMESPACE, "key": key, "id": job.id}
     with connection.cursor() as cursor:
         cursor.execute(sql.GUARD_LOCK, args)
+        if cursor.fetchone() is None:
+            return False  # no value (missing or null): the guard does not apply
         cursor.execute(sql.GUARD_CONFLICT, args)
         return cursor.fetchone()[0]
 

@@ -6,6 +6,8 @@ lost its job — swept as a zombie and re-claimed elsewhere, or failed by an
 operator — cannot overwrite its successor. Zero rows updated means exactly that.
 """
 
+import functools
+
 # Advisory lock namespace (first key of the two-int form) for the
 # one_running_per claim guard. Other apps take their own namespaces.
 GUARD_LOCK_NAMESPACE = 0x5E01
@@ -41,22 +43,24 @@ RETURNING id, pg_notify(%(channel)s, '')
 # enqueue, on conflict: the live job that holds the key (may be gone already).
 FIND_BY_DEDUP_KEY = f"SELECT {JOB_COLUMNS} FROM jobs WHERE dedup_key = %(dedup_key)s"
 
-# claim: the oldest queued job no other worker has locked, marked running in the
-# same statement. SKIP LOCKED gives concurrent workers disjoint rows without
-# waiting. The NOT EXISTS is the cheap half of the one_running_per guard; the
-# claim transaction confirms it under an advisory lock (GUARD_CONFLICT), since
-# this statement's snapshot cannot see a claim committed while it ran.
+# claim: the oldest queued job of a type this worker runs, not locked by another
+# worker, marked running in the same statement. SKIP LOCKED gives concurrent
+# workers disjoint rows without waiting. Only registered types: during a rolling
+# deploy an old worker leaves a new type to the workers that know it.
 # Scope 'active' keeps its dedup_key while running; every other type releases it
 # here, so an enqueue during the run is accepted (no lost wake-up).
-_CLAIM = """
+_CANDIDATE = """
 WITH candidate AS (
     SELECT j.id
     FROM jobs AS j
-    WHERE j.status = 'queued'{guard}
+    WHERE j.status = 'queued' AND j.type = ANY(%(types)s::text[])
     ORDER BY j.created_at
     LIMIT 1
     FOR UPDATE SKIP LOCKED
 )
+"""
+_RETURNING = ", ".join("jobs." + c.strip() for c in JOB_COLUMNS.split(","))
+_CLAIM = f"""
 UPDATE jobs
 SET status = 'running',
     started_at = now(),
@@ -64,31 +68,155 @@ SET status = 'running',
     dedup_key = CASE WHEN jobs.type = ANY(%(active_scoped)s::text[]) THEN jobs.dedup_key END
 FROM candidate
 WHERE jobs.id = candidate.id
-RETURNING {columns}
+RETURNING {_RETURNING}
 """
-_GUARD = """
-      AND NOT EXISTS (
-          SELECT 1
-          FROM unnest(%(guard_types)s::text[], %(guard_keys)s::text[]) AS g(type, key)
-          JOIN jobs AS r
-            ON r.status = 'running' AND r.type = g.type AND r.payload ->> g.key = j.payload ->> g.key
-          WHERE g.type = j.type
-      )"""
-_RETURNING = ", ".join("jobs." + c.strip() for c in JOB_COLUMNS.split(","))
-CLAIM = _CLAIM.format(guard=_GUARD, columns=_RETURNING)
-# The same without the guard, for a registry without one_running_per types:
-# the statement is planned on every call (no prepared statements through
-# Django), and the guard's subquery is a good part of that planning.
-CLAIM_UNGUARDED = _CLAIM.format(guard="", columns=_RETURNING)
+# For a registry without one_running_per types: one statement, one index scan.
+CLAIM_UNGUARDED = _CANDIDATE + _CLAIM
+CLAIM = CLAIM_UNGUARDED
+
+# With one_running_per types, "the oldest claimable job" must not cost a scan of
+# the jobs the guard blocks (20,000 queued for a site that is running would be
+# read on every poll). So the candidates are gathered per type, each from an
+# index, and only the oldest unlocked one is taken:
+# - a type without a guard: its first rows, from jobs_queued_type_created;
+# - a guarded type: its first GUARD_WINDOW rows in order, minus those whose
+#   value a running job of the type holds. Only when the whole window is blocked
+#   (one site's backlog in front), a skip scan over the distinct values
+#   (jobs_queued_guard_<key>) takes the oldest job of each value not running:
+#   cost by the number of distinct values queued, never by the blocked backlog.
+# Values compare as jsonb on both sides (true, 1.0 = 1, nested objects); a
+# missing key or JSON null is no value: the guard does not apply.
+# The statement's snapshot cannot see a claim committed while it ran: the claim
+# transaction confirms the guard under an advisory lock (GUARD_LOCK,
+# GUARD_CONFLICT).
+GUARD_WINDOW = 32
+# Rows per unguarded type offered to the final SKIP LOCKED: enough for that many
+# workers claiming at once.
+CLAIM_SPARE = 16
+
+_GUARDED_CTES = """
+prefix_{i} AS MATERIALIZED (
+    SELECT j.id, j.created_at, j.payload -> {key} AS v
+    FROM jobs AS j
+    WHERE j.status = 'queued' AND j.type >= {type} AND j.type <= {type}
+    ORDER BY j.type, j.created_at
+    LIMIT {window}
+),
+blocked_{i} AS (
+    SELECT (SELECT count(*) FROM prefix_{i}) = {window}
+           AND NOT EXISTS (SELECT 1 FROM prefix_{i} AS p WHERE NOT EXISTS (
+               SELECT 1 FROM running AS r WHERE r.type = {type} AND r.payload -> {key} = p.v AND p.v <> 'null'))
+           AS all_blocked
+),
+values_{i}(v) AS (
+    SELECT (SELECT j.payload -> {key} FROM jobs AS j
+            WHERE j.status = 'queued' AND j.type = {type} AND j.payload -> {key} IS NOT NULL
+            ORDER BY j.payload -> {key} LIMIT 1)
+    WHERE (SELECT all_blocked FROM blocked_{i})
+    UNION ALL
+    SELECT (SELECT j.payload -> {key} FROM jobs AS j
+            WHERE j.status = 'queued' AND j.type = {type} AND j.payload -> {key} > s.v
+            ORDER BY j.payload -> {key} LIMIT 1)
+    FROM values_{i} AS s
+    WHERE s.v IS NOT NULL
+),"""
+_GUARDED_HEADS = """
+    UNION ALL
+    SELECT p.id, p.created_at FROM prefix_{i} AS p
+    WHERE NOT (SELECT all_blocked FROM blocked_{i})
+      AND NOT EXISTS (SELECT 1 FROM running AS r WHERE r.type = {type} AND r.payload -> {key} = p.v AND p.v <> 'null')
+    UNION ALL
+    SELECT h.id, h.created_at
+    FROM values_{i} AS s
+    CROSS JOIN LATERAL (
+        SELECT j.id, j.created_at FROM jobs AS j
+        WHERE j.status = 'queued' AND j.type = {type} AND j.payload -> {key} = s.v
+        ORDER BY j.payload -> {key}, j.created_at LIMIT 1
+    ) AS h
+    WHERE s.v IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM running AS r WHERE r.type = {type} AND r.payload -> {key} = s.v AND s.v <> 'null')
+    UNION ALL
+    SELECT h.id, h.created_at
+    FROM (SELECT 1 WHERE (SELECT all_blocked FROM blocked_{i})) AS only_when_blocked
+    CROSS JOIN LATERAL (
+        SELECT j.id, j.created_at FROM jobs AS j
+        WHERE j.status = 'queued' AND j.type = {type} AND j.payload -> {key} IS NULL
+        ORDER BY j.payload -> {key}, j.created_at LIMIT 1
+    ) AS h"""
+_CANDIDATE_GUARDED = """
+WITH RECURSIVE
+running AS MATERIALIZED (
+    SELECT r.type, r.payload FROM jobs AS r WHERE r.status = 'running'
+),{guarded_ctes}
+heads AS (
+    SELECT h.id, h.created_at
+    FROM unnest(%(plain_types)s::text[]) AS t(type)
+    CROSS JOIN LATERAL (
+        SELECT j.id, j.created_at FROM jobs AS j
+        WHERE j.status = 'queued' AND j.type >= t.type AND j.type <= t.type
+        ORDER BY j.type, j.created_at LIMIT {spare}
+    ) AS h{guarded_heads}
+),
+candidate AS (
+    SELECT j.id
+    FROM jobs AS j
+    WHERE j.id = ANY(ARRAY(SELECT id FROM heads)) AND j.status = 'queued'
+    ORDER BY j.created_at
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+)
+"""
+
+
+def _literal(text: str) -> str:
+    """A SQL string literal (standard_conforming_strings, PostgreSQL's default), ``%`` escaped for the driver."""
+    return "'" + text.replace("'", "''").replace("%", "%%") + "'"
+
+
+@functools.lru_cache(maxsize=32)
+def claim_guarded(guards: tuple[tuple[str, str], ...]) -> str:
+    """The claim for a registry with one_running_per types: ``guards`` is ((type, key), ...).
+
+    Types and keys are spelled as literals, so the planner matches the
+    expression indexes (``payload -> 'site_id'``).
+    """
+    ctes, heads = [], []
+    for i, (type_name, key) in enumerate(guards):
+        names = {"i": i, "type": _literal(type_name), "key": _literal(key), "window": GUARD_WINDOW}
+        ctes.append(_GUARDED_CTES.format(**names))
+        heads.append(_GUARDED_HEADS.format(**names))
+    candidate = _CANDIDATE_GUARDED.format(guarded_ctes="".join(ctes), guarded_heads="".join(heads),
+                                          spare=CLAIM_SPARE)
+    return candidate + _CLAIM
+
+
+# Payload keys with a skip-scan index for the guard (migration 0003); a guarded
+# type on another key is correct but its claims slow down with blocked work
+# (check jobs.W002).
+GUARD_INDEXED_KEYS = ("site_id",)
 
 # claim, for a guarded type: serialise claimers of the same (type, value), then
 # look again with a snapshot taken after the lock. Anyone who claimed before us
 # committed before releasing the lock, so they are visible; anyone after us waits.
-GUARD_LOCK = "SELECT pg_advisory_xact_lock(%(namespace)s, hashtext(%(type)s || ':' || %(value)s))"
+# Both read the value from the claimed row, as jsonb. The lock key is a text that
+# jsonb-equal values share (1 and 1.0 alike; any object or array of a type
+# shares one lock, which only serialises more); a hash collision only serialises
+# two values, it never lets one run twice.
+GUARD_LOCK = """
+SELECT pg_advisory_xact_lock(%(namespace)s, hashtext(j.type || ':' || CASE jsonb_typeof(v.v)
+           WHEN 'number' THEN trim_scale(v.v::numeric)::text
+           WHEN 'object' THEN '{}'
+           WHEN 'array' THEN '[]'
+           ELSE v.v::text END))
+FROM jobs AS j CROSS JOIN LATERAL (SELECT j.payload -> %(key)s AS v) AS v
+WHERE j.id = %(id)s AND v.v IS NOT NULL AND v.v <> 'null'
+"""
 GUARD_CONFLICT = """
 SELECT EXISTS (
-    SELECT 1 FROM jobs
-    WHERE status = 'running' AND type = %(type)s AND payload ->> %(key)s = %(value)s AND id <> %(id)s
+    SELECT 1
+    FROM jobs AS me JOIN jobs AS r
+      ON r.status = 'running' AND r.type = me.type AND r.id <> me.id AND r.payload -> %(key)s = me.payload -> %(key)s
+    WHERE me.id = %(id)s AND me.payload -> %(key)s <> 'null'
 )
 """
 

@@ -14,7 +14,7 @@ from seoinsight import storage
 
 from . import ingest, reconcile
 from .formats import UnreadableFile, open_source
-from .models import Import, ImportStatus
+from .models import Import, ImportStatus, UrlMetric
 
 log = logging.getLogger(__name__)
 
@@ -27,10 +27,22 @@ class ImportRejected(Exception):
 
 
 def import_failed(job) -> None:
-    """on_fail: the Import shows the job's error, whoever failed it (worker, sweep, operator)."""
-    Import.objects.filter(pk=job.payload.get("import_id")).exclude(status=ImportStatus.DONE).update(
-        status=ImportStatus.FAILED, error=job.error or "failed", finished_at=timezone.now()
-    )
+    """on_fail: the Import shows the job's error, whoever failed it (worker, sweep, operator).
+
+    The batches it committed stay (each is whole, and a later import of the
+    file updates them): map_reconcile is queued for them as after a success,
+    in the same transaction as the failure when the queue runs on_fail inside it.
+    """
+    import_id = job.payload.get("import_id")
+    with transaction.atomic():
+        failed = Import.objects.filter(pk=import_id).exclude(status=ImportStatus.DONE).update(
+            status=ImportStatus.FAILED, error=job.error or "failed", finished_at=timezone.now()
+        )
+        site_target_id = job.payload.get("site_target_id")
+        wrote_rows = UrlMetric.objects.filter(site_target_id=site_target_id, page__isnull=True,
+                                              source_import_id=import_id).exists()
+        if failed and wrote_rows:
+            enqueue_reconcile(job.org_id, site_target_id)
 
 
 def enqueue_import(imp: Import):

@@ -4,7 +4,8 @@
 import pytest
 
 from imports.models import Import, ImportStatus, UrlMetric
-from jobs.models import Job
+from jobs import queue
+from jobs.models import Job, JobStatus
 from jobs.worker import Worker
 from tests.factories import SiteTargetFactory, import_file
 from tests.imports.files import write_csv
@@ -70,3 +71,55 @@ def test_kill_9_mid_import_resumes_with_identical_counts(processes, tmp_path, se
     assert UrlMetric.objects.filter(site_target=target).count() == UrlMetric.objects.filter(
         site_target=clean_target).count()
     assert job.report == Job.objects.get(pk=clean.job_id).report
+
+
+def unlinked(target):
+    return UrlMetric.objects.filter(site_target=target, page__isnull=True).count()
+
+
+def reconciled(target):
+    return Job.objects.filter(type="map_reconcile", payload__site_target_id=target.pk, status=JobStatus.DONE).exists()
+
+
+def test_an_import_failed_by_the_operator_midway_still_gets_its_rows_linked(processes, tmp_path, settings):
+    media = tmp_path / "media"
+    settings.MEDIA_ROOT = media
+    target = SiteTargetFactory(url_prefix="https://shop.example/", site__domain="shop.example")
+    imp = import_file(target, write_csv(tmp_path, "big.csv", export_rows()))
+    processes(runjobs, MEDIA_ROOT=media, IMPORTS_BATCH_SIZE=500)
+
+    wait_for(lambda: (Job.objects.get(pk=imp.job_id).progress or {}).get("done", 0) >= 2000, timeout=60,
+             message="the import to pass row 2000")
+    assert queue.mark_failed([imp.job_id], "stopped by the operator") == [imp.job_id]
+
+    wait_for(lambda: reconciled(target), timeout=60, message="a map_reconcile of the failed import's rows")
+    assert Import.objects.get(pk=imp.pk).status == ImportStatus.FAILED
+    assert UrlMetric.objects.filter(source_import=imp).exists()
+    assert unlinked(target) == 0
+
+
+def test_an_import_that_exhausts_its_attempts_still_gets_its_rows_linked(processes, tmp_path, settings):
+    """Three workers killed mid-import: the sweep fails it for good, and what it wrote is linked all the same."""
+    media = tmp_path / "media"
+    settings.MEDIA_ROOT = media
+    target = SiteTargetFactory(url_prefix="https://shop.example/", site__domain="shop.example")
+    imp = import_file(target, write_csv(tmp_path, "big.csv", export_rows() + export_rows()[1:]))
+    env = {"MEDIA_ROOT": media, "IMPORTS_BATCH_SIZE": 500}
+
+    def checkpoint():
+        return (Job.objects.get(pk=imp.job_id).progress or {}).get("done", 0)
+
+    for attempt in (1, 2, 3):
+        reached = checkpoint()
+        victim = processes(runjobs, **env)
+        wait_for(lambda: Job.objects.get(pk=imp.job_id).attempts == attempt and checkpoint() > reached,
+                 timeout=60, message=f"attempt {attempt} to commit a batch")
+        victim.kill9()
+    assert Import.objects.get(pk=imp.pk).status == ImportStatus.RUNNING
+
+    processes(runjobs, **env)  # its sweep fails the job: no attempts left
+    wait_for(lambda: reconciled(target), timeout=60, message="a map_reconcile of the failed import's rows")
+    job = Job.objects.get(pk=imp.job_id)
+    assert job.status == JobStatus.FAILED and "max attempts" in job.error
+    assert Import.objects.get(pk=imp.pk).status == ImportStatus.FAILED
+    assert unlinked(target) == 0

@@ -1,0 +1,110 @@
+"""A TCP proxy on 127.0.0.1 that holds the server's answer at a chosen point: "the poller is right here".
+
+``hold_at(marker)`` arms a one-shot gate: the first server-to-client chunk in which
+``marker`` shows up (``b"* SEARCH"``, ``b" FETCH ("``) is kept back, so the client
+waits inside that command, until ``release()``. The test acts meanwhile (a signal,
+a kill) knowing exactly where the client is, without sleeping.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+HOST = "127.0.0.1"
+
+
+class HoldingProxy:
+    def __init__(self, upstream_port: int, upstream_host: str = HOST):
+        self.upstream = (upstream_host, upstream_port)
+        self._listener = socket.create_server((HOST, 0))
+        self.host, self.port = HOST, self._listener.getsockname()[1]
+        self._lock = threading.Lock()
+        self._marker: bytes | None = None
+        self._held = threading.Event()
+        self._released = threading.Event()
+        self._socks: list[socket.socket] = []
+        self._closed = False
+        threading.Thread(target=self._accept_loop, name="holding-proxy", daemon=True).start()
+
+    def __enter__(self) -> HoldingProxy:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def hold_at(self, marker: bytes) -> None:
+        with self._lock:
+            self._marker = marker
+            self._held.clear()
+            self._released.clear()
+
+    def wait_held(self, timeout: float = 30) -> bool:
+        """True once a chunk with the marker is being held."""
+        return self._held.wait(timeout)
+
+    def release(self) -> None:
+        self._released.set()
+
+    def close(self) -> None:
+        self._closed = True
+        self._released.set()
+        try:
+            self._listener.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._listener.close()
+        with self._lock:
+            socks, self._socks = self._socks, []
+        for sock in socks:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()
+
+    def _accept_loop(self) -> None:
+        while not self._closed:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(self.upstream, timeout=5)
+            except OSError:
+                client.close()
+                continue
+            upstream.settimeout(None)
+            with self._lock:
+                self._socks += [client, upstream]
+            threading.Thread(target=self._pump, args=(client, upstream, False), daemon=True).start()
+            threading.Thread(target=self._pump, args=(upstream, client, True), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket, from_server: bool) -> None:
+        tail = b""
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                if from_server and self._claim(tail + data, len(tail)):
+                    self._held.set()
+                    self._released.wait()
+                tail = (tail + data)[-64:]
+                dst.sendall(data)
+        except OSError:
+            pass
+        for sock in (src, dst):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def _claim(self, window: bytes, old: int) -> bool:
+        """Whether this chunk holds the armed marker; ``window`` is the last bytes sent (``old`` of them) + it."""
+        with self._lock:
+            # Only a marker that ends in the new data: one that passed before arming does not count.
+            if self._marker is None or window.find(self._marker, max(old - len(self._marker) + 1, 0)) < 0:
+                return False
+            self._marker = None
+            return True

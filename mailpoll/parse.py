@@ -17,6 +17,7 @@ import base64
 import binascii
 import email
 import email.header
+import email.parser
 import email.utils
 import hashlib
 import quopri
@@ -30,7 +31,8 @@ from email.policy import Compat32
 from . import tnef
 from .text import clean_line, clean_text, decode_bytes, html_to_text, safe_filename
 
-__all__ = ["ParsedMessage", "Part", "UnparseableMessage", "normalize_message_id", "parse_message", "safe_filename"]
+__all__ = ["MessageHeaders", "ParsedMessage", "Part", "UnparseableMessage", "message_ref", "normalize_message_id",
+           "parse_headers", "parse_message", "safe_filename"]
 
 MAX_DEPTH = 5  # forwarded-inside-forwarded levels searched for attachments
 MAX_PARTS = 500
@@ -39,7 +41,9 @@ MAX_MULTIPART_NESTING = 32  # multipart inside multipart, within one message
 MAX_DEFECTS = 50
 SUBJECT_MAX_CHARS = 1000
 SENDER_MAX_CHARS = 500
-MESSAGE_ID_MAX_CHARS = 250  # longer is not a real Message-ID: the raw hash names the message instead
+MESSAGE_ID_MAX_CHARS = 250  # longer ones are named by the hash of the normalized id (message_ref)
+MESSAGE_ID_READ_CHARS = 100_000  # what is read of a Message-ID header at most, for its hash
+LONG_MESSAGE_ID_PREFIX = "message-id-sha256:"
 ORIGINAL_FILENAME_MAX_CHARS = 500
 BODY_MAX_CHARS = 1_000_000
 HTML_MAX_CHARS = 2_000_000  # html.parser needs ~1 s per MB of hostile markup; the cut is a defect
@@ -80,9 +84,20 @@ class Part:
 
 
 @dataclass(frozen=True)
+class MessageHeaders:
+    """What a Request shows of a message, decoded the same way whether it is accepted or rejected."""
+
+    message_id: str | None  # normalized, whatever its length
+    source_ref: str | None  # message_ref(message_id); None without a usable Message-ID
+    sender: str  # the From address (display name dropped); "" if none
+    subject: str
+    date: datetime | None  # aware
+
+
+@dataclass(frozen=True)
 class ParsedMessage:
     message_id: str | None
-    source_ref: str  # message_id, else "sha256:<hex of raw>"
+    source_ref: str  # message_ref(message_id), else "sha256:<hex of raw>"
     sender: str  # the From address (display name dropped); "" if none
     subject: str
     date: datetime | None  # aware
@@ -138,21 +153,37 @@ def parse_message(raw: bytes, *, max_depth: int = MAX_DEPTH, max_parts: int = MA
     walker = _Walker(max_depth=max_depth, max_parts=max_parts, max_part_bytes=max_part_bytes)
     walker.walk(root)
     body_text = walker.body_text()
-    ids = root.get_all("message-id") or []
-    if len(ids) > 1:
+    if len(root.get_all("message-id") or []) > 1:
         walker.defect("several Message-ID headers: the first one used")
-    message_id = normalize_message_id(ids[0] if ids else None)
-    if ids and message_id is None and len(str(ids[0]).strip()) > MESSAGE_ID_MAX_CHARS:
-        walker.defect("Message-ID too long: the message is named by its hash")
+    head = _headers(root)
+    if head.message_id and head.source_ref != head.message_id:
+        walker.defect(f"Message-ID over {MESSAGE_ID_MAX_CHARS} characters: named by its hash")
     return ParsedMessage(
-        message_id=message_id,
-        source_ref=message_id or "sha256:" + hashlib.sha256(raw).hexdigest(),
-        sender=_sender(root.get("from")),
-        subject=clean_line(_decode_words(root.get("subject") or ""), SUBJECT_MAX_CHARS),
-        date=_date(root.get("date")),
+        message_id=head.message_id,
+        source_ref=head.source_ref or "sha256:" + hashlib.sha256(raw).hexdigest(),
+        sender=head.sender,
+        subject=head.subject,
+        date=head.date,
         body_text=body_text,
         parts=tuple(walker.parts),
         defects=tuple(dict.fromkeys(walker.defects))[:MAX_DEFECTS],
+    )
+
+
+def parse_headers(raw_headers: bytes) -> MessageHeaders:
+    """A header block alone (what a message too large to fetch shows), decoded as parse_message decodes it."""
+    return _headers(email.parser.BytesHeaderParser(policy=_POLICY).parsebytes(raw_headers))
+
+
+def _headers(root: Message) -> MessageHeaders:
+    ids = root.get_all("message-id") or []
+    message_id = normalize_message_id(ids[0] if ids else None)
+    return MessageHeaders(
+        message_id=message_id,
+        source_ref=message_ref(message_id),
+        sender=_sender(root.get("from")),
+        subject=clean_line(_decode_words(root.get("subject") or ""), SUBJECT_MAX_CHARS),
+        date=_date(root.get("date")),
     )
 
 
@@ -387,14 +418,28 @@ def _content_id(node: Message) -> str | None:
 
 
 def normalize_message_id(value: str | None) -> str | None:
-    """The Message-ID as a source_ref: trimmed, angle brackets and inner whitespace gone; None if unusable.
+    """The Message-ID trimmed, angle brackets and inner whitespace gone, whatever its length; None if empty.
 
-    ``" <Abc@x>  (comment)"`` → ``"Abc@x"``; over MESSAGE_ID_MAX_CHARS → None (the raw hash names it).
+    ``" <Abc@x>  (comment)"`` → ``"Abc@x"``. Two copies of one message (one more
+    ``Received:`` line, another folder) always give the same value.
     """
-    value = clean_line(str(value or ""), 10 * MESSAGE_ID_MAX_CHARS)
+    value = clean_line(str(value or ""), MESSAGE_ID_READ_CHARS)
     match = re.search(r"<([^<>]*)>", value)
     value = re.sub(r"\s+", "", match.group(1) if match else value).strip("<>")
-    return value if 0 < len(value) <= MESSAGE_ID_MAX_CHARS else None
+    return value or None
+
+
+def message_ref(message_id: str | None) -> str | None:
+    """The source_ref of a normalized Message-ID: itself, or over MESSAGE_ID_MAX_CHARS the hash of it.
+
+    Hashing the id, never the raw bytes, keeps a resend of a long-id message a duplicate.
+    """
+    if not message_id:
+        return None
+    # An id that looks like one of our hash refs is hashed too, so it can never take another message's name.
+    if len(message_id) <= MESSAGE_ID_MAX_CHARS and not message_id.startswith(("sha256:", LONG_MESSAGE_ID_PREFIX)):
+        return message_id
+    return LONG_MESSAGE_ID_PREFIX + hashlib.sha256(message_id.encode("utf-8", "replace")).hexdigest()
 
 
 def _sender(value: str | None) -> str:

@@ -34,7 +34,7 @@ from django.utils import timezone
 
 from . import conf, cursor, sql, store, watchdog
 from .models import FolderCursor, Mailbox, Request
-from .parse import normalize_message_id
+from .parse import parse_headers
 from .providers import FolderError, ProviderError, for_mailbox
 
 log = logging.getLogger(__name__)
@@ -358,16 +358,14 @@ class Poller:
         log.error("mailbox=%s folder=%s uid=%s not stored: %s", mailbox.pk, folder, uid, result.failed[uid])
 
     def _reject_oversized(self, provider, mailbox, folder, uid, size, limit):
-        from email.parser import BytesHeaderParser
-
         headers = provider.fetch_headers(uid) or b""
-        parsed = BytesHeaderParser().parsebytes(headers)
-        message_id = normalize_message_id(str(parsed.get("Message-ID") or ""))
-        source_ref = message_id or store.raw_ref(headers + str(size).encode())
+        # Decoded exactly as an accepted message's headers are: same sender, subject and dedup name.
+        parsed = parse_headers(headers)
+        source_ref = parsed.source_ref or store.raw_ref(headers + str(size).encode())
         return store.store_rejected(
             mailbox, folder, uid, source_ref,
             f"message is {size:,} bytes, over the {limit:,}-byte limit", size=size,
-            sender=str(parsed.get("From") or ""), subject=str(parsed.get("Subject") or ""),
+            sender=parsed.sender, subject=parsed.subject,
         )
 
     def _record_success(self, mailbox: Mailbox) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import random
 import struct
 import re
@@ -13,7 +15,8 @@ import pytest
 
 from mailpoll import tnef
 from mailpoll.parse import (
-    UnparseableMessage, decode_bytes, html_to_text, normalize_message_id, parse_message, safe_filename,
+    UnparseableMessage, decode_bytes, html_to_text, message_ref, normalize_message_id, parse_headers, parse_message,
+    safe_filename,
 )
 from tests.mailpoll import corpus
 from tests.mailpoll.corpus import CSV, UNPARSEABLE, attachment, headers, hostile_corpus, message, mixed, part, text
@@ -100,7 +103,7 @@ def test_every_corpus_message_parses_or_is_refused(name):
         assert each.filename == safe_filename(each.original_filename)
     for value in texts:  # what PostgreSQL text columns accept
         assert "\x00" not in value and not re.search("[\ud800-\udfff]", value), value
-    assert message.source_ref == (message.message_id or message.source_ref)
+    assert message.source_ref == (message_ref(message.message_id) or message.source_ref)
     assert message.date is None or message.date.tzinfo is not None
 
 
@@ -184,10 +187,50 @@ def test_date_is_aware():
     ("<>", None),
     ("", None),
     (None, None),
-    ("<" + "a" * 300 + "@x>", None),
+    ("<" + "a" * 300 + "@x>", "a" * 300 + "@x"),  # whatever its length: message_ref names it
 ])
 def test_normalize_message_id(value, expected):
     assert normalize_message_id(value) == expected
+
+
+LONG_ID = "a" * 300 + "@x"
+
+
+@pytest.mark.parametrize("message_id, expected", [
+    ("abc@x", "abc@x"),
+    ("a" * 250, "a" * 250),
+    (LONG_ID, "message-id-sha256:" + hashlib.sha256(LONG_ID.encode()).hexdigest()),
+    ("sha256:" + "0" * 64, "message-id-sha256:" + hashlib.sha256(("sha256:" + "0" * 64).encode()).hexdigest()),
+    (None, None),
+])
+def test_message_ref(message_id, expected):
+    assert message_ref(message_id) == expected
+
+
+def test_a_long_message_id_names_every_copy_of_the_message_alike():
+    """A resend has one more Received: line: other raw bytes, the same normalized Message-ID."""
+    first = corpus.mixed(corpus.headers(message_id=LONG_ID), [corpus.text(), corpus.attachment("a.csv", corpus.CSV)])
+    resent = b"Received: from relay.example by mx.example; Mon, 06 Jan 2025 10:16:00 +0100\r\n" + first
+    refs = {parse_message(first).source_ref, parse_message(resent).source_ref}
+    assert refs == {message_ref(LONG_ID)}
+    assert parse_message(first).message_id == LONG_ID
+
+
+@pytest.mark.parametrize("raw, expected", [
+    (b"From: =?utf-8?q?Ren=C3=A9e?= <renee@client.example>\r\nSubject: =?UTF-8?Q?Donn=C3=A9es_d=E2=80=99octobre?=\r\n"
+     b"Message-ID: <big@client.example>\r\n\r\n",
+     ("big@client.example", "renee@client.example", "Données d’octobre")),
+    (b"From: Ren\xc3\xa9e <ren\xc3\xa9e@client.example>\r\nSubject: Donn\xe9es\r\n\r\n",  # raw 8-bit: UTF-8, cp1252
+     (None, "renée@client.example", "Données")),
+    (b"Subject: =?koi8-r?B?" + base64.b64encode("Отчёт".encode("koi8-r")) + b"?=\r\n\r\n", (None, "", "Отчёт")),
+    (b"", (None, "", "")),
+])
+def test_parse_headers_decodes_like_parse_message(raw, expected):
+    head = parse_headers(raw)
+    assert (head.message_id, head.sender, head.subject) == expected
+    if raw:
+        message = parse_message(raw + b"body")
+        assert (message.message_id, message.sender, message.subject) == expected
 
 
 def test_missing_message_id_names_the_message_by_its_hash():

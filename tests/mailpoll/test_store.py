@@ -213,3 +213,20 @@ def test_two_pollers_storing_one_batch_in_opposite_orders_do_not_deadlock(transa
             thread.join()
     assert errors == []
     assert sum(o.created for o in outcomes) == 300 == Request.objects.count()
+
+
+@pytest.mark.django_db
+def test_a_resent_message_with_a_long_message_id_is_a_duplicate(media):
+    """Over the column's length the normalized id is hashed, not the raw bytes: a resend is still a duplicate."""
+    long_id = "<" + "x" * 400 + "@lists.client.example>"
+    raw = mail("Long id", message_id=long_id, attachments=[("pages.csv", CSV, "text/csv")])
+    resent = b"Received: from relay.example by mx.agency.example; Mon, 06 Jan 2025 10:16:00 +0100\r\n" + raw
+    mailbox = MailboxFactory()
+
+    assert store_message(mailbox, "INBOX", 1, raw).created
+    again = store_message(mailbox, "Archive", 2, resent)
+
+    assert not again.created and again.status == "duplicate"
+    request = Request.objects.get()
+    assert request.source_ref.startswith("message-id-sha256:") and len(request.source_ref) <= 300
+    assert Job.objects.filter(type="process_attachment").count() == 1

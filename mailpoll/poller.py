@@ -81,7 +81,7 @@ class Poller:
         self._stop.set()
 
     def run(self, once: bool = False) -> None:
-        log.info("poller started: interval=%.0fs concurrency=%s deadline=%.0fs", self.interval, self.concurrency,
+        log.info("poller started: interval=%gs concurrency=%s deadline=%gs", self.interval, self.concurrency,
                  conf.get("MAILPOLL_POLL_DEADLINE"))
         while not self._stop.is_set():
             self.cycle()

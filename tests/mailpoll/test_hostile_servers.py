@@ -1,0 +1,148 @@
+"""IMAP servers that lie or stall, through the real imapclient provider: what one of them can make a poller do."""
+
+import threading
+import time
+
+import pytest
+from django.db import connection
+
+from mailpoll.models import FolderCursor, Mailbox, Request, RequestStatus
+from mailpoll.poller import Poller
+from tests.mailpoll.factories import MailboxFactory, mail
+from tests.support.fake_imap import FakeImapServer
+
+# Transactional: the cycle runs on a thread of its own (so a hang fails the test instead of the suite).
+pytestmark = pytest.mark.django_db(transaction=True)
+
+LIMIT = 100_000
+
+
+@pytest.fixture
+def fake_imap():
+    """Start FakeImapServers; all are closed at teardown (which also frees a client stuck on one)."""
+    servers = []
+
+    def start(*args, **kwargs) -> FakeImapServer:
+        servers.append(FakeImapServer(*args, **kwargs))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+def mailbox_on(server, **fields):
+    return MailboxFactory(host=server.host, port=server.port, security="none", username="agent",
+                          password=server.password, initial_mode="full", **fields)
+
+
+def cycle(mailbox, poller=None, timeout=30):
+    """One poll of this mailbox now; fails (instead of hanging the suite) if the cycle does not end in time."""
+    Mailbox.objects.filter(pk=mailbox.pk).update(last_polled_at=None)
+    done = threading.Event()
+    outcome = {}
+
+    def run():
+        try:
+            outcome["polled"] = (poller or Poller()).cycle()
+        finally:
+            connection.close()  # this thread's own
+            done.set()
+
+    threading.Thread(target=run, daemon=True).start()
+    assert done.wait(timeout), f"the poll cycle still runs after {timeout} s"
+    mailbox.refresh_from_db()
+    return outcome.get("polled")
+
+
+def test_a_message_larger_than_announced_is_refused_unread_then_rejected_at_its_real_size(fake_imap, settings):
+    settings.MAILPOLL_MAX_MESSAGE_BYTES = LIMIT
+    liar = mail("liar", body="x" * 300_000)
+    server = fake_imap([mail("honest"), liar], announce={2: 100})
+    mailbox = mailbox_on(server)
+
+    cycle(mailbox)
+    assert not Request.objects.filter(subject="liar").exists()
+    assert f"{server.host}:{server.port} INBOX:" in mailbox.last_error
+    assert f"{len(liar):,}-byte literal for uid 2" in mailbox.last_error and "refused unread" in mailbox.last_error
+
+    # The next poll knows the real size: the message is what any oversized one is, a rejected Request.
+    cycle(mailbox)
+    rejected = Request.objects.get(subject="liar")
+    assert rejected.status == RequestStatus.REJECTED and rejected.size == len(liar)
+    assert f"{len(liar):,} bytes, over the {LIMIT:,}-byte limit" in rejected.reject_reason
+    assert Request.objects.get(subject="honest").status == RequestStatus.ACCEPTED
+    assert FolderCursor.objects.get(mailbox=mailbox, folder="INBOX").last_uid == 2
+    assert mailbox.consecutive_failures == 0
+
+
+def test_a_message_that_arrives_whole_over_the_limit_is_not_accepted(fake_imap, settings):
+    """Sent as a quoted string, not a literal: it is read, then measured, then dropped."""
+    settings.MAILPOLL_MAX_MESSAGE_BYTES = LIMIT
+    liar = mail("liar", body="x" * 300_000)
+    server = fake_imap([mail("honest"), liar], announce={2: 100}, quoted=True)
+    mailbox = mailbox_on(server)
+
+    cycle(mailbox)
+    assert not Request.objects.filter(subject="liar").exists()
+    assert "uid 2" in mailbox.last_error and f"over the {LIMIT:,}-byte message limit" in mailbox.last_error
+
+    cycle(mailbox)
+    rejected = Request.objects.get(subject="liar")
+    assert rejected.status == RequestStatus.REJECTED and rejected.size > LIMIT
+    assert FolderCursor.objects.get(mailbox=mailbox, folder="INBOX").last_uid == 2
+
+
+def test_a_four_gigabyte_literal_is_refused_before_any_of_it_is_read(fake_imap, settings):
+    settings.MAILPOLL_MAX_MESSAGE_BYTES = LIMIT
+    server = fake_imap([mail("bomb")], announce={1: 100}, huge_literal={1: 4_000_000_000})
+    mailbox = mailbox_on(server)
+
+    cycle(mailbox)  # no MemoryError, no wait for bytes that never come
+    assert "4,000,000,000-byte literal for uid 1" in mailbox.last_error
+    assert mailbox.consecutive_failures == 1
+
+    cycle(mailbox)
+    rejected = Request.objects.get()
+    assert rejected.status == RequestStatus.REJECTED and rejected.size == 4_000_000_000
+
+
+@pytest.mark.parametrize("misbehaviour", [{"trickle_on": "EXAMINE"}, {"silent": True}, {"hang_on": "FETCH"}],
+                         ids=["trickles", "never-greets", "never-answers-fetch"])
+@pytest.mark.parametrize("concurrency", [1, 2])
+def test_a_stalling_server_is_cut_at_the_deadline_and_the_other_mailboxes_are_polled(
+        fake_imap, dovecot, settings, misbehaviour, concurrency):
+    settings.MAILPOLL_POLL_DEADLINE = 2
+    server = fake_imap([mail("never")], **misbehaviour)
+    stalling = mailbox_on(server)
+    user, password = dovecot.add_user()
+    healthy = MailboxFactory(host=dovecot.host, port=dovecot.port, username=user, password=password)
+    dovecot.append_many(user, "INBOX", [mail("m0"), mail("m1")])
+
+    started = time.monotonic()
+    polled = cycle(stalling, Poller(concurrency=concurrency), timeout=60)
+    assert sorted(polled) == sorted([stalling.pk, healthy.pk])
+    assert sorted(Request.objects.values_list("subject", flat=True)) == ["m0", "m1"]
+    assert "deadline of 2 s passed" in stalling.last_error
+    assert f"{server.host}:{server.port}" in stalling.last_error
+    assert time.monotonic() - started < 30
+    healthy.refresh_from_db()
+    assert healthy.consecutive_failures == 0
+
+
+def test_a_timeout_names_the_server_and_the_folder(fake_imap, settings):
+    settings.MAILPOLL_SOCKET_TIMEOUT = 0.5
+    server = fake_imap([mail("m")], hang_on="SEARCH")
+    mailbox = mailbox_on(server)
+    cycle(mailbox)
+    assert mailbox.last_error.startswith(f"{server.host}:{server.port} INBOX: TimeoutError: timed out")
+
+
+def test_a_refused_login_names_the_server_and_not_the_password(fake_imap):
+    server = fake_imap([mail("m")])
+    mailbox = mailbox_on(server)
+    mailbox.set_secret("not-the-password")
+    mailbox.save()
+    cycle(mailbox)
+    assert f"{server.host}:{server.port}" in mailbox.last_error and "login" in mailbox.last_error.lower()
+    assert "not-the-password" not in mailbox.last_error

@@ -108,12 +108,16 @@ def scoped_form(form_class, request):
     class OrgScopedForm(form_class):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
-            for field in self.fields.values():
-                if isinstance(field, ModelChoiceField):  # ModelMultipleChoiceField included
-                    field.queryset = scope_queryset(field.queryset, orgs)
+            scope_choices(self, orgs)
 
     OrgScopedForm.__name__ = OrgScopedForm.__qualname__ = form_class.__name__
     return OrgScopedForm
+
+
+def scope_choices(form, orgs) -> None:
+    for field in form.fields.values():
+        if isinstance(field, ModelChoiceField):  # ModelMultipleChoiceField included
+            field.queryset = scope_queryset(field.queryset, orgs)
 
 
 class OrgScopedRelatedFilter(admin.RelatedFieldListFilter):
@@ -188,8 +192,18 @@ class OrgScopedInline:
 
     def get_formset(self, request, obj=None, **kwargs):
         formset = super().get_formset(request, obj, **kwargs)
-        formset.form = scoped_form(formset.form, request)
-        return formset
+        orgs = reachable_orgs(request)
+        if orgs is None:
+            return formset
+
+        class OrgScopedFormSet(formset):
+            def add_fields(self, form, index):
+                # After the formset's own fields (the hidden pk is one), so those are scoped too.
+                super().add_fields(form, index)
+                scope_choices(form, orgs)
+
+        OrgScopedFormSet.__name__ = OrgScopedFormSet.__qualname__ = formset.__name__
+        return OrgScopedFormSet
 
     def get_autocomplete_fields(self, request):
         return viewable_relations(self, request, super().get_autocomplete_fields(request))

@@ -134,7 +134,7 @@ class HealthFilter(admin.SimpleListFilter):
 class FolderCursorInline(OrgScopedInline, admin.TabularInline):
     model = FolderCursor
     verbose_name_plural = "cursors (how far each folder has been durably read)"
-    fields = ["folder", "uidvalidity", "last_uid", "last_sync"]
+    fields = ["folder", "uidvalidity", "last_uid", "sweep", "last_sync", "problem"]
     readonly_fields = fields
     extra = 0
     can_delete = False
@@ -148,6 +148,22 @@ class FolderCursorInline(OrgScopedInline, admin.TabularInline):
     @admin.display(description="last sync")
     def last_sync(self, cursor):
         return when(cursor.last_sync_ts)
+
+    @admin.display(description="sweep")
+    def sweep(self, cursor):
+        """An unfinished first (or UIDVALIDITY) sweep, resumed by the next poll."""
+        if cursor.sweep_until is None:
+            return EMPTY
+        since = f" since {cursor.sweep_since:%Y-%m-%d}" if cursor.sweep_since else ""
+        return f"unfinished{since}: up to uid {cursor.sweep_until}"
+
+    @admin.display(description="problem")
+    def problem(self, cursor):
+        """The folder's own error at its last poll (it could not be read, or one message in it)."""
+        if not cursor.last_error:
+            return EMPTY
+        return format_html('<span style="color:{}">{}</span> {}', RED, truncatechars(cursor.last_error, 300),
+                           when(cursor.last_error_at))
 
 
 @admin.register(Mailbox)

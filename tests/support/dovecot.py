@@ -316,6 +316,21 @@ class DovecotServer:
             client.add_flags(uids, [b"\\Deleted"])
             client.expunge(uids)
 
+    def message_file(self, user: str, folder: str, uid: int) -> Path:
+        """The Maildir file holding one message (through ``dovecot-uidlist``), to damage it on purpose.
+
+        A file the mail processes cannot open (``chmod 000``; they do not run as root) makes
+        Dovecot answer its FETCH with ``* BYE FETCH failed: Internal error occurred``.
+        """
+        maildir = self.root / "mail" / user
+        if folder.upper() != "INBOX":
+            maildir = maildir / f".{folder}"
+        lines = (maildir / "dovecot-uidlist").read_text().splitlines()[1:]
+        names = {int(line.split()[0]): line.split(":", 1)[1] for line in lines if ":" in line}
+        base = names[uid].split(",")[0]
+        [path] = [p for sub in ("new", "cur") for p in (maildir / sub).glob(f"{base}*")]
+        return path
+
     def uids(self, user: str, folder: str) -> list[int]:
         with self.session(user, folder, readonly=True) as client:
             return sorted(client.search("ALL"))

@@ -65,6 +65,29 @@ def when(moment):
                        ago(moment))
 
 
+def next_try(mailbox: Mailbox):
+    """When a poller takes the mailbox next: at its next cycle, after its interval, or after its backoff."""
+    if not mailbox.enabled:
+        return EMPTY
+    due = mailbox.last_polled_at and mailbox.last_polled_at + mailbox.poll_interval
+    backing_off = bool(due and mailbox.next_attempt_at and mailbox.next_attempt_at > due)
+    if backing_off:
+        due = mailbox.next_attempt_at
+    seconds = int((due - timezone.now()).total_seconds()) if due else 0
+    if seconds <= 0:
+        label = "next cycle"
+    elif seconds < 60:
+        label = f"in {seconds} s"
+    elif seconds < 3600:
+        label = f"in {seconds // 60} min"
+    else:
+        label = f"in {seconds / 3600:.1f} h"
+    if backing_off:
+        label += f" (backing off after {counted(mailbox.consecutive_failures, 'failure', 'failures')})"
+    exact = timezone.localtime(due).strftime("%Y-%m-%d %H:%M:%S %Z") if due else "due now"
+    return format_html('<span title="{}">{}</span>', exact, label)
+
+
 def duration_label(seconds: float) -> str:
     return f"{seconds / 60:g} min" if seconds >= 60 else f"{seconds:g} s"
 
@@ -170,7 +193,7 @@ class FolderCursorInline(OrgScopedInline, admin.TabularInline):
 class MailboxAdmin(OrgScopedAdmin, admin.ModelAdmin):
     form = MailboxForm
     list_display = ["name", "org", "account", "enabled", "health_badge", "last_poll", "last_success",
-                    "last_error_short", "failures"]
+                    "last_error_short", "failures", "next_try_at"]
     list_filter = ["org", "enabled", "provider", HealthFilter]
     list_select_related = ["org"]
     search_fields = ["name", "username", "host"]
@@ -180,7 +203,7 @@ class MailboxAdmin(OrgScopedAdmin, admin.ModelAdmin):
     inlines = [FolderCursorInline]
     actions = ["poll_now", "enable", "disable"]
     readonly_fields = ["secret_state", "health_badge", "last_polled_at", "last_success_at", "consecutive_failures",
-                       "last_error_at", "last_error_text", "requests_link", "created_at"]
+                       "next_try_at", "last_error_at", "last_error_text", "requests_link", "created_at"]
 
     def get_fieldsets(self, request, obj=None):
         secret = ["password", "remove_secret", "secret_state"] if obj else ["password"]
@@ -192,7 +215,8 @@ class MailboxAdmin(OrgScopedAdmin, admin.ModelAdmin):
         ]
         if obj:
             fieldsets.append(("Health", {"fields": ["health_badge", "last_polled_at", "last_success_at",
-                                                    "consecutive_failures", "last_error_at", "last_error_text",
+                                                    "consecutive_failures", "next_try_at", "last_error_at",
+                                                    "last_error_text",
                                                     "requests_link", "created_at"]}))
         return fieldsets
 
@@ -235,6 +259,10 @@ class MailboxAdmin(OrgScopedAdmin, admin.ModelAdmin):
     @admin.display(description="failures in a row", ordering="consecutive_failures")
     def failures(self, mailbox):
         return mailbox.consecutive_failures
+
+    @admin.display(description="next try at", ordering="next_attempt_at")
+    def next_try_at(self, mailbox):
+        return next_try(mailbox)
 
     @admin.display(description="last error")
     def last_error_text(self, mailbox):

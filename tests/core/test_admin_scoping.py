@@ -7,6 +7,7 @@ later is covered without a new test — and ``test_every_registered_admin_is_sco
 fails until it is scoped and has a row in ``build_org``.
 """
 
+import json
 from datetime import date
 from uuid import uuid4
 
@@ -25,6 +26,7 @@ from mailpoll.models import Attachment, AttachmentStatus, FolderCursor, Mailbox,
 from seoinsight.checks import check_every_admin_is_org_scoped
 from seoinsight.models import ApiToken, Membership, Org, Page, Site, SiteTarget
 from seoinsight.orgscope import OrgScopedAdmin, org_path, unscoped_admins
+from tests.core.test_admin import KEY
 from tests.factories import JobFactory, OrgFactory, SiteFactory, SiteTargetFactory, UserFactory, api_token
 from tests.mailpoll.factories import MailboxFactory
 
@@ -53,6 +55,8 @@ def build_org(org_id: str) -> dict:
     site = SiteFactory(org=org, domain=f"{org_id}.example")
     target = SiteTargetFactory(site=site, url_prefix=f"https://{org_id}.example/",
                                search_console_property=f"sc-domain:{org_id}.example")
+    target.set_service_account(json.dumps(KEY))  # so the pull action would queue an import for it
+    target.save()
     job = JobFactory(org_id=org_id, failed=True, dedup_key=f"noop:{org_id}")
     zombie = JobFactory(org_id=org_id, stale=True)
     imp = Import.objects.create(org=org, site_target=target, kind="csv", uid=uuid4().hex,
@@ -72,6 +76,12 @@ def build_org(org_id: str) -> dict:
         Site: site, SiteTarget: target, Job: job, ZombieJob: ZombieJob.objects.get(pk=zombie.pk), Import: imp,
         UrlMetric: metric, Mailbox: mailbox, Request: request, Attachment: attachment,
     }
+
+
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings):
+    # Four users per test: the production hasher's deliberate slowness would dominate the run.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 @pytest.fixture

@@ -326,6 +326,13 @@ def import_failed(job) -> None:
     mark_import_failed(job)
 
 
+def import_requeued(job) -> None:
+    """on_requeue: the same as import_csv's."""
+    from .handlers import import_requeued as mark_import_queued
+
+    mark_import_queued(job)
+
+
 def create_api_import(site_target, period_start: date, period_end: date, *, created_by=None,
                       by_date: bool = True, row_limit: int = ROW_LIMIT) -> Import:
     """Create an API Import and its job, in one transaction."""
@@ -350,7 +357,7 @@ def enqueue_api_import(imp: Import, *, by_date: bool = True, row_limit: int = RO
     return job
 
 
-@register("import_api", dedup_scope="active", on_fail=import_failed)
+@register("import_api", dedup_scope="active", on_fail=import_failed, on_requeue=import_requeued)
 def import_api(job):
     """Pull Search Analytics for the Import's period into UrlMetric, page by page, resumably."""
     from .handlers import enqueue_reconcile
@@ -394,9 +401,7 @@ def import_api(job):
         def write_page():
             # One upsert for the page: one statement takes its locks in key order (see ingest).
             records = ingest.prepare(parsed_rows(rows, first_row), scope, counts)
-            inserted, updated = ingest.upsert(imp.site_target_id, imp.pk, records)
-            counts.inserted += inserted
-            counts.updated += updated
+            ingest.write(imp.site_target_id, imp.pk, records, counts, scope)
             # Same transaction as the rows: the checkpoint never runs ahead of the data.
             job.report_progress(done=next_row, start_row=next_row, counts=counts.as_dict())
 

@@ -123,10 +123,10 @@ class JobAdmin(OrgScopedAdmin, admin.ModelAdmin):
     ordering = ["-created_at"]
     show_full_result_count = False
     empty_value_display = EMPTY
-    actions = ["requeue_jobs", "mark_jobs_failed"]
+    actions = ["requeue_jobs", "requeue_jobs_with_fresh_budget", "mark_jobs_failed"]
     readonly_fields = ["id", "type", "org_id", "status_badge", "attempts_of_max", "dedup_key", "created_at",
                        "started_at", "finished_at", "duration", "heartbeat_age", "progress_bar",
-                       "error_text", "payload_json", "progress_json", "report_json"]
+                       "error_text", "traceback_text", "payload_json", "progress_json", "report_json"]
     fields = readonly_fields
 
     def rows(self):
@@ -163,7 +163,13 @@ class JobAdmin(OrgScopedAdmin, admin.ModelAdmin):
 
     @admin.display(description="attempts", ordering="attempts")
     def attempts_of_max(self, job):
-        return f"{job.attempts} / {max_attempts(job.type)}"
+        """Claims counted against the budget; the others (database outages, a fresh budget) apart."""
+        shown = f"{job.counted_attempts} / {max_attempts(job.type)}"
+        if job.uncounted_attempts:
+            shown += f" (+{job.uncounted_attempts} not counted)"
+        if job.outages:
+            shown += f", {job.outages} cut off by the database"
+        return shown
 
     @admin.display(description="progress")
     def progress_bar(self, job):
@@ -191,6 +197,10 @@ class JobAdmin(OrgScopedAdmin, admin.ModelAdmin):
     def error_text(self, job):
         return format_html('<pre style="white-space:pre-wrap">{}</pre>', job.error) if job.error else EMPTY
 
+    @admin.display(description="traceback")
+    def traceback_text(self, job):
+        return format_html('<pre style="white-space:pre-wrap">{}</pre>', job.traceback) if job.traceback else EMPTY
+
     @admin.display(description="payload")
     def payload_json(self, job):
         return pretty_json(job.payload)
@@ -205,10 +215,26 @@ class JobAdmin(OrgScopedAdmin, admin.ModelAdmin):
 
     @admin.action(description="Requeue selected jobs", permissions=["operate"])
     def requeue_jobs(self, request, queryset):
-        ids = list(queryset.values_list("pk", flat=True))
-        changed = queue.requeue(ids)
-        self.report(request, f"{plural_jobs(len(changed))} requeued", len(ids) - len(changed),
-                    "only failed jobs and zombies can be requeued: not done, queued or live running jobs")
+        self.report_requeue(request, queue.requeue(list(queryset.values_list("pk", flat=True))))
+
+    @admin.action(description="Requeue selected jobs with a fresh budget (earlier attempts stop counting)",
+                  permissions=["operate"])
+    def requeue_jobs_with_fresh_budget(self, request, queryset):
+        self.report_requeue(request, queue.requeue(list(queryset.values_list("pk", flat=True)), fresh_budget=True))
+
+    def report_requeue(self, request, result: queue.RequeueResult) -> None:
+        """What the requeue did to each job, and why it left the others alone."""
+        parts = [f"{plural_jobs(len(result.requeued))} requeued"]
+        if result.failed:
+            parts.append(f"{plural_jobs(len(result.failed))} failed: zombies out of attempts, as the sweep does")
+        if result.folded:
+            parts.append(f"{plural_jobs(len(result.folded))} folded into the queued job that holds the same key")
+        reasons: dict[str, int] = {}
+        for reason in result.refused.values():
+            reasons[reason] = reasons.get(reason, 0) + 1
+        parts += [f"{count} skipped ({reason})" for reason, count in reasons.items()]
+        level = messages.WARNING if result.refused or result.failed else messages.SUCCESS
+        self.message_user(request, "; ".join(parts), level)
 
     @admin.action(description="Mark selected jobs failed", permissions=["operate"])
     def mark_jobs_failed(self, request, queryset):

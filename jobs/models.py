@@ -10,9 +10,9 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 from django.db.models.fields.json import KT
-from django.db.models.functions import Cast, Greatest
+from django.db.models.functions import Cast, Greatest, Now
 from django.utils import timezone
 
 
@@ -20,13 +20,16 @@ class JobStatus(models.TextChoices):
     # enqueue() creates rows here; the sweep, the worker after a lost database
     # connection and the admin's "requeue" put them back. Left by a claim.
     QUEUED = "queued", "Queued"
-    # Set by a claim (attempts + 1, started_at). Left by finish, fail, or the
-    # zombie sweep when the heartbeat stops.
+    # Set by a claim (attempts + 1, started_at). Left by finish, fail, the
+    # zombie sweep when the heartbeat stops, or the worker when the database cut
+    # the run off (back to queued).
     RUNNING = "running", "Running"
-    # Terminal: the handler returned. finished_at set, dedup_key released.
+    # Terminal: the handler returned (or, folded, a queued job with the same
+    # key covers its work: report.superseded_by). finished_at set, key released.
     DONE = "done", "Done"
     # Terminal: the handler raised, attempts ran out, or an operator gave up on
-    # it. finished_at set, dedup_key released, on_fail called.
+    # it. finished_at set, dedup_key released, on_fail called in the same
+    # transaction. Left only by an operator's requeue (on_requeue called).
     FAILED = "failed", "Failed"
 
 
@@ -60,20 +63,20 @@ class JobQuerySet(models.QuerySet):
             )
         )
 
-    def stale(self, now=None):
+    def stale(self):
         """Running jobs whose heartbeat is older than their type's ``stale_after``: zombies.
 
-        Mirrors the sweep's SQL for the admin; the sweep itself runs ``sql.SWEEP``.
+        Mirrors the sweep's SQL for the admin, on the database's clock (never the
+        web server's); the sweep itself runs ``sql.SWEEP_STALE``.
         """
         from . import registry
 
-        now = now or timezone.now()
         known = registry.all_types()
         condition = Q()
         for jt in known.values():
-            condition |= Q(type=jt.name, heartbeat_at__lt=now - timedelta(seconds=jt.stale_after))
+            condition |= Q(type=jt.name, heartbeat_at__lt=Now() - timedelta(seconds=jt.stale_after))
         condition |= ~Q(type__in=list(known)) & Q(
-            heartbeat_at__lt=now - timedelta(seconds=registry.default_stale_after())
+            heartbeat_at__lt=Now() - timedelta(seconds=registry.default_stale_after())
         )
         return self.running().with_heartbeat().filter(condition)
 
@@ -83,12 +86,26 @@ class Job(models.Model):
     org_id = models.TextField(db_index=True)
     type = models.TextField()
     status = models.TextField(choices=JobStatus.choices, default=JobStatus.QUEUED, db_default=JobStatus.QUEUED)
+    # Claims so far: + 1 at every claim and never lowered, so it is the fencing
+    # token of a run (every finishing write is conditional on it).
     attempts = models.IntegerField(default=0, db_default=0)
+    # Claims that do not count against max_attempts: runs cut off by the
+    # database, and every run before an operator's "requeue with a fresh budget".
+    uncounted_attempts = models.IntegerField(default=0, db_default=0)
+    # Runs cut off by the database (connection lost, server shut down).
+    outages = models.IntegerField(default=0, db_default=0)
+    # The key while it blocks enqueues (unique); released at claim ('queue'
+    # scope) or at the end.
     dedup_key = models.TextField(null=True, blank=True, unique=True)
+    # The key the job was enqueued with, for good: a job put back in the queue
+    # takes it back.
+    enqueued_key = models.TextField(null=True, blank=True)
     payload = models.JSONField(default=dict, db_default=models.Value({}, models.JSONField()))
     progress = models.JSONField(null=True, blank=True)
     report = models.JSONField(null=True, blank=True)
     error = models.TextField(null=True, blank=True)
+    # A failed run's traceback: for staff (admin, logs), never in the API.
+    traceback = models.TextField(null=True, blank=True)
     created_at = models.DateTimeField(db_default=models.Func(function="now"))
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -123,6 +140,10 @@ class Job(models.Model):
                 name="jobs_running_has_started_at",
             ),
             models.CheckConstraint(condition=Q(attempts__gte=0), name="jobs_attempts_non_negative"),
+            models.CheckConstraint(
+                condition=Q(uncounted_attempts__gte=0, uncounted_attempts__lte=F("attempts"), outages__gte=0),
+                name="jobs_uncounted_within_attempts",
+            ),
         ]
 
     def __str__(self):
@@ -131,6 +152,11 @@ class Job(models.Model):
     @property
     def is_finished(self) -> bool:
         return self.status in (JobStatus.DONE, JobStatus.FAILED)
+
+    @property
+    def counted_attempts(self) -> int:
+        """Runs charged to ``max_attempts``."""
+        return self.attempts - self.uncounted_attempts
 
     @property
     def duration(self) -> timedelta | None:
@@ -150,7 +176,7 @@ class Job(models.Model):
         queue.report_progress(self, done=done, total=total, **fields)
 
     def as_api_dict(self) -> dict:
-        """The shape ``GET /jobs/<id>`` returns."""
+        """The shape ``GET /jobs/<id>`` returns: never the traceback, which is for staff."""
         return {
             "id": str(self.id),
             "type": self.type,

@@ -9,17 +9,19 @@ from __future__ import annotations
 
 import json
 import logging
+import math
+from dataclasses import dataclass, field
 
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 
 from . import conf, registry, sql
-from .models import DedupScope, Job
+from .models import DedupScope, Job, JobStatus
 
 log = logging.getLogger(__name__)
 
 ENQUEUE_TRIES = 3
-CLAIM_TRIES = 3
+UNIQUE_VIOLATION = "23505"
 
 
 class JobLost(Exception):
@@ -132,7 +134,10 @@ def report_progress(job: Job, done=None, total=None, **fields) -> None:
     if total is not None:
         fields["total"] = total
     fields.pop("updated_at", None)  # the database clock writes the heartbeat
-    if not _update(sql.PROGRESS, job, fields=_json(fields)):
+    encoded = _json(storable(fields))
+    if len(encoded) > MAX_REPORT_BYTES:
+        raise ValueError(f"progress of {len(encoded)} bytes is over the {MAX_REPORT_BYTES} byte limit")
+    if not _update(sql.PROGRESS, job, fields=encoded):
         raise JobLost(f"job {job.id} attempt {job.attempts} is no longer running here")
     job.progress = {**(job.progress or {}), **fields}
 
@@ -142,17 +147,124 @@ def heartbeat(job: Job) -> bool:
     return _update(sql.PROGRESS, job, fields="{}")
 
 
+# -- what a run produced, made storable ------------------------------------------------
+# PostgreSQL refuses NUL in text and jsonb, NaN/Infinity and lone surrogates in
+# jsonb; a huge value costs every page that shows it. A finish must land whatever
+# the handler produced, so each value is cleaned and capped before it is written.
+
+MAX_ERROR_CHARS = 2000
+MAX_TRACEBACK_CHARS = 20_000
+MAX_REPORT_BYTES = 1_000_000
+MAX_REPORT_DEPTH = 64
+REPLACEMENT = "\ufffd"
+
+
+class UnstorableReport(ValueError):
+    """The handler's report is not JSON at all (a set, an object); the message says what."""
+
+
+def storable_text(text, limit: int, *, keep: str = "head") -> str:
+    """``text`` without what PostgreSQL refuses (NUL, lone surrogates), at most ``limit`` characters.
+
+    >>> storable_text("a\\x00b", 10) == "a\\ufffdb", storable_text("x" * 20, 8), storable_text("x" * 20 + "END", 8, keep="tail")
+    (True, 'xxxxxxx…', '…xxxxEND')
+    """
+    text = str(text)
+    if len(text) > limit:
+        text = text[: limit - 1] + "…" if keep == "head" else "…" + text[-(limit - 1):]
+    return _clean_str(text)
+
+
+def storable(value, depth: int = 0):
+    """A copy of a JSON-able ``value`` that jsonb accepts.
+
+    NUL and lone surrogates in strings (and keys) become U+FFFD, NaN and ±Infinity
+    become null (JSON has neither), nesting deeper than MAX_REPORT_DEPTH becomes
+    the string "…". Types the encoder knows (dates, UUIDs, Decimals) pass through.
+    """
+    if isinstance(value, str):
+        return _clean_str(value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        if depth >= MAX_REPORT_DEPTH:
+            return "…"
+        return {(_clean_str(k) if isinstance(k, str) else k): storable(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        if depth >= MAX_REPORT_DEPTH:
+            return "…"
+        return [storable(v, depth + 1) for v in value]
+    return value
+
+
+def _clean_str(text: str) -> str:
+    if "\x00" in text:
+        text = text.replace("\x00", REPLACEMENT)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a str holds surrogates only unpaired: UTF-8 cannot carry them
+        text = "".join(REPLACEMENT if "\ud800" <= ch <= "\udfff" else ch for ch in text)
+    return text
+
+
+def storable_report(report: dict | None) -> str | None:
+    """The report as jsonb text: cleaned, and replaced by a note when over MAX_REPORT_BYTES.
+
+    Raises ``UnstorableReport`` for a value that is not JSON at all.
+    """
+    if report is None:
+        return None
+    try:
+        encoded = json.dumps(storable(report), cls=DjangoJSONEncoder, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise UnstorableReport(str(exc)) from None
+    if len(encoded) > MAX_REPORT_BYTES:
+        return json.dumps({"report_dropped": f"the handler's report of {len(encoded)} bytes is over the "
+                                             f"{MAX_REPORT_BYTES} byte limit"})
+    return encoded
+
+
+def describe(exc: BaseException) -> str:
+    """``"Type: message"`` for an error column, even when the exception's ``str()`` raises."""
+    try:
+        message = str(exc)
+    except Exception:
+        message = "<the exception's message could not be read>"
+    name = type(exc).__name__
+    return f"{name}: {message}" if message else name
+
+
+# -- finishing --------------------------------------------------------------------------
+
 def finish_done(job: Job, report: dict | None) -> bool:
-    return _update(sql.FINISH_DONE, job, report=_json(report) if report is not None else None)
+    """Record the handler's result; False if this run no longer owns the job."""
+    return _update(sql.FINISH_DONE, job, report=storable_report(report))
 
 
-def finish_failed(job: Job, error: str, report: dict | None = None) -> bool:
-    return _update(sql.FINISH_FAILED, job, error=error[:2000],
-                   report=_json(report) if report is not None else None)
+def finish_failed(job: Job, error: str, traceback: str | None = None) -> bool:
+    """Fail the run and run ``on_fail``, in one transaction; False if this run no longer owns the job.
+
+    A crash or a lost connection before the commit leaves the job running (the
+    sweep or this worker's retry takes it from there), never failed with its
+    domain row still untouched.
+    """
+    with transaction.atomic():
+        failed = _update(sql.FINISH_FAILED, job, error=storable_text(error, MAX_ERROR_CHARS),
+                         traceback=storable_text(traceback, MAX_TRACEBACK_CHARS, keep="tail")
+                         if traceback is not None else None)
+        if failed:
+            call_on_fail(job)
+    return failed
+
+
+# Runs the database may cut off (connection lost, server shut down) before
+# further ones count against max_attempts: a job that kills its own database
+# (a query that crashes the server) must still end.
+FREE_OUTAGES = 5
 
 
 def retry_or_fail(attempts: int, max_attempts: int) -> str:
-    """What becomes of an interrupted run (zombie, lost connection).
+    """What becomes of an interrupted run, given the claims counted against its budget.
 
     The run that was interrupted already counted as an attempt at its claim:
 
@@ -162,18 +274,95 @@ def retry_or_fail(attempts: int, max_attempts: int) -> str:
     return "queued" if attempts < max_attempts else "failed"
 
 
-def interrupt(job: Job, max_attempts: int) -> str | None:
+def after_interruption(attempts: int, uncounted: int, outages: int, max_attempts: int, *,
+                       by_database: bool) -> tuple[str, bool]:
+    """``(new status, spared)`` for a run cut off by a dead worker or by the database.
+
+    A crash counts. A run the database cut off is spared (not counted) for the
+    first FREE_OUTAGES outages of the job; later ones count like crashes.
+
+    >>> after_interruption(3, 0, 0, 3, by_database=False), after_interruption(3, 0, 0, 3, by_database=True)
+    (('failed', False), ('queued', True))
+    >>> after_interruption(7, 5, 5, 3, by_database=True)  # spared 5 times already: this one counts
+    ('queued', False)
+    """
+    spared = by_database and outages < FREE_OUTAGES
+    counted = attempts - uncounted - (1 if spared else 0)
+    return retry_or_fail(counted, max_attempts), spared
+
+
+def exhausted_error(outages: int) -> str:
+    """``error`` of a job out of attempts.
+
+    >>> exhausted_error(0), exhausted_error(3)
+    ('max attempts exceeded', 'max attempts exceeded; interrupted by database outages (3)')
+    """
+    return "max attempts exceeded" + (f"; interrupted by database outages ({outages})" if outages else "")
+
+
+def interrupt(job: Job, max_attempts: int, *, by_database: bool = False) -> str | None:
     """Put an interrupted run back in the queue, or fail it if it has no attempts left.
 
+    ``by_database``: the worker itself saw the database cut the run off (see
+    ``after_interruption``). Back in the queue, the job holds its key again; if a
+    newer queued job holds it, this one is folded into that one (``done``,
+    ``report.superseded_by``). A failure runs ``on_fail`` in the same transaction.
     Returns the new status, or None if the run no longer owned the job.
     """
-    outcome = retry_or_fail(job.attempts, max_attempts)
-    statement = sql.REQUEUE_INTERRUPTED if outcome == "queued" else sql.FAIL_EXHAUSTED
-    return outcome if _update(statement, job) else None
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(sql.INTERRUPTED_RUN, {"id": job.id, "attempt": job.attempts})
+            row = cursor.fetchone()
+        if row is None:
+            return None
+        attempts, uncounted, outages = row
+        outcome, spared = after_interruption(attempts, uncounted, outages, max_attempts, by_database=by_database)
+        outage = 1 if by_database else 0
+        if outcome == "failed":
+            _update(sql.FAIL_EXHAUSTED, job, error=exhausted_error(outages + outage), outage=outage)
+            call_on_fail(job)
+            return "failed"
+        return _put_back(job, sql.REQUEUE_INTERRUPTED, spared=int(spared), outage=outage)[0]
+
+
+def _put_back(job: Job, statement: str, **params):
+    """Run a put-back statement, the job taking its key back; ``(status, holder)``.
+
+    If another job holds the key (a queued one, enqueued while this one ran),
+    this one is folded into it: ``("done", holder)``. ``(None, None)`` if the run
+    no longer owned the job.
+    """
+    for _ in range(ENQUEUE_TRIES):
+        try:
+            with transaction.atomic():
+                return ("queued" if _update(statement, job, **params) else None), None
+        except IntegrityError as exc:
+            if getattr(exc.__cause__, "sqlstate", None) != UNIQUE_VIOLATION:
+                raise
+        holder = _holder_of(job)
+        if holder is not None:
+            folded = _update(sql.SUPERSEDE, job, holder=str(holder), outage=params.get("outage", 0))
+            log.warning("job=%s folded into job=%s, which holds its key %r", job.id, holder, job.enqueued_key)
+            return ("done" if folded else None), holder
+        # The holder finished meanwhile: the key is free again.
+    raise EnqueueRace(f"job {job.id}: its key {job.enqueued_key!r} kept changing hands")
+
+
+def _holder_of(job: Job):
+    """The other job holding this job's key, if any."""
+    if job.enqueued_key is None:
+        job.enqueued_key = Job.objects.filter(pk=job.pk).values_list("enqueued_key", flat=True).first()
+    if job.enqueued_key is None:
+        return None
+    return Job.objects.filter(dedup_key=job.enqueued_key).exclude(pk=job.pk).values_list("pk", flat=True).first()
 
 
 def call_on_fail(job: Job) -> None:
-    """Run the type's ``on_fail`` best-effort: its errors are logged, never raised."""
+    """Run the type's ``on_fail`` inside the failing transaction, under a savepoint.
+
+    Its own errors are logged and undo only its own writes, never the failure;
+    a lost connection undoes both, and whoever failed the job retries.
+    """
     try:
         job_type = registry.get(job.type)
     except registry.UnknownJobType:
@@ -181,32 +370,121 @@ def call_on_fail(job: Job) -> None:
     if job_type.on_fail is None:
         return
     try:
-        job.refresh_from_db()
-        job_type.on_fail(job)
+        with transaction.atomic():
+            job.refresh_from_db()
+            job_type.on_fail(job)
     except Exception:
         log.exception("job=%s on_fail of %s raised", job.id, job.type)
 
 
-def requeue(job_ids) -> list:
-    """Operator action: failed jobs start afresh; stale running jobs (zombies) go back now.
+# -- operator actions -------------------------------------------------------------------
 
-    Returns the ids that changed; others (done, queued, or running and alive) are left alone.
+REQUEUE = "requeue"
+FAIL = "fail"
+NOT_REQUEUEABLE = "only failed jobs and zombies can be requeued: not done, queued or live running jobs"
+NO_BUDGET = "no attempts left: use Requeue with a fresh budget"
+
+
+def operator_requeue(status: str, counted: int, max_attempts: int, *, stale: bool, fresh: bool) -> str:
+    """What an operator's requeue does to a job: REQUEUE, FAIL, or the reason it is refused.
+
+    The sweep's rules: a zombie with attempts left goes back, without goes to
+    failed. A failed job runs again only with attempts left, unless the operator
+    gives it a fresh budget.
+
+    >>> operator_requeue("failed", 1, 3, stale=False, fresh=False)
+    'requeue'
+    >>> operator_requeue("failed", 3, 3, stale=False, fresh=False) == NO_BUDGET
+    True
+    >>> operator_requeue("running", 3, 3, stale=True, fresh=False), operator_requeue("running", 3, 3, stale=True, fresh=True)
+    ('fail', 'requeue')
     """
-    ids = [str(i) for i in job_ids]
-    stale = list(Job.objects.stale().filter(pk__in=ids).values_list("pk", "attempts"))
-    with transaction.atomic():
-        changed = _ids(sql.OPERATOR_REQUEUE_FAILED, {"ids": ids})
-        changed += _ids(sql.OPERATOR_REQUEUE_STALE,
-                        {"ids": [str(pk) for pk, _ in stale], "attempts": [a for _, a in stale]})
-    return changed
+    if status == JobStatus.FAILED:
+        return REQUEUE if fresh or counted < max_attempts else NO_BUDGET
+    if status == JobStatus.RUNNING and stale:
+        return REQUEUE if fresh or counted < max_attempts else FAIL
+    return NOT_REQUEUEABLE
+
+
+@dataclass
+class RequeueResult:
+    requeued: list = field(default_factory=list)
+    failed: list = field(default_factory=list)  # zombies out of attempts, failed as the sweep would
+    folded: dict = field(default_factory=dict)  # zombie id -> the queued job holding its key
+    refused: dict = field(default_factory=dict)  # id -> why
+
+
+def requeue(job_ids, *, fresh_budget: bool = False) -> RequeueResult:
+    """Operator action: failed jobs run again; zombies go back now, by the sweep's rules.
+
+    ``fresh_budget``: the claims so far stop counting against ``max_attempts``.
+    Each job is judged and moved under its row lock, in a transaction of its
+    own; one that moved meanwhile, or whose key a live job holds, is refused
+    with the reason. A failed job's ``on_requeue`` runs in its transaction: if
+    it raises, that requeue is undone.
+    """
+    result = RequeueResult()
+    for job_id in job_ids:
+        try:
+            with transaction.atomic():
+                _requeue_one(job_id, fresh_budget, result)
+        except _Refused as refused:
+            result.refused[job_id] = str(refused)
+    return result
+
+
+class _Refused(Exception):
+    pass
+
+
+def _requeue_one(job_id, fresh: bool, result: RequeueResult) -> None:
+    job = Job.objects.filter(pk=job_id).only("id", "type").first()
+    if job is None:
+        raise _Refused("no such job")
+    job_type = registry.all_types().get(job.type)
+    max_attempts = job_type.max_attempts if job_type else registry.default_max_attempts()
+    stale_after = job_type.stale_after if job_type else registry.default_stale_after()
+    with connection.cursor() as cursor:
+        cursor.execute(sql.OPERATOR_INSPECT, {"id": job.id, "stale_after": stale_after})
+        status, attempts, uncounted, outages, enqueued_key, stale = cursor.fetchone()
+    job.attempts, job.uncounted_attempts, job.enqueued_key = attempts, uncounted, enqueued_key
+    verdict = operator_requeue(status, attempts - uncounted, max_attempts, stale=stale, fresh=fresh)
+    if verdict == FAIL:
+        _update(sql.FAIL_EXHAUSTED, job, error=exhausted_error(outages), outage=0)
+        call_on_fail(job)
+        result.failed.append(job_id)
+    elif verdict != REQUEUE:
+        raise _Refused(verdict)
+    elif status == JobStatus.RUNNING:
+        status, holder = _put_back(job, sql.OPERATOR_REQUEUE_STALE, fresh=fresh)
+        if status == "done":
+            result.folded[job_id] = holder
+        else:
+            result.requeued.append(job_id)
+    else:
+        try:
+            with transaction.atomic():
+                _update(sql.OPERATOR_REQUEUE_FAILED, job, fresh=fresh)
+        except IntegrityError:
+            holder = _holder_of(job)
+            raise _Refused(f"job {holder} holds its key {enqueued_key!r} and covers the same work") from None
+        if job_type is not None and job_type.on_requeue is not None:
+            try:
+                job.refresh_from_db()
+                job_type.on_requeue(job)
+            except Exception as exc:
+                log.exception("job=%s on_requeue of %s raised; requeue undone", job.id, job.type)
+                raise _Refused(f"on_requeue raised {describe(exc)}") from None
+        result.requeued.append(job_id)
 
 
 def mark_failed(job_ids, reason: str) -> list:
-    """Operator action: fail queued or running jobs with ``reason``; ``on_fail`` runs for each."""
+    """Operator action: fail queued or running jobs with ``reason``; ``on_fail`` runs for each, in the same transaction."""
     with transaction.atomic():
-        changed = _ids(sql.OPERATOR_FAIL, {"ids": [str(i) for i in job_ids], "error": reason[:2000]})
-    for job in Job.objects.filter(pk__in=changed):
-        call_on_fail(job)
+        changed = _ids(sql.OPERATOR_FAIL, {"ids": [str(i) for i in job_ids],
+                                           "error": storable_text(reason, MAX_ERROR_CHARS)})
+        for job in Job.objects.filter(pk__in=changed):
+            call_on_fail(job)
     return changed
 
 
@@ -238,9 +516,9 @@ def _one(statement: str, params: dict) -> Job | None:
         return None
     values = []
     for name, value in zip(_JOB_FIELDS, row):
-        field = Job._meta.get_field(name)
-        if value is not None and hasattr(field, "from_db_value"):
-            value = field.from_db_value(value, None, connection)
+        model_field = Job._meta.get_field(name)
+        if value is not None and hasattr(model_field, "from_db_value"):
+            value = model_field.from_db_value(value, None, connection)
         values.append(value)
     return Job.from_db(connection.alias, _JOB_FIELDS, values)
 

@@ -34,7 +34,12 @@ class JobType:
     handler: Handler
     max_attempts: int = 3
     dedup_scope: str = DedupScope.QUEUE
+    # Called in the transaction that fails the job (under a savepoint: its
+    # errors never undo the failure), to keep the app's own rows coherent.
     on_fail: Callable | None = None
+    # Called in the transaction of an operator's requeue of a failed job, to
+    # bring the app's rows back to life; if it raises, the requeue is undone.
+    on_requeue: Callable | None = None
     # A payload key (e.g. "site_id"): never two running jobs of this type with the same value.
     one_running_per: str | None = None
     # Seconds without heartbeat before a running job is a zombie; None = JOBS_STALE_AFTER.
@@ -55,6 +60,7 @@ def register(
     max_attempts: int = 3,
     dedup_scope: str = DedupScope.QUEUE,
     on_fail: Callable | None = None,
+    on_requeue: Callable | None = None,
     one_running_per: str | None = None,
     stale_after: float | None = None,
 ):
@@ -67,6 +73,9 @@ def register(
         raise ValueError(f"dedup_scope must be one of {DedupScope.values}, not {dedup_scope!r}")
     if max_attempts < 1:
         raise ValueError("max_attempts must be at least 1")
+    for hook, value in (("on_fail", on_fail), ("on_requeue", on_requeue)):
+        if value is not None and not callable(value):
+            raise ValueError(f"{hook} must be callable, not {value!r}")
 
     def decorate(fn: Handler) -> Handler:
         job_type = JobType(
@@ -75,6 +84,7 @@ def register(
             max_attempts=max_attempts,
             dedup_scope=dedup_scope,
             on_fail=on_fail,
+            on_requeue=on_requeue,
             one_running_per=one_running_per,
             stale_after_seconds=stale_after,
         )

@@ -13,16 +13,18 @@ import functools
 GUARD_LOCK_NAMESPACE = 0x5E01
 
 JOB_COLUMNS = (
-    "id, org_id, type, status, attempts, dedup_key, payload, progress, report, error, "
-    "created_at, started_at, finished_at"
+    "id, org_id, type, status, attempts, uncounted_attempts, outages, dedup_key, enqueued_key, "
+    "payload, progress, report, error, created_at, started_at, finished_at"
 )
 
 # enqueue: insert unless a live job holds the same dedup_key. pg_notify() in
 # RETURNING costs no extra round trip; PostgreSQL delivers it on COMMIT, so a
 # worker is never woken for a job it cannot see yet (or one that rolled back).
+# enqueued_key keeps the key for the job's whole life: a job put back in the
+# queue takes it back (never two queued jobs with one key).
 ENQUEUE = f"""
-INSERT INTO jobs (org_id, type, payload, dedup_key)
-VALUES (%(org_id)s, %(type)s, %(payload)s::jsonb, %(dedup_key)s)
+INSERT INTO jobs (org_id, type, payload, dedup_key, enqueued_key)
+VALUES (%(org_id)s, %(type)s, %(payload)s::jsonb, %(dedup_key)s, %(dedup_key)s)
 ON CONFLICT (dedup_key) DO NOTHING
 RETURNING {JOB_COLUMNS}, pg_notify(%(channel)s, '')
 """
@@ -32,8 +34,8 @@ RETURNING {JOB_COLUMNS}, pg_notify(%(channel)s, '')
 # that job already covers the work: skipped, as in enqueue. PostgreSQL folds the
 # identical notifications of one transaction into a single one.
 ENQUEUE_MANY = """
-INSERT INTO jobs (org_id, type, payload, dedup_key)
-SELECT %(org_id)s, %(type)s, item.payload::jsonb, item.dedup_key
+INSERT INTO jobs (org_id, type, payload, dedup_key, enqueued_key)
+SELECT %(org_id)s, %(type)s, item.payload::jsonb, item.dedup_key, item.dedup_key
 FROM unnest(%(payloads)s::text[], %(dedup_keys)s::text[]) WITH ORDINALITY AS item(payload, dedup_key, n)
 ORDER BY item.n
 ON CONFLICT (dedup_key) DO NOTHING
@@ -221,7 +223,10 @@ SELECT EXISTS (
 """
 
 # The worker's heartbeat and report_progress: merge into progress, never replace,
-# so neither clobbers the other's keys.
+# so neither clobbers the other's keys. Every write of a run is fenced on
+# (status = 'running', attempts = the attempt it claimed): attempts grows at
+# every claim and nothing lowers it, so no earlier run of the job holds a token
+# that passes.
 PROGRESS = """
 UPDATE jobs
 SET progress = COALESCE(progress, '{}'::jsonb) || %(fields)s::jsonb
@@ -237,66 +242,114 @@ WHERE id = %(id)s AND status = 'running' AND attempts = %(attempt)s
 """
 
 # fail: the handler raised (or the type is unknown). Final, no automatic retry:
-# a deterministic failure would only fail again.
+# a deterministic failure would only fail again. The traceback has its own
+# column (staff only); the caller runs on_fail in the same transaction.
 FINISH_FAILED = """
 UPDATE jobs
-SET status = 'failed', error = %(error)s, report = %(report)s::jsonb, finished_at = now(), dedup_key = NULL
+SET status = 'failed', error = %(error)s, traceback = %(traceback)s, finished_at = now(), dedup_key = NULL
 WHERE id = %(id)s AND status = 'running' AND attempts = %(attempt)s
+"""
+
+# An interrupted run, read under its fence before deciding its fate
+# (queue.after_interruption). FOR UPDATE: nothing else moves it meanwhile.
+INTERRUPTED_RUN = """
+SELECT attempts, uncounted_attempts, outages FROM jobs
+WHERE id = %(id)s AND status = 'running' AND attempts = %(attempt)s
+FOR UPDATE
 """
 
 # The run was interrupted, not failed (its worker vanished, or lost the
 # database): back to the queue for another attempt. started_at is cleared, the
-# progress checkpoint kept for the next run to resume from.
+# progress checkpoint kept for the next run to resume from. A queued job holds
+# its key, so a 'queue'-scope job (key released at claim) takes it back: a
+# unique violation here means a newer queued job holds it (then SUPERSEDE).
+# A run the database cut off may be forgiven (spared = 1): it does not count.
 REQUEUE_INTERRUPTED = """
 UPDATE jobs
-SET status = 'queued', started_at = NULL
+SET status = 'queued', started_at = NULL, dedup_key = COALESCE(dedup_key, enqueued_key),
+    uncounted_attempts = uncounted_attempts + %(spared)s, outages = outages + %(outage)s
 WHERE id = %(id)s AND status = 'running' AND attempts = %(attempt)s
 """
 
-# Interrupted with no attempts left.
+# Fold an interrupted run into the queued job that holds its key: that job,
+# enqueued after this run started, does the same work from the start. Done,
+# with a report naming it, and no on_fail: nothing failed.
+SUPERSEDE = """
+UPDATE jobs
+SET status = 'done', finished_at = now(), dedup_key = NULL,
+    report = jsonb_build_object('superseded_by', %(holder)s::text), outages = outages + %(outage)s
+WHERE id = %(id)s AND status = 'running' AND attempts = %(attempt)s
+"""
+
+# Interrupted with no attempts left. error says so, and how many of the runs
+# the database cut off (queue.exhausted_error).
 FAIL_EXHAUSTED = """
 UPDATE jobs
-SET status = 'failed', error = 'max attempts exceeded', finished_at = now(), dedup_key = NULL
+SET status = 'failed', error = %(error)s, finished_at = now(), dedup_key = NULL, outages = outages + %(outage)s
 WHERE id = %(id)s AND status = 'running' AND attempts = %(attempt)s
 """
 
-# sweep: running jobs whose latest sign of life (heartbeat, else start) is older
-# than their type's threshold. Locked with SKIP LOCKED so several workers
-# sweeping at once each take different rows, and a row a worker is finishing
-# right now is left to it.
+# sweep: running jobs of a registered type whose latest sign of life (heartbeat,
+# else start) is older than their type's threshold. Silence is never counted
+# from before the database's own start, nor from before the sweeper's
+# not_before (its reconnection after it lost the database): a worker cut off by
+# an outage gets a full stale_after after it, to get its heartbeat in, before
+# anyone may judge it dead. A type this worker does not know is left to the
+# workers that do (they know its threshold). Locked with SKIP LOCKED so several
+# workers sweeping at once each take different rows, and a row a worker is
+# finishing right now is left to it.
 SWEEP_STALE = """
 SELECT j.id, j.type, j.attempts
 FROM jobs AS j
-LEFT JOIN unnest(%(types)s::text[], %(stale_after)s::float8[]) AS cfg(type, stale_after) ON cfg.type = j.type
+JOIN unnest(%(types)s::text[], %(stale_after)s::float8[]) AS cfg(type, stale_after) ON cfg.type = j.type
 WHERE j.status = 'running'
-  AND GREATEST(j.started_at, (j.progress ->> 'updated_at')::timestamptz)
-      < now() - make_interval(secs => COALESCE(cfg.stale_after, %(default_stale_after)s))
+  AND GREATEST(j.started_at, (j.progress ->> 'updated_at')::timestamptz,
+               pg_postmaster_start_time(), %(not_before)s::timestamptz)
+      < now() - make_interval(secs => cfg.stale_after)
 ORDER BY j.started_at
 LIMIT 1000
 FOR UPDATE OF j SKIP LOCKED
 """
 
-# Operator actions (admin). Same rules as the worker: only from the states they
-# name, so a job that moved meanwhile is left alone.
+# Operator actions (admin). Same rules as the worker and the sweep: only from
+# the states they name, judged by the database (its clock, its rows, locked),
+# so a job that moved meanwhile is left alone.
 
-# requeue a failed job: a fresh start, attempts back to zero.
-OPERATOR_REQUEUE_FAILED = """
-UPDATE jobs
-SET status = 'queued', attempts = 0, error = NULL, started_at = NULL, finished_at = NULL
-WHERE id = ANY(%(ids)s::uuid[]) AND status = 'failed'
-RETURNING id
+# An operator's view of one job before a requeue: locked, and judged stale
+# exactly as the sweep judges it (SWEEP_STALE: latest sign of life older than
+# the type's stale_after, on the database clock). Keep the two in step.
+OPERATOR_INSPECT = """
+SELECT status, attempts, uncounted_attempts, outages, enqueued_key,
+       status = 'running'
+       AND GREATEST(started_at, (progress ->> 'updated_at')::timestamptz)
+           < now() - make_interval(secs => %(stale_after)s) AS stale
+FROM jobs
+WHERE id = %(id)s
+FOR UPDATE
 """
 
-# requeue a zombie now instead of waiting for the sweep. The caller passes the
-# (id, attempts) it found stale: fenced on the attempt, so a job the sweep
-# re-queued and a worker re-claimed meanwhile is a live run and is left alone.
-# The attempt it used stays counted.
+# requeue a failed job: it runs again with the budget it has left (fresh = true:
+# the operator forgives every claim so far, uncounted = attempts). attempts is
+# kept, so the next claim's token is new. The old outcome is cleared; the
+# progress checkpoint kept. It takes its key back: a unique violation means a
+# live job holds it, and the requeue is refused.
+OPERATOR_REQUEUE_FAILED = """
+UPDATE jobs
+SET status = 'queued', error = NULL, report = NULL, traceback = NULL, started_at = NULL, finished_at = NULL,
+    dedup_key = enqueued_key,
+    uncounted_attempts = CASE WHEN %(fresh)s THEN attempts ELSE uncounted_attempts END
+WHERE id = %(id)s AND status = 'failed' AND attempts = %(attempt)s
+"""
+
+# requeue a zombie now instead of waiting for the sweep: the sweep's put-back
+# (REQUEUE_INTERRUPTED, keys included), only for a row OPERATOR_INSPECT found
+# stale under its lock. Without attempts left (and no fresh budget) the caller
+# runs FAIL_EXHAUSTED instead, as the sweep would.
 OPERATOR_REQUEUE_STALE = """
 UPDATE jobs
-SET status = 'queued', started_at = NULL
-FROM unnest(%(ids)s::uuid[], %(attempts)s::int[]) AS stale(id, attempts)
-WHERE jobs.id = stale.id AND jobs.attempts = stale.attempts AND jobs.status = 'running'
-RETURNING jobs.id
+SET status = 'queued', started_at = NULL, dedup_key = COALESCE(dedup_key, enqueued_key),
+    uncounted_attempts = CASE WHEN %(fresh)s THEN attempts ELSE uncounted_attempts END
+WHERE id = %(id)s AND status = 'running' AND attempts = %(attempt)s
 """
 
 # give up on a live job. A worker still running it finds its fence broken: its

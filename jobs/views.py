@@ -1,25 +1,59 @@
+import logging
 import uuid
+from functools import wraps
 
+from django.db import DatabaseError
 from django.http import JsonResponse
-from django.views.decorators.http import require_GET
 
 from seoinsight.auth import json_org_required
 
 from .models import Job
 
+log = logging.getLogger(__name__)
 
-@require_GET
+ALLOWED_METHODS = ("GET", "HEAD")
+
+
+def json_errors(view):
+    """Every answer of the endpoint is JSON, errors included: 405, and a 503 / 500 instead of an HTML page."""
+
+    @wraps(view)
+    def wrapper(request, *args, **kwargs):
+        if request.method not in ALLOWED_METHODS:
+            response = JsonResponse({"error": f"method {request.method} not allowed"}, status=405)
+            response["Allow"] = ", ".join(ALLOWED_METHODS)
+            return response
+        try:
+            return view(request, *args, **kwargs)
+        except DatabaseError:
+            log.exception("GET %s: database error", request.path)
+            return JsonResponse({"error": "the database is unavailable; try again shortly"}, status=503)
+        except Exception:
+            log.exception("GET %s: server error", request.path)
+            return JsonResponse({"error": "server error"}, status=500)
+
+    return wrapper
+
+
+@json_errors
 @json_org_required
 def job_detail(request, job_id, org_id):
     """``GET /jobs/<uuid>``: the job's state, for pages and clients that poll it.
 
-    Only the caller's org is visible; anything else is the same 404 as an unknown id.
+    Only the caller's org is visible; anything else is the same 404 as an unknown
+    id. ``error`` says why a job failed; its traceback stays with staff.
     """
     try:
         job_id = uuid.UUID(job_id)
     except ValueError:
-        return JsonResponse({"error": "job not found"}, status=404)
+        return not_found(request)
     job = Job.objects.for_org(org_id).filter(pk=job_id).first() if org_id else None
     if job is None:
-        return JsonResponse({"error": "job not found"}, status=404)
+        return not_found(request)
     return JsonResponse(job.as_api_dict())
+
+
+@json_errors
+def not_found(request, *args, **kwargs):
+    """Any other path under ``/jobs/`` (no id, a trailing slash): the same JSON 404."""
+    return JsonResponse({"error": "job not found"}, status=404)

@@ -18,8 +18,10 @@ import traceback
 import psycopg
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, reset_queries
 
-from . import conf, queue, registry, sweep
+from . import conf, queue, registry
+from .heartbeat import Heartbeat
 from .models import Job
+from .sweep import Sweeper
 
 log = logging.getLogger(__name__)
 
@@ -49,10 +51,10 @@ class Worker:
         self.poll_interval = poll_interval or conf.get("JOBS_POLL_INTERVAL")
         self.sweep_interval = sweep_interval or conf.get("JOBS_SWEEP_INTERVAL")
         self.heartbeat = Heartbeat(heartbeat_interval or conf.get("JOBS_HEARTBEAT_INTERVAL"))
+        self.sweeper = Sweeper(self.sweep_interval, self.heartbeat.interval)
         self.waker = Waker(self.listen)
         self.processed = 0
         self._stop = threading.Event()
-        self._next_sweep = 0.0
         self._backoff = 0.0
 
     # -- control ---------------------------------------------------------------
@@ -82,6 +84,10 @@ class Worker:
                  self.listen, self.poll_interval, self.heartbeat.interval, self.sweep_interval,
                  ",".join(sorted(registry.all_types())))
         self.heartbeat.start()
+        self.sweeper.start()
+        # Zombies left by an earlier crash go back before this worker's first claim.
+        while not (self.sweeper.first_pass.wait(STOP_CHECK_INTERVAL) or self.stopping):
+            pass
         try:
             while not self.stopping:
                 try:
@@ -95,6 +101,7 @@ class Worker:
                     log.exception("worker loop error; retrying")
                     self._sleep(self._next_backoff())
         finally:
+            self.sweeper.stop()
             self.heartbeat.stop()
             self.waker.close()
         log.info("worker stopped after %s job(s)", self.processed)
@@ -102,11 +109,13 @@ class Worker:
 
     def _step(self) -> bool:
         """One turn of the loop. False when the worker should exit."""
-        if time.monotonic() >= self._next_sweep:
-            sweep.run_once()
-            self._next_sweep = time.monotonic() + self.sweep_interval
         if self.listen:
             self.waker.ensure_listening()
+        # Whatever came before (a connect, a backoff, an outcome's on_fail) may
+        # have outlasted a SIGTERM: never start a job after it.
+        if self.stopping:
+            return False
+        self.heartbeat.claiming()
         job = queue.claim()
         if job is None:
             if self.burst:
@@ -131,35 +140,62 @@ class Worker:
         try:
             outcome = Outcome.done(job_type.handler(job))
         except queue.JobLost as exc:
-            outcome = Outcome.lost(str(exc))
-        except Exception as exc:
-            if _is_connection_loss(exc):
+            outcome = Outcome.lost(queue.describe(exc))
+        except BaseException as exc:
+            # SystemExit, KeyboardInterrupt and the like from a handler fail its
+            # job like any error; only this worker's own exit (a second signal) passes.
+            if _raised_by_signal_handler(exc):
+                raise
+            if isinstance(exc, Exception) and _is_connection_loss(exc):
                 _close_connection()  # so recording the outcome reconnects
-                outcome = Outcome.interrupted(f"{type(exc).__name__}: {exc}")
+                outcome = Outcome.interrupted(queue.describe(exc))
             else:
-                outcome = Outcome.failed(f"{type(exc).__name__}: {exc}", traceback.format_exc())
+                outcome = Outcome.failed(queue.describe(exc), _format_traceback())
         finally:
             self.heartbeat.unwatch()
         self._record(job, outcome, started)
 
     def _record(self, job: Job, outcome: Outcome, started: float) -> None:
-        """Write the outcome, waiting out a database outage; the fence makes a retry safe."""
+        """Write the outcome, waiting out a database outage; the fence makes a retry safe.
+
+        A write the database refuses (it answered, with an error) is replaced by
+        a failure saying so, so no run's output can leave its job running.
+        """
+        refusals = 0
         while True:
             try:
                 self._apply(job, outcome, time.monotonic() - started)
                 return
             except CONNECTION_ERRORS as exc:
-                if self.stopping:
+                if not _is_connection_loss(exc):
+                    refusals += 1  # e.g. a program limit (54000): the database is up
+                elif self.stopping:
                     log.error("job=%s outcome %s not recorded (database unavailable at shutdown); "
                               "the zombie sweep will re-queue it", job.id, outcome.status)
                     return
-                self._database_unavailable(exc)
+                else:
+                    self._database_unavailable(exc)
+                    continue
+                refused = exc
+            except DatabaseError as exc:
+                refusals += 1
+                refused = exc
+            if refusals > 2:
+                log.error("job=%s type=%s outcome could not be recorded: %s", job.id, job.type,
+                          queue.describe(refused))
+                return
+            log.error("job=%s type=%s the database refused the %s outcome: %s", job.id, job.type,
+                      outcome.status, queue.describe(refused))
+            outcome = Outcome.failed(
+                f"the run's {outcome.status} result could not be stored: {queue.describe(refused)}"
+                if refusals == 1 else "the run's result could not be stored (see the worker's log)"
+            )
 
     def _apply(self, job: Job, outcome: Outcome, elapsed: float) -> None:
         if outcome.status == "done":
             try:
                 recorded = queue.finish_done(job, outcome.report)
-            except (TypeError, ValueError) as exc:
+            except queue.UnstorableReport as exc:
                 outcome = Outcome.failed(f"handler returned a report that is not JSON: {exc}")
                 return self._apply(job, outcome, elapsed)
             if recorded:
@@ -167,19 +203,17 @@ class Worker:
             else:
                 log.warning("job=%s type=%s finished but was no longer ours; result discarded", job.id, job.type)
         elif outcome.status == "failed":
-            report = {"traceback": outcome.traceback} if outcome.traceback else None
-            if queue.finish_failed(job, outcome.error, report):
-                log.error("job=%s type=%s failed after %.3fs: %s", job.id, job.type, elapsed, outcome.error)
-                queue.call_on_fail(job)
+            # on_fail runs inside finish_failed's transaction.
+            if queue.finish_failed(job, outcome.error, outcome.traceback):
+                log.error("job=%s type=%s failed after %.3fs: %s", job.id, job.type, elapsed,
+                          queue.storable_text(outcome.error, queue.MAX_ERROR_CHARS))
             else:
                 log.warning("job=%s type=%s failed but was no longer ours: %s", job.id, job.type, outcome.error)
         elif outcome.status == "interrupted":
             max_attempts = registry.get(job.type).max_attempts
-            new_status = queue.interrupt(job, max_attempts)
+            new_status = queue.interrupt(job, max_attempts, by_database=True)
             log.warning("job=%s type=%s interrupted by lost database connection (%s): now %s",
                         job.id, job.type, outcome.error, new_status or "owned by another run")
-            if new_status == "failed":
-                queue.call_on_fail(job)
         else:  # lost
             log.warning("job=%s type=%s stopped: %s", job.id, job.type, outcome.error)
 
@@ -228,50 +262,6 @@ class Outcome:
     @classmethod
     def lost(cls, error):
         return cls("lost", error=error)
-
-
-class Heartbeat(threading.Thread):
-    """Keeps the running job's ``progress.updated_at`` fresh from a thread of its own.
-
-    So ``stale_after`` means "its worker is gone", not "the handler forgot to
-    report progress". Uses its own database connection (Django's are per thread).
-    """
-
-    def __init__(self, interval: float):
-        super().__init__(name="job-heartbeat", daemon=True)
-        self.interval = interval
-        self._job: Job | None = None
-        self._lock = threading.Lock()
-        self._halt = threading.Event()
-
-    def watch(self, job: Job) -> None:
-        with self._lock:
-            self._job = job
-
-    def unwatch(self) -> None:
-        with self._lock:
-            self._job = None
-
-    def stop(self) -> None:
-        self._halt.set()
-        if self.is_alive():
-            self.join(timeout=5)
-
-    def run(self) -> None:
-        try:
-            while not self._halt.wait(self.interval):
-                with self._lock:
-                    job = self._job
-                if job is None:
-                    continue
-                try:
-                    if not queue.heartbeat(job):
-                        log.warning("job=%s heartbeat found the job no longer ours", job.id)
-                except DatabaseError as exc:
-                    log.warning("job=%s heartbeat failed: %s", job.id, exc)
-                    _close_connection()
-        finally:
-            _close_connection()
 
 
 class Waker:
@@ -333,6 +323,26 @@ def _is_connection_loss(exc: BaseException) -> bool:
         return not connection.is_usable()
     except Exception:
         return True
+
+
+def _raised_by_signal_handler(exc: BaseException) -> bool:
+    """Was ``exc`` raised by ``Worker._on_signal`` (the second SIGTERM/SIGINT: exit now)?
+
+    A handler's own ``SystemExit`` fails its job; the worker's must not be caught.
+    """
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code is Worker._on_signal.__code__:
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def _format_traceback() -> str | None:
+    try:
+        return traceback.format_exc()
+    except Exception:
+        return None
 
 
 def _close_connection() -> None:

@@ -29,6 +29,8 @@ from .models import Attachment, AttachmentStatus
 log = logging.getLogger(__name__)
 
 MAX_EXTRACTED_CHARS = 2_000_000
+# The reason docs/mail.md gives for an old Excel file (imports refuse them too).
+OLD_XLS = "old .xls (Excel 97-2003) files cannot be imported: save it as .xlsx or CSV and send it again"
 
 
 class DocumentError(Exception):
@@ -51,7 +53,14 @@ def attachment_failed(job) -> None:
     ).update(status=AttachmentStatus.FAILED, error=(job.error or "failed")[:2000])
 
 
-@register("process_attachment", on_fail=attachment_failed)
+def attachment_requeued(job) -> None:
+    """on_requeue: an operator requeued the failed job, so its attachment is pending again."""
+    Attachment.objects.filter(pk=job.payload.get("attachment_id"), status=AttachmentStatus.FAILED).update(
+        status=AttachmentStatus.PENDING, error="", processing_started_at=None
+    )
+
+
+@register("process_attachment", on_fail=attachment_failed, on_requeue=attachment_requeued)
 def process_attachment(job):
     attachment_id = job.payload["attachment_id"]
     # Guarded start: only a pending attachment is taken, so a duplicate job is a no-op.
@@ -83,7 +92,7 @@ def _to_import(attachment: Attachment) -> dict:
     from imports.models import ImportOrigin
 
     if attachment.document_type == "xls":
-        raise DocumentError("old Excel .xls files cannot be imported: save the file as .xlsx or CSV and resend it")
+        raise DocumentError(OLD_XLS)
     mailbox = attachment.request.mailbox
     target = mailbox.site_target if mailbox else None
     if target is None:

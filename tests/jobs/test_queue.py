@@ -7,6 +7,7 @@ import pytest
 from django.db import connection, transaction
 
 from jobs import queue, registry
+from jobs import sql as jobs_sql
 from jobs.models import Job, JobStatus
 from tests.factories import JobFactory
 from tests.support.processes import database_url
@@ -233,21 +234,21 @@ def test_operator_requeue_leaves_a_zombie_that_was_reclaimed_meanwhile(transacti
     other = psycopg.connect(database_url(), autocommit=True)
 
     def reclaim_before_the_requeue(execute, sql, params, many, context):
-        if "OPERATOR" not in sql and sql.lstrip().startswith("UPDATE jobs") and "attempts = 0" in sql:
+        if sql == jobs_sql.OPERATOR_INSPECT:
             other.execute("UPDATE jobs SET attempts = attempts + 1, started_at = now() WHERE id = %s", [zombie.id])
         return execute(sql, params, many, context)
 
     with connection.execute_wrapper(reclaim_before_the_requeue):
-        changed = queue.requeue([zombie.id])
+        result = queue.requeue([zombie.id])
     other.close()
-    assert changed == []
+    assert result.requeued == [] and zombie.id in result.refused
     fresh = Job.objects.get(pk=zombie.id)
     assert (fresh.status, fresh.attempts) == (JobStatus.RUNNING, 2)
 
 
 def test_operator_requeue_moves_a_zombie_back_now():
     zombie = JobFactory(stale=True)
-    assert queue.requeue([zombie.id]) == [zombie.id]
+    assert queue.requeue([zombie.id]).requeued == [zombie.id]
     assert Job.objects.get(pk=zombie.id).status == JobStatus.QUEUED
 
 

@@ -24,7 +24,7 @@ import quopri
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from email.errors import HeaderParseError
+from email.errors import HeaderParseError, InvalidBase64LengthDefect
 from email.message import Message
 from email.policy import Compat32
 
@@ -47,6 +47,8 @@ LONG_MESSAGE_ID_PREFIX = "message-id-sha256:"
 ORIGINAL_FILENAME_MAX_CHARS = 500
 BODY_MAX_CHARS = 1_000_000
 HTML_MAX_CHARS = 2_000_000  # html.parser needs ~1 s per MB of hostile markup; the cut is a defect
+# Skip reasons the parser already knows (triage records the part as skipped with it).
+EMPTY_TNEF = "empty TNEF: the winmail.dat holds no files"
 
 # At least one of these makes a header block a mail's: "Foo: bar" alone is not one.
 _MAIL_HEADERS = frozenset({
@@ -81,6 +83,7 @@ class Part:
     content_id: str | None  # without angle brackets
     depth: int  # 0 = the message itself, +1 inside each message/rfc822 or TNEF
     size: int  # decoded size, even when the content was not kept
+    skip_reason: str = ""  # set when the parser already knows this part is not processed (too deep, empty TNEF)
 
 
 @dataclass(frozen=True)
@@ -210,55 +213,60 @@ class _Walker:
         self.defects.append(text)
 
     def walk(self, root: Message) -> None:
-        stack = [(root, 0, 0)]  # (node, message depth, multipart nesting)
+        # (node, message depth, multipart nesting, too_deep): below a cap the walk goes on only to
+        # record each file found there as skipped with too_deep as its reason, so none vanishes.
+        stack = [(root, 0, 0, "")]
         while stack:
-            node, depth, nesting = stack.pop()
-            children = self.visit(node, depth, nesting)
+            node, depth, nesting, too_deep = stack.pop()
+            children = self.visit(node, depth, nesting, too_deep)
             stack.extend(reversed(children))
 
-    def visit(self, node: Message, depth: int, nesting: int) -> list:
+    def visit(self, node: Message, depth: int, nesting: int, too_deep: str) -> list:
         ctype = node.get_content_type()
         if node.is_multipart():
             self.note_defects(node, ctype)
             payload = [child for child in node.get_payload() if isinstance(child, Message)]
             if ctype == "message/rfc822":
                 inner = _encoded_rfc822(node)
-                return self.forwarded([inner] if inner is not None else payload[:1], depth)
+                return self.forwarded([inner] if inner is not None else payload[:1], depth, too_deep)
             if node.get_content_maintype() == "message":
                 return []  # delivery-status, disposition-notification: reports, not attachments
-            if nesting >= MAX_MULTIPART_NESTING:
-                self.defect(f"multipart nested over {MAX_MULTIPART_NESTING} levels: not searched")
-                return []
+            if nesting >= MAX_MULTIPART_NESTING and not too_deep:
+                self.defect(f"multipart nested over {MAX_MULTIPART_NESTING} levels: its files recorded, not searched")
+                too_deep = f"nested too deep (over {MAX_MULTIPART_NESTING} MIME levels): not searched"
             if ctype == "multipart/signed":
                 payload = payload[:1]  # the second part is the signature itself, not an attachment
-            return [(child, depth, nesting + 1) for child in payload]
+            return [(child, depth, nesting + 1, too_deep) for child in payload]
         if node.get_content_maintype() == "multipart":
             recovered = _recover_boundary(node)
             self.note_defects(node, ctype)
             if recovered is not None:
                 self.defect("multipart without a usable boundary: boundary guessed")
-                return [(recovered, depth, nesting + 1)]
-        self.leaf(node, ctype, depth)
+                return [(recovered, depth, nesting + 1, too_deep)]
+        self.leaf(node, ctype, depth, too_deep)
         return []
 
-    def forwarded(self, messages: list[Message], depth: int) -> list:
-        if depth + 1 > self.max_depth:
-            self.defect(f"forwarded message nested over {self.max_depth} levels: not searched")
-            return []
-        return [(message, depth + 1, 0) for message in messages]
+    def forwarded(self, messages: list[Message], depth: int, too_deep: str) -> list:
+        if depth + 1 > self.max_depth and not too_deep:
+            self.defect(f"forwarded message nested over {self.max_depth} levels: its files recorded, not searched")
+            too_deep = f"nested too deep (forwarded over {self.max_depth} times): not searched"
+        return [(message, depth + 1, 0, too_deep) for message in messages]
 
-    def leaf(self, node: Message, ctype: str, depth: int) -> None:
+    def leaf(self, node: Message, ctype: str, depth: int, too_deep: str = "") -> None:
         self.leaves += 1
         if self.leaves > self.max_parts:
             self.defect(f"over {self.max_parts} parts: the rest ignored")
             return
-        content = node.get_payload(decode=True) or b""
+        content = _payload(node)
         original = _filename(node, self.defects)
         disposition = _disposition(node)
         self.note_defects(node, original or ctype)
         if node.get_content_maintype() == "text" and disposition != "attachment" and not original:
             if node.get_content_subtype() in ("plain", "html"):
                 return self.body(node, content, depth)
+        if too_deep:
+            return self.add_part(original, ctype, b"", disposition, _content_id(node), depth, size=len(content),
+                                 skip_reason=too_deep)
         if tnef.is_tnef(content) and (ctype in tnef.TNEF_MIMES or original.lower().endswith(".dat")):
             return self.tnef(content, original, depth)
         self.add_part(original, ctype, content, disposition, _content_id(node), depth)
@@ -272,26 +280,30 @@ class _Walker:
     def tnef(self, content: bytes, original: str, depth: int) -> None:
         if depth + 1 > self.max_depth:
             self.defect(f"TNEF nested over {self.max_depth} levels: not unpacked")
-            return self.add_part(original, "application/ms-tnef", content, "attachment", None, depth)
+            return self.add_part(original, "application/ms-tnef", b"", "attachment", None, depth, size=len(content),
+                                 skip_reason=f"nested too deep (TNEF forwarded over {self.max_depth} times): "
+                                             "not unpacked")
         files, defects = tnef.unpack(content)
         for defect in defects:
             self.defect(defect)
         if not files:
             self.defect("TNEF attachment without files")
+            return self.add_part(original or "winmail.dat", "application/ms-tnef", b"", "attachment", None, depth,
+                                 size=len(content), skip_reason=EMPTY_TNEF)
         for found in files:
             self.add_part(found.name, found.mime, found.content, "attachment", None, depth + 1)
 
     def add_part(self, original: str, mime: str, content: bytes, disposition: str | None,
-                 content_id: str | None, depth: int) -> None:
+                 content_id: str | None, depth: int, *, size: int | None = None, skip_reason: str = "") -> None:
         mime = mime if _MIME_RE.fullmatch(mime) else "application/octet-stream"
-        size = len(content)
-        if size > self.max_part_bytes:
+        size = len(content) if size is None else size
+        if len(content) > self.max_part_bytes:
             self.defect(f"part over {self.max_part_bytes} bytes not kept ({size} bytes)")
             content = b""
         original = clean_line(original, ORIGINAL_FILENAME_MAX_CHARS, keep_format=True)
         self.parts.append(Part(
             filename=safe_filename(original), original_filename=original, mime=mime, content=content,
-            disposition=disposition, content_id=content_id, depth=depth, size=size,
+            disposition=disposition, content_id=content_id, depth=depth, size=size, skip_reason=skip_reason,
         ))
 
     def note_defects(self, node: Message, where: str) -> None:
@@ -349,6 +361,18 @@ def _encoded_rfc822(node: Message) -> Message | None:
     raw = quopri.decodestring(encoded) if cte == "quoted-printable" else _lenient_b64(encoded)
     inner = _parse_bytes(raw) if raw.strip() else None
     return inner if inner is not None and inner.keys() else None
+
+
+def _payload(node: Message) -> bytes:
+    """The decoded payload. Base64 of a wrong length (a character lost, a cut) makes the stdlib hand back
+    the undecoded text; it is decoded leniently instead, as far as it goes (a defect records it)."""
+    content = node.get_payload(decode=True) or b""
+    if (node.get("content-transfer-encoding") or "").strip().lower() == "base64" and any(
+            isinstance(defect, InvalidBase64LengthDefect) for defect in node.defects):
+        encoded = node.get_payload()
+        if isinstance(encoded, str):
+            content = _lenient_b64(encoded.encode("ascii", "ignore"))
+    return content
 
 
 def _lenient_b64(encoded: bytes) -> bytes:

@@ -8,6 +8,10 @@ body is the document; with some, the body travels as each one's context_text
 
 What a file is, is decided by its content first: a ``.pdf`` that is an HTML
 error page is not a PDF, an ``application/octet-stream`` PDF is one.
+
+Every part the parser found ends as a document, a skipped row with its reason,
+or a dropped image: a part the parser already knows is not processed (nested
+too deep, an empty ``winmail.dat``) is skipped with the parser's reason.
 """
 
 from __future__ import annotations
@@ -31,6 +35,10 @@ _IMAGE_MAGIC = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a")
 _OLE2_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 # Excel's stream in an OLE2 compound file ("Book" before Excel 97), UTF-16LE in the directory.
 _OLE2_WORKBOOK = ("Workbook\x00".encode("utf-16-le"), "Book\x00".encode("utf-16-le"))
+# A password-protected .xlsx/.docx is an OLE2 file holding the encrypted package.
+_OLE2_ENCRYPTED = "EncryptedPackage\x00".encode("utf-16-le")
+_XLS_MIMES = frozenset({"application/vnd.ms-excel", "application/msexcel", "application/x-msexcel",
+                        "application/x-excel", "application/excel"})
 _CSV_MIMES = frozenset({
     "text/csv", "text/x-csv", "application/csv", "application/x-csv", "text/comma-separated-values",
     "text/x-comma-separated-values", "text/tab-separated-values",
@@ -82,27 +90,41 @@ def triage(message: ParsedMessage, *, small_image_bytes: int = SMALL_IMAGE_BYTES
     documents, skipped, dropped = [], [], 0
     for part in message.parts:
         kind = sniff_kind(part.content, part.filename, part.mime)
-        if kind in EXTRACTABLE:
+        if part.skip_reason:
+            if _is_image(kind, part) and (_is_inline(part) or part.size < small_image_bytes):
+                dropped += 1
+            else:
+                skipped.append(Skipped(part.filename, part.original_filename, part.mime, part.size, part.skip_reason))
+        elif kind in EXTRACTABLE:
             # Disposition does not matter: Apple Mail sends PDFs inline.
             documents.append(Document(kind, part.filename, part.original_filename, part.mime, part.content, context))
         elif _is_image(kind, part) and (_is_inline(part) or part.size < small_image_bytes):
             dropped += 1
         else:
-            skipped.append(Skipped(part.filename, part.original_filename, part.mime, part.size, _skip_reason(part)))
+            skipped.append(Skipped(part.filename, part.original_filename, part.mime, part.size,
+                                   _skip_reason(part, kind)))
     if not documents and body:
         documents.append(Document("body", BODY_FILENAME, "", "text/plain", body.encode("utf-8"), ""))
     return Triage(documents=tuple(documents), skipped=tuple(skipped), dropped=dropped)
 
 
 def sniff_kind(content: bytes, filename: str, mime: str) -> str:
-    """'pdf', 'xlsx', 'xls', 'csv', 'image' or 'other': magic bytes first, names and types only for text."""
+    """'pdf', 'xlsx', 'xls', 'csv', 'image', 'encrypted' or 'other': magic bytes first, then names and types.
+
+    Names and types decide only among what the bytes allow: text (CSV or not),
+    and an OLE2 file whose Excel stream name was not found (an .xls still).
+    """
     head = content[:1024]
     if b"%PDF-" in head:  # readers accept junk before the header, and so do we
         return "pdf"
     if content.startswith(b"PK\x03\x04"):
         return "xlsx" if _zip_has(content, "xl/workbook.xml") else "other"
     if content.startswith(_OLE2_MAGIC):
-        return "xls" if any(name in content for name in _OLE2_WORKBOOK) else "other"
+        if _OLE2_ENCRYPTED in content:
+            return "encrypted"
+        if any(name in content for name in _OLE2_WORKBOOK):
+            return "xls"
+        return "xls" if filename.lower().endswith(".xls") or mime.lower() in _XLS_MIMES else "other"
     if content.startswith(_IMAGE_MAGIC) or (content[:4] == b"RIFF" and content[8:12] == b"WEBP"):
         return "image"
     return "csv" if _is_csv(content, filename.lower(), mime.lower()) else "other"
@@ -168,9 +190,11 @@ def _is_inline(part: Part) -> bool:
     return part.disposition == "inline" or (part.content_id is not None and part.disposition != "attachment")
 
 
-def _skip_reason(part: Part) -> str:
+def _skip_reason(part: Part, kind: str) -> str:
     if part.size == 0:
         return "empty attachment"
     if part.size > len(part.content):
         return f"too large to keep ({part.size} bytes)"
+    if kind == "encrypted":
+        return "password-protected Office file: send it again without a password"
     return f"not a PDF, Excel or CSV file ({part.mime})"

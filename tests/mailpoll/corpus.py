@@ -174,6 +174,18 @@ def forward_chain(levels: int, bottom: bytes, *, tag: str) -> bytes:
     return current
 
 
+def nested_multipart(levels: int, leaf: bytes, *, message_id: str = "nested@client.example") -> bytes:
+    """``leaf`` inside ``levels`` multiparts, each with a short text part beside it."""
+    current = leaf
+    for level in range(levels, 0, -1):
+        current = part([f'Content-Type: multipart/mixed; boundary="n{level}"'],
+                       multipart(f"n{level}", [text(f"level {level}"), current]))
+    return mixed(headers(message_id=message_id), [text("Top."), current])
+
+
+OLD_XLS = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(600)  # OLE2, no stream name in reach: as in imports' tests
+
+
 # --- the corpus -----------------------------------------------------------------------
 
 def hostile_corpus() -> list[tuple[str, bytes]]:
@@ -229,6 +241,14 @@ def hostile_corpus() -> list[tuple[str, bytes]]:
             "application/ms-tnef")]),
         "truncated-mid-base64": mixed(headers(message_id="cut-b64@client.example"), [
             text(), attachment("cut.pdf", pdf, "application/pdf")])[:-300],
+        "tnef-empty": mixed(headers(message_id="tnef-empty@client.example"), [text("From Outlook, nothing in it."),
+                            attachment("winmail.dat", tnef_stream([]), "application/ms-tnef")]),
+        "nested-41-levels": nested_multipart(41, attachment("deep.csv", CSV), message_id="nested41@client.example"),
+        "base64-cut-mid-quantum": mixed(headers(message_id="b64-length@client.example"), [text(), part(
+            ["Content-Type: application/pdf; name=cut.pdf", "Content-Transfer-Encoding: base64"],
+            base64.b64encode(pdf)[:-3])]),
+        "old-xls": mixed(headers(message_id="old-xls@client.example"), [
+            text(), attachment("old.xls", OLD_XLS, "application/vnd.ms-excel")]),
         "truncated-mid-boundary": mixed(headers(message_id="cut-boundary@client.example"), [
             text(), attachment("whole.csv", CSV)]).rstrip(b"\r\n-")[:-1],
         "zero-byte-attachment": mixed(headers(message_id="zero@client.example"), [

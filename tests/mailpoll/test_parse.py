@@ -19,7 +19,9 @@ from mailpoll.parse import (
     safe_filename,
 )
 from tests.mailpoll import corpus
-from tests.mailpoll.corpus import CSV, UNPARSEABLE, attachment, headers, hostile_corpus, message, mixed, part, text
+from tests.mailpoll.corpus import (
+    CSV, UNPARSEABLE, attachment, headers, hostile_corpus, message, mixed, part, text,
+)
 
 CORPUS = dict(hostile_corpus())
 
@@ -322,11 +324,44 @@ def test_forwarded_three_levels_deep():
     assert message.body_text == "Forwarding, level 1."
 
 
-def test_forwarded_deeper_than_max_depth_is_not_searched():
+def test_forwarded_deeper_than_max_depth_is_recorded_not_searched():
     message = parsed("forwarded-too-deep")
-    assert message.parts == ()
-    assert "forwarded message nested over 5 levels: not searched" in message.defects
-    assert files(parsed("forwarded-too-deep", max_depth=8)) == [("lost.csv", 7)]
+    (lost,) = message.parts
+    assert (lost.filename, lost.depth, lost.size, lost.content) == ("lost.csv", 7, len(CSV), b"")
+    assert lost.skip_reason == "nested too deep (forwarded over 5 times): not searched"
+    assert "forwarded message nested over 5 levels: its files recorded, not searched" in message.defects
+    (found,) = parsed("forwarded-too-deep", max_depth=8).parts
+    assert (found.filename, found.depth, found.content, found.skip_reason) == ("lost.csv", 7, CSV, "")
+
+
+def test_a_part_nested_past_the_multipart_cap_is_recorded_with_its_reason():
+    message = parsed("nested-41-levels")
+    (deep,) = message.parts
+    assert (deep.filename, deep.size, deep.content) == ("deep.csv", len(CSV), b"")
+    assert deep.skip_reason.startswith("nested too deep (over 32 MIME levels)")
+    assert message.body_text.startswith("Top.") and "level 41" in message.body_text  # text is text, at any depth
+    (within,) = parse_message(corpus.nested_multipart(20, attachment("deep.csv", CSV))).parts
+    assert (within.content, within.skip_reason) == (CSV, "")
+
+
+def test_empty_winmail_dat_is_a_part_with_its_reason():
+    empty = corpus.tnef_stream([])
+    message = parse_message(mixed(headers(), [text(), attachment("winmail.dat", empty, "application/ms-tnef")]))
+    (winmail,) = message.parts
+    assert (winmail.filename, winmail.mime, winmail.size) == ("winmail.dat", "application/ms-tnef", len(empty))
+    assert winmail.skip_reason == "empty TNEF: the winmail.dat holds no files"
+
+
+def test_base64_of_a_wrong_length_is_decoded_leniently():
+    """Cut mid-quantum, the stdlib hands back the base64 text itself: that was "not a PDF" with the text as content."""
+    pdf = corpus.tiny_pdf()
+    encoded = base64.b64encode(pdf)[:-3]
+    raw = mixed(headers(), [text(), part(["Content-Type: application/pdf; name=r.pdf",
+                                          "Content-Transfer-Encoding: base64"], encoded)])
+    message = parse_message(raw)
+    (found,) = message.parts
+    assert found.content.startswith(b"%PDF-1.") and len(found.content) >= len(pdf) - 3
+    assert any(d.startswith("invalid-base64-length") for d in message.defects)
 
 
 def test_base64_encoded_forward_is_decoded():

@@ -9,10 +9,11 @@ from imports.models import Import, ImportOrigin, UrlMetric
 from jobs.models import Job, JobStatus
 from jobs.worker import Worker
 from mailpoll import watchdog
+from mailpoll.handlers import OLD_XLS
 from mailpoll.models import Attachment, AttachmentStatus, Mailbox
 from mailpoll.poller import Poller
 from mailpoll.store import store_message
-from tests.mailpoll.corpus import tiny_pdf
+from tests.mailpoll.corpus import hostile_corpus, tiny_pdf
 from tests.mailpoll.factories import CSV, MailboxFactory, mail
 
 pytestmark = pytest.mark.django_db
@@ -87,3 +88,22 @@ def test_the_watchdog_releases_stuck_attachments_then_gives_up(settings):
                                                   processing_started_at=long_ago, attempts=watchdog.MAX_ATTEMPTS)
     assert watchdog.run_once() == {"released": 0, "failed": 1}
     assert Attachment.objects.get(pk=stuck.pk).status == AttachmentStatus.FAILED
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("tnef-empty", [("winmail.dat", AttachmentStatus.SKIPPED, "empty TNEF: the winmail.dat holds no files")]),
+    ("nested-41-levels", [("deep.csv", AttachmentStatus.SKIPPED,
+                           "nested too deep (over 32 MIME levels): not searched")]),
+    ("forwarded-too-deep", [("lost.csv", AttachmentStatus.SKIPPED,
+                             "nested too deep (forwarded over 5 times): not searched")]),
+    ("base64-cut-mid-quantum", [("cut.pdf", AttachmentStatus.DONE, "")]),
+    ("old-xls", [("old.xls", AttachmentStatus.FAILED, OLD_XLS)]),
+])
+def test_nothing_vanishes_every_file_ends_as_a_row_with_its_true_reason(name, expected):
+    store_message(MailboxFactory(), "INBOX", 1, dict(hostile_corpus())[name])
+    Worker(burst=True, listen=False).run()
+    files = Attachment.objects.filter(kind="file").order_by("pk")
+    rows = [(a.filename, a.status, a.skip_reason or a.error.removeprefix("DocumentError: ")) for a in files]
+    assert rows == expected
+    if name == "base64-cut-mid-quantum":
+        assert "Clicks report" in files[0].extracted_text

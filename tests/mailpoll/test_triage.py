@@ -17,6 +17,8 @@ PNG = corpus.png(8, 8)
 OLE2 = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 XLS = OLE2 + b"\x00" * 504 + "Workbook".encode("utf-16-le") + b"\x00" * 64
 DOC = OLE2 + b"\x00" * 504 + "WordDocument".encode("utf-16-le") + b"\x00" * 64
+BARE_OLE2 = OLE2 + bytes(600)  # no stream name found in the bytes read
+ENCRYPTED = OLE2 + b"\x00" * 504 + "EncryptedPackage".encode("utf-16-le") + b"\x00" * 64
 HTML = b"<!DOCTYPE html><html><body>Session expired</body></html>"
 TSV = b"Page\tClicks\tImpressions\nhttps://shop.example/a\t3\t40\n"
 PROSE = b"Hello, Anne\nThanks, Bob\n"
@@ -36,6 +38,11 @@ PROSE = b"Hello, Anne\nThanks, Bob\n"
     (b"PK\x03\x04 truncated zip", "clicks.xlsx", "application/zip", "other"),
     (XLS, "old.xls", "application/vnd.ms-excel", "xls"),
     (XLS, "noname", "application/octet-stream", "xls"),
+    (BARE_OLE2, "old.xls", "application/octet-stream", "xls"),  # named .xls, and OLE2: an old .xls still
+    (BARE_OLE2, "clicks", "application/vnd.ms-excel", "xls"),
+    (BARE_OLE2, "unknown.bin", "application/octet-stream", "other"),
+    (DOC, "letter.doc", "application/msword", "other"),
+    (ENCRYPTED, "clicks.xlsx", "application/vnd.ms-excel", "encrypted"),  # password-protected .xlsx
     (DOC, "letter.doc", "application/msword", "other"),
     (PNG, "logo.png", "image/png", "image"),
     (b"\xff\xd8\xff\xe0" + b"\x00" * 20, "photo.jpg", "image/jpeg", "image"),
@@ -67,10 +74,10 @@ def test_sniff_kind(content, filename, mime, kind):
 
 
 def part(filename="file", content=b"", mime="application/octet-stream", *, disposition="attachment",
-         content_id=None, size=None, original=None) -> Part:
+         content_id=None, size=None, original=None, skip_reason="") -> Part:
     return Part(filename=filename, original_filename=filename if original is None else original, mime=mime,
                 content=content, disposition=disposition, content_id=content_id, depth=0,
-                size=len(content) if size is None else size)
+                size=len(content) if size is None else size, skip_reason=skip_reason)
 
 
 def message(*parts: Part, body: str = "See attached.") -> ParsedMessage:
@@ -89,6 +96,16 @@ assert len(BIG_PNG) > SMALL_IMAGE_BYTES > len(PNG)
     (part("scan", PDF), ("document", "pdf")),
     (part("c.xlsx", XLSX), ("document", "xlsx")),
     (part("c.xls", XLS, "application/vnd.ms-excel"), ("document", "xls")),
+    (part("old.xls", BARE_OLE2, "application/vnd.ms-excel"), ("document", "xls")),  # fails with the old .xls reason
+    (part("c.xlsx", ENCRYPTED, "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"),
+     ("skipped", "password-protected Office file: send it again without a password")),
+    # What the parser already knows wins: a CSV too deep to search, an empty winmail.dat.
+    (part("deep.csv", b"", "text/csv", size=62, skip_reason="nested too deep (over 32 MIME levels): not searched"),
+     ("skipped", "nested too deep (over 32 MIME levels): not searched")),
+    (part("winmail.dat", b"", "application/ms-tnef", size=40, skip_reason="empty TNEF: the winmail.dat holds no files"),
+     ("skipped", "empty TNEF: the winmail.dat holds no files")),
+    (part("logo.png", b"", "image/png", size=900, disposition="inline", skip_reason="nested too deep"),
+     ("dropped", None)),
     (part("c.csv", CSV, "text/csv"), ("document", "csv")),
     (part("logo.png", PNG, "image/png"), ("dropped", None)),  # small
     (part("banner.png", BIG_PNG, "image/png", disposition="inline"), ("dropped", None)),
@@ -178,7 +195,13 @@ EXPECTED = {
     "rfc2231-stdlib-crash": ([("csv", "clics.csv")], [], 0),
     "path-names": ([("csv", "passwd.csv"), ("pdf", "report.pdf"), ("xlsx", "data.xlsx")], [], 0),
     "forwarded-3-levels": ([("csv", "deep.csv")], [], 0),
-    "forwarded-too-deep": ([("body", "message.txt")], [], 0),
+    "forwarded-too-deep": ([("body", "message.txt")],
+                           [("lost.csv", "nested too deep (forwarded over 5 times): not searched")], 0),
+    "nested-41-levels": ([("body", "message.txt")],
+                         [("deep.csv", "nested too deep (over 32 MIME levels): not searched")], 0),
+    "tnef-empty": ([("body", "message.txt")], [("winmail.dat", "empty TNEF: the winmail.dat holds no files")], 0),
+    "base64-cut-mid-quantum": ([("pdf", "cut.pdf")], [], 0),  # decoded as far as it goes, not "not a PDF"
+    "old-xls": ([("xls", "old.xls")], [], 0),  # processing fails it with the old .xls reason
     "forwarded-base64": ([("csv", "inner.csv")], [], 0),
     "tnef-winmail": ([("pdf", "Rapport de référencement.pdf"), ("xlsx", "Clics.xlsx")], [], 0),
     "truncated-mid-base64": ([("pdf", "cut.pdf")], [], 0),  # the pipeline finds it unreadable, visibly

@@ -45,6 +45,13 @@ def import_failed(job) -> None:
             enqueue_reconcile(job.org_id, site_target_id)
 
 
+def import_requeued(job) -> None:
+    """on_requeue: an operator requeued the failed job, so its Import is queued again."""
+    Import.objects.filter(pk=job.payload.get("import_id"), status=ImportStatus.FAILED).update(
+        status=ImportStatus.QUEUED, error="", finished_at=None
+    )
+
+
 def enqueue_import(imp: Import):
     """Queue the job for an Import; call inside the transaction that created it."""
     job = enqueue("import_csv", org_id=imp.org_id, payload={"import_id": imp.pk,
@@ -60,7 +67,7 @@ def enqueue_reconcile(org_id: str, site_target_id: int):
                    dedup_key=f"map_reconcile:{site_target_id}")
 
 
-@register("import_csv", dedup_scope="active", on_fail=import_failed)
+@register("import_csv", dedup_scope="active", on_fail=import_failed, on_requeue=import_requeued)
 def import_csv(job):
     """Stream a CSV / Excel / Search Console export into UrlMetric, resumably."""
     imp = Import.objects.select_related("site_target").get(pk=job.payload["import_id"], org_id=job.org_id)

@@ -231,7 +231,8 @@ class SearchAnalytics:
         try:
             retry_network(lambda: credentials.refresh(request), what="Google's token endpoint",
                           endpoint=endpoint_of(str(account_info.get("token_uri", ""))), job_id=job_id)
-        except GoogleAuthError as exc:
+        except (GoogleAuthError, TypeError, KeyError, ValueError) as exc:
+            # Beyond its own errors, google-auth fails this way on an answer that is not a token (HTML, a list).
             log.warning("job=%s token endpoint refused service account %s: %.300r", job_id, email, exc)
             raise SearchConsoleError(
                 f"could not get a Search Console access token for service account {email}: "

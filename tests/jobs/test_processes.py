@@ -16,9 +16,11 @@ from datetime import timedelta
 
 import pytest
 from django.db import connection, transaction
+from django.utils import timezone
 
 from jobs.models import Job, JobStatus
 from jobs.queue import enqueue
+from tests.support.pgproxy import PgProxy
 from tests.support.processes import database_url, runjobs, wait_for
 
 pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
@@ -287,3 +289,55 @@ def test_listening_worker_is_woken_by_notify_not_by_its_poll(executions, process
     wait_for(lambda: job(woken).status == JobStatus.DONE, timeout=10, message="NOTIFY to wake the worker")
     assert [r[1] for r in runs_of(executions, woken)] == [worker.pid]
     assert "listen=True" in worker.output()
+
+
+# -- the sweep keeps its own time --------------------------------------------------------
+
+def test_a_zombie_is_recovered_while_every_worker_is_busy_with_a_long_job(executions, processes):
+    worker = processes(runjobs)
+    long_job = enqueue_one("test_record", sleep=40)
+    wait_for(lambda: runs_of(executions, long_job), timeout=20, message="the long job to start")
+    # A worker that died an hour ago left this one running.
+    zombie = Job.objects.create(type="test_record", org_id=ORG, status=JobStatus.RUNNING, attempts=1,
+                                started_at=timezone.now() - timedelta(hours=1))
+
+    # stale_after (3 s) + sweep interval (1 s), with room: far less than the long job's 40 s.
+    wait_for(lambda: job(zombie.id).status == JobStatus.QUEUED, timeout=15,
+             message="the zombie to be re-queued while the only worker is busy")
+    assert job(long_job).status == JobStatus.RUNNING
+    assert f"job={zombie.id} type=test_record zombie re-queued" in worker.output()
+
+
+# -- SIGTERM: never a new job after it ---------------------------------------------------
+
+def test_sigterm_during_the_sweep_starts_no_job(executions, processes):
+    """The start-up sweep fails a zombie and its on_fail takes 3 s; SIGTERM lands meanwhile."""
+    Job.objects.create(type="test_slow_on_fail", org_id=ORG, status=JobStatus.RUNNING, attempts=1,
+                       payload={"on_fail_sleep": 3}, started_at=timezone.now() - timedelta(hours=1))
+    waiting = enqueue_one("test_record")
+    worker = processes(runjobs)
+    wait_for(lambda: "slow on_fail started" in worker.output(), timeout=20, message="the sweep's on_fail to start")
+    signalled_at = executions("SELECT clock_timestamp()")[0][0]
+    worker.signal(signal.SIGTERM)
+
+    assert worker.wait(timeout=20) == 0
+    late = [r for r in runs_of(executions, waiting) if r[2] > signalled_at]
+    assert not late, f"a job started {late[0][2] - signalled_at} after SIGTERM"
+
+
+def test_sigterm_during_a_connect_starts_no_job(executions, processes):
+    """The worker lost its connections and is reconnecting through a proxy that holds the connect."""
+    with PgProxy(connection.settings_dict["HOST"], int(connection.settings_dict["PORT"] or 5432)) as proxy:
+        worker = processes(runjobs, DATABASE_URL=proxy.url(connection.settings_dict["NAME"]))
+        wait_for(lambda: started(worker) and proxy.accepted >= 2, timeout=20, message="the worker to connect")
+        proxy.hold_new()
+        proxy.drop()  # the connections it had are gone; its reconnection is held
+        wait_for(lambda: proxy.held >= 1, timeout=20, message="the worker to be inside a connect")
+        waiting = enqueue_one("test_record")
+        worker.signal(signal.SIGTERM)
+        wait_for(lambda: "SIGTERM received" in worker.output(), timeout=10, message="the signal to be handled")
+        proxy.restore()
+
+        assert worker.wait(timeout=20) == 0
+    assert runs_of(executions, waiting) == [], "a job started after SIGTERM"
+    assert job(waiting).status == JobStatus.QUEUED

@@ -1,11 +1,14 @@
 """The worker loop in-process (burst mode): outcomes, failures, lost jobs, heartbeats."""
 
+import threading
 import time
 
 import pytest
 from django.db import connection
 
+import tests.support.handlers
 from jobs import queue, registry, sweep
+from jobs.heartbeat import fence_after
 from jobs.models import Job, JobStatus
 from jobs.worker import Worker
 from tests.factories import JobFactory
@@ -37,7 +40,7 @@ def test_handler_failure_fails_the_job_calls_on_fail_and_the_worker_goes_on(exec
     bad = Job.objects.get(pk=bad.id)
     assert bad.status == JobStatus.FAILED
     assert bad.error == "ValueError: bad input in broken.csv"
-    assert "Traceback" in bad.report["traceback"]
+    assert "Traceback" in bad.traceback
     assert bad.dedup_key is None and bad.finished_at is not None
     assert [row[1] for row in executions()] == ["on_fail"]
     assert Job.objects.get(pk=good.id).status == JobStatus.DONE
@@ -51,12 +54,14 @@ def test_report_of_a_done_job_is_the_handlers_return_value(db):
     assert job.report == {"slept": 0.01}
 
 
-def test_a_job_of_an_unknown_type_fails_with_a_clear_error(db):
-    job = JobFactory(type="vanished_type")
-    run_burst()
+def test_a_job_of_a_type_the_worker_does_not_know_is_left_queued_for_one_that_does(db):
+    """A rolling deploy: the new type waits for a new worker instead of failing for good on an old one."""
+    job = JobFactory(type="added_in_the_next_release")
+    known = queue.enqueue("noop", org_id="demo")
+    assert run_burst() == 1
     job = Job.objects.get(pk=job.id)
-    assert job.status == JobStatus.FAILED
-    assert "unknown job type 'vanished_type'" in job.error
+    assert (job.status, job.attempts, job.error) == (JobStatus.QUEUED, 0, None)
+    assert Job.objects.get(pk=known.id).status == JobStatus.DONE
 
 
 def test_a_report_that_is_not_a_dict_fails_the_job(db, temporary_type):
@@ -103,16 +108,31 @@ def test_max_jobs_stops_the_worker(db):
     assert Job.objects.queued().count() == 1
 
 
+def sweep_from_another_worker() -> list:
+    """Run a sweep on a connection of its own, as another worker's sweeper would; returns the ids it re-queued."""
+    found = []
+
+    def sweep_there():
+        try:
+            found.extend(str(j.id) for j in sweep.run_once().requeued)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=sweep_there)
+    thread.start()
+    thread.join(timeout=30)
+    return found
+
+
+def quiet_then_swept(job):
+    time.sleep(1.2)  # twice the threshold without reporting progress
+    return {"swept": sweep_from_another_worker()}
+
+
 def test_the_worker_heartbeat_keeps_a_long_handler_from_being_swept(transactional_db, settings, temporary_type):
     """stale_after means "the worker is gone", not "the handler was quiet"."""
     settings.JOBS_STALE_AFTER = 0.6
-
-    def quiet_then_sweep(job):
-        time.sleep(1.2)  # twice the threshold without reporting progress
-        result = sweep.run_once()
-        return {"swept": [str(j.id) for j in result.requeued]}
-
-    temporary_type("test_quiet", quiet_then_sweep)
+    temporary_type("test_quiet", quiet_then_swept)
     job = queue.enqueue("test_quiet", org_id="demo")
     run_burst(heartbeat_interval=0.1)
     job = Job.objects.get(pk=job.id)
@@ -124,15 +144,54 @@ def test_the_worker_heartbeat_keeps_a_long_handler_from_being_swept(transactiona
 def test_without_heartbeats_the_same_quiet_handler_is_swept(transactional_db, settings, temporary_type):
     """The control for the test above: the sweep does catch a silent run."""
     settings.JOBS_STALE_AFTER = 0.6
-
-    def quiet_then_sweep(job):
-        time.sleep(1.2)
-        result = sweep.run_once()
-        return {"swept": [str(j.id) for j in result.requeued]}
-
-    temporary_type("test_quiet", quiet_then_sweep)
+    temporary_type("test_quiet", quiet_then_swept)
     job = queue.enqueue("test_quiet", org_id="demo")
     Worker(max_jobs=1, listen=False, heartbeat_interval=60).run()
     job = Job.objects.get(pk=job.id)
     assert job.status == JobStatus.QUEUED  # swept back; its late result was discarded
     assert job.report is None
+
+
+def test_a_run_that_could_not_heartbeat_and_was_swept_writes_nothing_more(executions, settings, temporary_type):
+    """Its heartbeats did not land (here: none sent), another worker swept the job: the handler's next
+    statement raises JobLost instead of writing, whatever the handler does between report_progress calls."""
+    settings.JOBS_STALE_AFTER = 0.6
+    outcome = {}
+
+    def writes_after_being_swept(job):
+        time.sleep(1.2)
+        outcome["swept"] = sweep_from_another_worker()
+        try:
+            tests.support.handlers.record_start(job)  # a domain write, no report_progress
+        except queue.JobLost as exc:
+            outcome["stopped"] = str(exc)
+            raise
+
+    temporary_type("test_late_writer", writes_after_being_swept)
+    job = queue.enqueue("test_late_writer", org_id="demo")
+    Worker(max_jobs=1, listen=False, heartbeat_interval=60).run()
+    assert outcome["swept"] == [str(job.id)]
+    assert "taken from this run" in outcome.get("stopped", ""), "the late write was not stopped"
+    assert executions() == [], "the swept run wrote after losing its job"
+    assert Job.objects.get(pk=job.id).status == JobStatus.QUEUED
+
+
+def test_a_run_whose_heartbeats_were_late_but_kept_its_job_goes_on(executions, settings, temporary_type):
+    """The fence re-proves ownership instead of giving up: a job nobody took is still this run's."""
+    settings.JOBS_STALE_AFTER = 0.6
+
+    def late_but_ours(job):
+        time.sleep(1.2)
+        tests.support.handlers.record_start(job)
+        return {"wrote": True}
+
+    temporary_type("test_late_but_ours", late_but_ours)
+    job = queue.enqueue("test_late_but_ours", org_id="demo")
+    Worker(max_jobs=1, listen=False, heartbeat_interval=60).run()
+    assert Job.objects.get(pk=job.id).status == JobStatus.DONE
+    assert len(executions()) == 1
+
+
+@pytest.mark.parametrize("stale_after, heartbeat, expected", [(60, 10, 50), (3, 0.5, 2.5), (60, 40, 30), (10, 5, 5)])
+def test_fence_after(stale_after, heartbeat, expected):
+    assert fence_after(stale_after, heartbeat) == expected

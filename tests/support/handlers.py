@@ -5,6 +5,7 @@ Handlers that matter for concurrency write to ``test_executions`` — a record
 of what actually ran, independent of the statuses the queue reports.
 """
 
+import logging
 import os
 import time
 
@@ -88,3 +89,24 @@ def slow(job):
     execution = record_start(job)
     _sleep_from(job)
     record_finish(execution)
+
+
+def _slow_on_fail(job):
+    """An on_fail that takes ``payload.on_fail_sleep`` seconds, announced in the log (it may run
+    inside the failing transaction, where a row it writes is not visible yet)."""
+    logging.getLogger(__name__).warning("job=%s slow on_fail started", job.id)
+    time.sleep(float((job.payload or {}).get("on_fail_sleep") or 0))
+
+
+@register("test_slow_on_fail", max_attempts=1, on_fail=_slow_on_fail)
+def slow_on_fail(job):
+    """Records, then sleeps: as a zombie at its one attempt, the sweep fails it and runs the slow on_fail."""
+    execution = record_start(job)
+    _sleep_from(job)
+    record_finish(execution)
+
+
+@register("test_exit")
+def exits(job):
+    """Calls sys.exit(): a handler's SystemExit fails its job, never the worker."""
+    raise SystemExit(4)

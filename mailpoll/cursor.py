@@ -147,8 +147,9 @@ def contiguous_last_uid(floor: int, attempted: Iterable[int], succeeded: set[int
     10
 
     A message that fails for good stalls its folder — visibly: the mailbox's
-    error counter rises every tick and the log names the UID. That is better
-    than stepping over it, which would lose mail while reporting success.
+    error counter rises every tick, and the folder's problem and the log name
+    the UID. That is better than stepping over it, which would lose mail while
+    reporting success.
     """
     last = floor
     for uid in sorted(attempted):

@@ -86,15 +86,17 @@ def test_the_concurrency_setting_bounds_the_polls_at_once(fake_imap, settings):
 
 @pytest.mark.processes
 @pytest.mark.parametrize("misbehaviour", [{"silent": True}, {"trickle_on": "EXAMINE"}], ids=["silent", "trickling"])
-def test_sigterm_interrupts_polls_blocked_on_a_server_within_seconds(fake_imap, processes, media, misbehaviour):
+@pytest.mark.parametrize("mailboxes", [1, 2], ids=["alone", "on-the-pool"])
+def test_sigterm_interrupts_polls_blocked_on_a_server_within_seconds(fake_imap, processes, media, misbehaviour,
+                                                                     mailboxes):
     server = fake_imap([mail("m")], **misbehaviour)
-    for _ in range(2):
+    for _ in range(mailboxes):
         mailbox_on(server, poll_interval=timedelta(seconds=1))
     # The default deadline (300 s) and socket timeout (60 s): only the shutdown may end these polls.
     poller = processes(lambda: ManagedProcess("pollmail", "--interval", "0.5", env=process_env(MEDIA_ROOT=media)))
-    assert server.wait_for_connections(2, timeout=30), poller.output()
+    assert server.wait_for_connections(mailboxes, timeout=30), poller.output()
     if "trickle_on" in misbehaviour:
-        wait_for(lambda: server.commands.count("EXAMINE") == 2, timeout=30, message="both polls to be trickled at")
+        wait_for(lambda: server.commands.count("EXAMINE") == mailboxes, timeout=30, message="the polls to be trickled at")
 
     signalled = time.monotonic()
     poller.signal(signal.SIGTERM)

@@ -18,6 +18,9 @@ class Command(BaseCommand):
     def handle(self, *args, once, interval, **options):
         if interval is not None and interval <= 0:
             raise CommandError("--interval must be positive")
+        for name in ("MAILPOLL_CONCURRENCY", "MAILPOLL_POLL_DEADLINE", "MAILPOLL_SOCKET_TIMEOUT"):
+            if conf.get(name) <= 0:
+                raise CommandError(f"{name} must be positive (it is {conf.get(name)})")
         poller = Poller(interval=interval)
         poller.install_signal_handlers()
         poller.run(once=once)

@@ -119,8 +119,9 @@ def test_a_stalling_server_is_cut_at_the_deadline_and_the_other_mailboxes_are_po
     healthy = MailboxFactory(host=dovecot.host, port=dovecot.port, username=user, password=password)
     dovecot.append_many(user, "INBOX", [mail("m0"), mail("m1")])
 
+    settings.MAILPOLL_CONCURRENCY = concurrency
     started = time.monotonic()
-    polled = cycle(stalling, Poller(concurrency=concurrency), timeout=60)
+    polled = cycle(stalling, timeout=60)
     assert sorted(polled) == sorted([stalling.pk, healthy.pk])
     assert sorted(Request.objects.values_list("subject", flat=True)) == ["m0", "m1"]
     assert "deadline of 2 s passed" in stalling.last_error

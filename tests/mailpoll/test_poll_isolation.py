@@ -64,7 +64,8 @@ def test_mailboxes_are_polled_at_once_each_on_its_own_connections(fake_imap, dov
     dovecot.append(user, "INBOX", mail("through"))
     before = backends()
 
-    polled = Poller(concurrency=4).cycle()
+    settings.MAILPOLL_CONCURRENCY = 4
+    polled = Poller().cycle()
 
     assert sorted(polled) == sorted(mb.pk for mb in [*hung, healthy])
     assert server.max_open == 3  # the three hung polls were waiting side by side, not one after another
@@ -80,7 +81,8 @@ def test_the_concurrency_setting_bounds_the_polls_at_once(fake_imap, settings):
     server = fake_imap(silent=True)
     for _ in range(4):
         mailbox_on(server)
-    Poller(concurrency=2).cycle()
+    settings.MAILPOLL_CONCURRENCY = 2
+    Poller().cycle()
     assert server.accepted == 4 and server.max_open == 2
 
 
@@ -96,7 +98,8 @@ def test_sigterm_interrupts_polls_blocked_on_a_server_within_seconds(fake_imap, 
     poller = processes(lambda: ManagedProcess("pollmail", "--interval", "0.5", env=process_env(MEDIA_ROOT=media)))
     assert server.wait_for_connections(mailboxes, timeout=30), poller.output()
     if "trickle_on" in misbehaviour:
-        wait_for(lambda: server.commands.count("EXAMINE") == mailboxes, timeout=30, message="the polls to be trickled at")
+        wait_for(lambda: server.commands.count("EXAMINE") == mailboxes, timeout=30,
+                 message="the polls to be trickled at")
 
     signalled = time.monotonic()
     poller.signal(signal.SIGTERM)

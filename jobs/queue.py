@@ -374,6 +374,10 @@ def call_on_fail(job: Job) -> None:
             job.refresh_from_db()
             job_type.on_fail(job)
     except Exception:
+        if connection.needs_rollback:
+            # The savepoint could not be restored (the connection is gone), so
+            # the failure cannot commit either: let the caller see it.
+            raise
         log.exception("job=%s on_fail of %s raised", job.id, job.type)
 
 

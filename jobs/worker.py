@@ -166,18 +166,14 @@ class Worker:
             try:
                 self._apply(job, outcome, time.monotonic() - started)
                 return
-            except CONNECTION_ERRORS as exc:
-                if not _is_connection_loss(exc):
-                    refusals += 1  # e.g. a program limit (54000): the database is up
-                elif self.stopping:
-                    log.error("job=%s outcome %s not recorded (database unavailable at shutdown); "
-                              "the zombie sweep will re-queue it", job.id, outcome.status)
-                    return
-                else:
+            except (DatabaseError, psycopg.Error) as exc:
+                if not _refused(exc):
+                    if self.stopping:
+                        log.error("job=%s outcome %s not recorded (database unavailable at shutdown); "
+                                  "the zombie sweep will re-queue it", job.id, outcome.status)
+                        return
                     self._database_unavailable(exc)
                     continue
-                refused = exc
-            except DatabaseError as exc:
                 refusals += 1
                 refused = exc
             if refusals > 2:
@@ -317,12 +313,42 @@ def _is_connection_loss(exc: BaseException) -> bool:
         seen = seen.__cause__ or seen.__context__
     else:
         return False
+    if (_sqlstate(exc) or "").startswith(LOST_SESSION_STATES):
+        # Whatever the connection looks like now: leaving an atomic block,
+        # Django may already have opened a new one.
+        return True
     if connection.connection is None or connection.connection.closed:
         return True
     try:
         return not connection.is_usable()
     except Exception:
         return True
+
+
+# SQLSTATEs of a lost session: connection exceptions, server shut down or crashed.
+LOST_SESSION_STATES = ("08", "57P")
+# SQLSTATE classes of a write the database refuses and would refuse again:
+# bad data, a constraint, a program limit, a statement it cannot run.
+REFUSED_STATES = ("22", "23", "42", "54")
+
+
+def _sqlstate(exc: BaseException) -> str | None:
+    seen = exc
+    while seen is not None:
+        if getattr(seen, "sqlstate", None):
+            return seen.sqlstate
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def _refused(exc: BaseException) -> bool:
+    """Did the database answer, refusing what we wrote (as opposed to an outage or a lock to wait out)?"""
+    state = _sqlstate(exc)
+    if state is not None:
+        return state.startswith(REFUSED_STATES)
+    # No SQLSTATE: raised on our side. Losing the server is an OperationalError
+    # or InterfaceError; anything else (a NUL psycopg will not send) is a refusal.
+    return not isinstance(exc, CONNECTION_ERRORS)
 
 
 def _raised_by_signal_handler(exc: BaseException) -> bool:

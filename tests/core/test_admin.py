@@ -7,7 +7,7 @@ import pytest
 from imports.models import Import, ImportKind
 from jobs.models import Job
 from seoinsight.models import SiteTarget
-from tests.factories import SiteTargetFactory
+from tests.factories import SiteFactory, SiteTargetFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -64,3 +64,46 @@ def test_the_pull_action_queues_an_api_import_only_for_ready_targets(admin_clien
     imp = Import.objects.get()
     assert (imp.site_target_id, imp.kind) == (ready.pk, ImportKind.API)
     assert Job.objects.get(pk=imp.job_id).type == "import_api"
+
+
+def test_a_refused_form_never_renders_the_pasted_key_back(admin_client):
+    target = SiteTargetFactory()
+    pasted = {"private_key": "-----BEGIN PRIVATE KEY-----\\nTOPSECRETKEYMATERIAL\\n-----END PRIVATE KEY-----\\n",
+              "token_uri": KEY["token_uri"]}
+
+    response = change(admin_client, target, service_account_key=json.dumps(pasted))
+
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert "missing client_email" in html
+    assert "TOPSECRETKEYMATERIAL" not in html
+
+
+def test_a_key_whose_token_uri_is_not_googles_is_refused_by_the_form(admin_client):
+    target = SiteTargetFactory()
+
+    response = change(admin_client, target, service_account_key=json.dumps({**KEY, "token_uri": "http://10.0.0.5/"}))
+
+    assert response.status_code == 200
+    assert "token_uri must be Google&#x27;s token endpoint" in response.content.decode()
+    assert not SiteTarget.objects.get(pk=target.pk).has_search_console_credentials
+
+
+def test_moving_a_target_to_another_site_needs_the_key_again(admin_client):
+    target = SiteTargetFactory()
+    target.set_service_account(json.dumps(KEY))
+    target.save()
+    other_site = SiteFactory(org=target.site.org)
+
+    refused = change(admin_client, target, site=other_site.pk)
+    assert refused.status_code == 200
+    assert "paste the service-account key again" in refused.context["adminform"].form.errors["service_account_key"][0]
+    assert SiteTarget.objects.get(pk=target.pk).site_id == target.site_id
+
+    moved = change(admin_client, target, site=other_site.pk, service_account_key=json.dumps(KEY))
+    assert moved.status_code == 302
+    assert SiteTarget.objects.get(pk=target.pk).site_id == other_site.pk
+
+    dropped = change(admin_client, target, site=target.site_id, clear_service_account_key="on")
+    assert dropped.status_code == 302
+    assert not SiteTarget.objects.get(pk=target.pk).has_search_console_credentials

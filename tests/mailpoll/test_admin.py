@@ -198,6 +198,55 @@ def test_an_empty_password_keeps_the_secret_and_the_checkbox_removes_it(admin_cl
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize("moved", [
+    {"host": "imap.attacker.example"},
+    {"port": "1993"},
+    {"security": "starttls", "port": "143"},
+    {"username": "someone@attacker.example"},
+])
+def test_re_pointing_a_mailbox_needs_the_password_again(admin_client, moved):
+    box = mailbox()
+    url = reverse("admin:mailpoll_mailbox_change", args=[box.pk])
+    stored = box.secret
+
+    refused = admin_client.post(url, change_data(box, **moved))
+
+    assert refused.status_code == 200
+    assert "type the password again for the new destination" in refused.context["adminform"].form.errors["password"][0]
+    box.refresh_from_db()
+    assert (box.host, box.port, box.username, box.secret) == ("imap.example.com", 993, "reports@example.com", stored)
+
+    retyped = admin_client.post(url, {**change_data(box, **moved), "password": "the new server's password"})
+    assert retyped.status_code == 302
+    box.refresh_from_db()
+    assert box.get_secret() == "the new server's password"  # the old one is gone, not kept beside it
+
+
+@pytest.mark.django_db
+def test_re_pointing_with_the_secret_removed_is_allowed(admin_client):
+    box = mailbox()
+    url = reverse("admin:mailpoll_mailbox_change", args=[box.pk])
+
+    response = admin_client.post(url, change_data(box, host="imap.other.example", remove_secret="on"))
+
+    assert response.status_code == 302
+    box.refresh_from_db()
+    assert (box.host, box.secret) == ("imap.other.example", "")
+
+
+@pytest.mark.django_db
+def test_an_unknown_security_is_refused_by_the_form_and_by_the_database():
+    form = MailboxForm(data=form_data(OrgFactory(), security="ssl"))
+    assert not form.is_valid() and "security" in form.errors
+
+    box = mailbox()
+    from django.db import IntegrityError, transaction
+
+    with pytest.raises(IntegrityError, match="mailbox_security_valid"), transaction.atomic():
+        Mailbox.objects.filter(pk=box.pk).update(security="ssl")
+
+
+@pytest.mark.django_db
 def test_plain_text_to_a_remote_host_is_refused_with_its_message(admin_client):
     org = OrgFactory()
 

@@ -98,7 +98,7 @@ class ImapProvider(MailProvider):
         """The announced sizes, or what a fetch showed a message really is when that is more."""
         if not uids:
             return {}
-        with self._context():
+        with self._context(reading=True):
             response = self.client.fetch(uids, ["RFC822.SIZE"])
             announced = {int(uid): int(data[b"RFC822.SIZE"]) for uid, data in response.items()
                          if b"RFC822.SIZE" in data}
@@ -153,11 +153,12 @@ class ImapProvider(MailProvider):
         return (mb.pk, mb.host, mb.port, mb.username, self.folder, self.uidvalidity, uid)
 
     @contextmanager
-    def _context(self, uids: list[int] | None = None):
+    def _context(self, uids: list[int] | None = None, *, reading: bool = False):
         """Every error leaves the provider as a ProviderError naming the server and folder.
 
-        A NO or BAD answer is a ``FolderError`` (the session is still usable); a refused
-        response, an interruption, a lost or garbled connection, a timeout are not.
+        A NO or BAD answer is a ``FolderError`` (the session is still usable), and so is a BYE
+        in answer to reading messages (``uids`` or ``reading``; ``RefusalEndedSession``); a
+        refused response, an interruption, a lost or garbled connection, a timeout are not.
         """
         try:
             yield
@@ -170,7 +171,7 @@ class ImapProvider(MailProvider):
                 raise PollInterrupted(f"{self._where()}: {self.channel.reason}") from exc
             if isinstance(exc, IMAPClientError) and not isinstance(exc, (IMAPClientAbortError, ProtocolError)):
                 raise FolderError(f"{self._where()}: {exc}") from exc
-            if uids and isinstance(exc, IMAPClientAbortError) and self._server_said_bye():
+            if (uids or reading) and isinstance(exc, IMAPClientAbortError) and self._server_said_bye():
                 # A BYE in answer to reading messages is the server refusing one of them (Dovecot, for a
                 # message file it cannot read), not the network failing: the poller reconnects and asks one by one.
                 raise RefusalEndedSession(f"{self._where()}: {exc}") from exc

@@ -220,6 +220,11 @@ class _Walker:
             node, depth, nesting, too_deep = stack.pop()
             children = self.visit(node, depth, nesting, too_deep)
             stack.extend(reversed(children))
+        if self.leaves > self.max_parts:
+            # One row stands for the parts not read, so they are counted, not silently gone.
+            unread = self.leaves - self.max_parts
+            self.add_part(f"{unread} more parts", "application/octet-stream", b"", None, None, 0, size=0,
+                          skip_reason=f"over {self.max_parts} parts in the message: {unread} more not read")
 
     def visit(self, node: Message, depth: int, nesting: int, too_deep: str) -> list:
         ctype = node.get_content_type()

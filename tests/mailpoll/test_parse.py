@@ -407,9 +407,11 @@ def test_inline_image_keeps_its_content_id():
     assert (image.disposition, image.content_id, image.mime) == ("inline", "logo@x", "image/png")
 
 
-def test_part_count_is_capped():
+def test_part_count_is_capped_and_the_rest_is_counted_on_a_row():
     message = parsed("many-parts")
-    assert len(message.parts) == 500
+    assert len(message.parts) == 501 and message.parts[499].filename == "note499.txt"
+    rest = message.parts[500]
+    assert (rest.filename, rest.skip_reason) == ("100 more parts", "over 500 parts in the message: 100 more not read")
     assert "over 500 parts: the rest ignored" in message.defects
 
 

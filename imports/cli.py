@@ -1,15 +1,39 @@
-"""Terminal helpers shared by the import commands: follow a job with a progress bar, print its report."""
+"""Terminal helpers shared by the import commands: follow a job on one line, print its report.
+
+Exit codes of ``importfile`` and ``importapi`` (docs/imports.md):
+
+0  queued (without --wait), or the import is done
+1  the import failed (with --wait); the message says why
+2  nothing was queued: a wrong argument, a refused file, a missing period, a full disk
+3  stopped following (Ctrl-C) before the end; the import goes on in the background
+"""
+
+from __future__ import annotations
 
 import argparse
+import shutil
 import time
 from datetime import date
 
+from django.db import DatabaseError, InterfaceError, OperationalError, connection
+
+from jobs import conf as jobs_conf
 from jobs.models import Job, JobStatus
 
+from .reports import notes, operator_error, report_of, what_was_read
+
+EXIT_FAILED = 1
+EXIT_NOT_QUEUED = 2
+EXIT_STOPPED = 3
+
 POLL_INTERVAL = 0.5
+# Seconds without any change to a job (a heartbeat included) before the line asks for a worker.
 WORKER_HINT_AFTER = 10.0
 BAR_WIDTH = 10
 ERROR_SAMPLES_SHOWN = 5
+# Waits between tries while the database is unreachable: doubling, capped.
+RECONNECT_FIRST = 0.5
+RECONNECT_MAX = 10.0
 
 
 def iso_date(value: str) -> date:
@@ -19,64 +43,142 @@ def iso_date(value: str) -> date:
         raise argparse.ArgumentTypeError(f"expected a date as YYYY-MM-DD, got {value!r}") from None
 
 
-def progress_line(done: int | None, total: int | None, width: int = BAR_WIDTH) -> str:
-    """The terminal bar: ``progress_line(520, 1000)`` is ``'[#####.....] 52% 520/1000 rows'``."""
+def progress_line(done: int | None, total: int | None, note: str = "", width: int = 80) -> str:
+    """The one status line, at most ``width - 1`` columns (writing the last column wraps some terminals).
+
+    The longest form that fits wins: the bar shrinks, then goes, then the note is cut.
+
+    >>> progress_line(520, 1000)
+    '[#####.....] 52% 520/1000 rows'
+    >>> progress_line(520, 1000, "no progress for 12 s — is a worker running?", width=40)
+    '52% · no progress for 12 s — is a work…'
+    """
+    limit = max(width - 1, 8)
     if not isinstance(done, int) or not isinstance(total, int) or total <= 0:
-        return f"[{'.' * width}] starting…"
+        return _clip(note or "starting…", limit)
     fraction = max(0.0, min(1.0, done / total))
+    percent = f"{fraction * 100:.0f}%"
+    tail = f" · {note}" if note else ""
+    candidates = [f"{_bar(fraction, BAR_WIDTH)} {percent} {done}/{total} rows{tail}",
+                  f"{_bar(fraction, 5)} {percent} {done}/{total} rows{tail}",
+                  f"{percent} {done}/{total} rows{tail}"]
+    fitting = next((line for line in candidates if len(line) <= limit), None)
+    return fitting or _clip(f"{percent}{tail}", limit)
+
+
+def _bar(fraction: float, width: int) -> str:
     filled = int(fraction * width)
-    return f"[{'#' * filled}{'.' * (width - filled)}] {fraction * 100:.0f}% {done}/{total} rows"
+    return f"[{'#' * filled}{'.' * (width - filled)}]"
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def reconnect_delay(failures: int) -> float:
+    """Seconds before try number ``failures + 1`` to reach the database.
+
+    >>> [reconnect_delay(n) for n in (1, 2, 3, 5, 9)]
+    [0.5, 1.0, 2.0, 8.0, 10.0]
+    """
+    return min(RECONNECT_FIRST * 2 ** (failures - 1), RECONNECT_MAX)
+
+
+def default_hint_after() -> float:
+    """Long enough that a live worker's heartbeat always comes first."""
+    return max(WORKER_HINT_AFTER, 2 * float(jobs_conf.get("JOBS_HEARTBEAT_INTERVAL")) + POLL_INTERVAL)
 
 
 class Waiter:
-    """Follows one job until it ends, redrawing a one-line bar; says so when no worker takes it."""
+    """Follows one job until it ends, redrawing one line that fits the terminal.
 
-    def __init__(self, job_id, out, interval: float = POLL_INTERVAL, hint_after: float = WORKER_HINT_AFTER):
-        self.job_id, self.out, self.interval, self.hint_after = job_id, out, interval, hint_after
+    A database outage is waited out (reconnecting with backoff) and shown on the
+    line; so is a job nobody works on: queued, or running without a heartbeat
+    (its worker died) for ``hint_after`` seconds.
+    """
+
+    def __init__(self, job_id, out, interval: float = POLL_INTERVAL, hint_after: float | None = None,
+                 width: int | None = None):
+        self.job_id, self.out, self.interval = job_id, out, interval
+        self.hint_after = default_hint_after() if hint_after is None else hint_after
+        self.width = width
 
     def run(self) -> Job:
-        last_line, queued_since, hinted = "", None, False
+        last_line, failures, progress = None, 0, {}
+        seen, seen_at = None, time.monotonic()
         while True:
-            job = Job.objects.get(pk=self.job_id)
+            try:
+                job = Job.objects.get(pk=self.job_id)
+            except (OperationalError, InterfaceError):
+                # The server went away (restart, failover): the job goes on without us.
+                failures += 1
+                delay = reconnect_delay(failures)
+                _drop_connection()
+                last_line = self._draw(progress, f"database unavailable — retrying in {delay:g} s", last_line)
+                time.sleep(delay)
+                continue
+            failures = 0
             progress = job.progress if isinstance(job.progress, dict) else {}
-            if job.status == JobStatus.QUEUED:
-                line = "waiting for a worker…"
-            else:
-                line = progress_line(progress.get("done"), progress.get("total"))
             if job.is_finished:
-                if job.status == JobStatus.FAILED:
-                    line = f"failed after {progress.get('done') or 0} rows"
-                elif isinstance(progress.get("total"), int):
-                    line = progress_line(progress["total"], progress["total"])
-                else:
-                    line = "done"
-                self.out.write(f"\r{line:<60}\n", ending="")
+                self._finish(job, progress)
                 return job
-            if line != last_line:
-                self.out.write(f"\r{line:<60}", ending="")
-                self.out.flush()
-                last_line = line
-            # Only a queued job can be stuck for want of a worker: a running one has one.
-            if job.status != JobStatus.QUEUED:
-                queued_since = None
-            elif queued_since is None:
-                queued_since = time.monotonic()
-            elif not hinted and time.monotonic() - queued_since > self.hint_after:
-                self.out.write(f"\nStill queued after {self.hint_after:.0f} s: is a worker running? "
-                               "Start one with `manage.py runjobs`.\n", ending="")
-                hinted, last_line = True, ""
+            state = (job.status, job.attempts, repr(progress))  # a heartbeat changes progress.updated_at
+            now = time.monotonic()
+            if state != seen:
+                seen, seen_at = state, now
+            idle = now - seen_at
+            note = ""
+            if job.status == JobStatus.QUEUED:
+                note = "waiting for a worker…"
+                if idle > self.hint_after:
+                    note = f"queued for {idle:.0f} s — is a worker running?"
+            elif idle > self.hint_after:
+                note = f"no progress for {idle:.0f} s — is a worker running?"
+            shown = progress if job.status == JobStatus.RUNNING else {}
+            last_line = self._draw(shown, note, last_line)
             time.sleep(self.interval)
+
+    def _columns(self) -> int:
+        return self.width or shutil.get_terminal_size((80, 24)).columns
+
+    def _draw(self, progress: dict, note: str, last_line: str | None) -> str:
+        columns = self._columns()
+        line = progress_line(progress.get("done"), progress.get("total"), note, width=columns)
+        if line != last_line:
+            # Padded to the full line so a shorter one hides the longer one before it.
+            self.out.write("\r" + line.ljust(max(columns - 1, 8)), ending="")
+            self.out.flush()
+        return line
+
+    def _finish(self, job: Job, progress: dict) -> None:
+        if job.status == JobStatus.FAILED:
+            line = f"failed after {progress.get('done') or 0} rows"
+        elif isinstance(progress.get("total"), int):
+            line = progress_line(progress["total"], progress["total"], width=self._columns())
+        else:
+            line = "done"
+        self.out.write("\r" + line.ljust(max(self._columns() - 1, 8)) + "\n", ending="")
+
+
+def _drop_connection() -> None:
+    """Forget a connection the server closed, so the next query opens a new one."""
+    try:
+        connection.close()  # forgets the connection even when closing it fails
+    except DatabaseError:
+        pass
 
 
 def print_report(out, job, import_id) -> None:
-    """Counts, skipped reasons and the first error samples of a finished import job."""
-    progress = job.progress if isinstance(job.progress, dict) else {}
-    # A failed job's report is its traceback; the counts reached are in its checkpoint.
-    report = job.report if job.status == JobStatus.DONE and isinstance(job.report, dict) else progress.get("counts")
-    if not isinstance(report, dict):
+    """Counts, what was read, notes, skipped reasons and the first error samples of an ended import job."""
+    report = report_of(job)
+    if not report:
         return
     out.write("  ".join(f"{name} {report.get(name, 0)}"
                for name in ("read", "inserted", "updated", "skipped", "errors")))
+    for line in what_was_read(report):
+        out.write(f"  {line}")
+    for what, count in notes(report):
+        out.write(f"  kept {count}: {what}")
     for reason, count in sorted((report.get("skipped_reasons") or {}).items()):
         out.write(f"  skipped {count}: {reason}")
     samples = report.get("error_samples") or []
@@ -85,3 +187,8 @@ def print_report(out, job, import_id) -> None:
     if report.get("errors", 0) > min(len(samples), ERROR_SAMPLES_SHOWN):
         more = report["errors"] - min(len(samples), ERROR_SAMPLES_SHOWN)
         out.write(f"  … and {more} more errors: see /imports/{import_id}/")
+
+
+def failure_message(import_id, job) -> str:
+    """What the command says when the import failed: the operator's message, no exception name."""
+    return f"import {import_id} failed: {operator_error(job.error or 'no error recorded')}"

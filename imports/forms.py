@@ -7,8 +7,10 @@ up, for display only.
 
 from __future__ import annotations
 
+import io
 import unicodedata
 import uuid
+from contextlib import contextmanager
 from pathlib import PurePosixPath
 
 from django import forms
@@ -19,8 +21,9 @@ from django.template.defaultfilters import filesizeformat
 from seoinsight import storage
 from seoinsight.models import SiteTarget
 
+from .formats import NoSuchSheet, RowSource, UnreadableFile, open_source
 from .handlers import enqueue_import
-from .models import Import, ImportKind, ImportOrigin
+from .models import DateOrder, Import, ImportKind, ImportOrigin
 
 # What import_csv reads, by extension: a .zip is a Search Console bundle of CSVs.
 KIND_BY_EXTENSION = {
@@ -57,8 +60,46 @@ def max_upload_bytes() -> int:
     return settings.IMPORT_MAX_UPLOAD_BYTES
 
 
+# Said before anything is queued, by the form and by ``importfile``, each adding how to give it.
+PERIOD_NEEDED = ("the file has no Date column and does not say which period its figures cover "
+                 "(a Search Console “Pages” table, say)")
+
+
+def inspect_file(path, filename: str, *, sheet: str = "", date_order: str = "") -> RowSource:
+    """Open the file as the worker will (header, sheet, period), before it is queued.
+
+    Reads the head of the file only: a file that cannot be an import is refused
+    here, with the worker's own message (``UnreadableFile``), so the user can
+    fix it in one step. ``path`` is a path or an opener (``upload_opener``).
+    """
+    return open_source(path, filename, sheet=sheet or None, date_order=date_order or None,
+                       default_date_order=settings.IMPORT_DATE_ORDER,
+                       max_unzipped_bytes=settings.IMPORT_MAX_UNZIPPED_BYTES)
+
+
+def upload_opener(upload):
+    """An opener over an uploaded file: its temporary file, or a copy of it in memory."""
+    if hasattr(upload, "temporary_file_path"):
+        path = upload.temporary_file_path()
+        return lambda: open(path, "rb")
+
+    @contextmanager
+    def opener():
+        upload.seek(0)
+        yield io.BytesIO(upload.read())
+
+    return opener
+
+
+def sentence(message: str) -> str:
+    """A format's message as a sentence of its own: capital first, full stop last."""
+    message = message[:1].upper() + message[1:]
+    return message if message.endswith((".", "?", "!", "…")) else message + "."
+
+
 def create_import(*, site_target: SiteTarget, content, filename: str, size: int, period_start=None,
-                  period_end=None, created_by=None, origin: str = ImportOrigin.UPLOAD) -> Import:
+                  period_end=None, created_by=None, origin: str = ImportOrigin.UPLOAD, sheet: str = "",
+                  date_order: str = "") -> Import:
     """Store the file and create the Import with its ``import_csv`` job, both or neither.
 
     ``content`` is a Django ``File`` (an upload, or an opened local file).
@@ -67,7 +108,8 @@ def create_import(*, site_target: SiteTarget, content, filename: str, size: int,
     imp = Import(
         org_id=site_target.site.org_id, site_target=site_target, kind=kind_for(shown) or ImportKind.CSV,
         origin=origin, uid=uuid.uuid4().hex, original_filename=shown, size=size,
-        period_start=period_start, period_end=period_end, created_by=created_by,
+        period_start=period_start, period_end=period_end, created_by=created_by, sheet=sheet,
+        date_order=date_order,
     )
     # Storage is not transactional: the file is written first, whole or not at all
     # (temporary name, fsync, rename), and removed again if the rows are not
@@ -109,6 +151,15 @@ class ImportUploadForm(forms.Form):
     period_end = forms.DateField(
         label="To", required=False, widget=forms.DateInput(attrs={"type": "date"}),
     )
+    sheet = forms.CharField(
+        label="Sheet", required=False, max_length=100,
+        help_text="Excel only: the sheet to read. Empty: the first sheet with a URL column.",
+    )
+    date_order = forms.ChoiceField(
+        label="Dates like 1/12/2026", required=False,
+        choices=[("", "Detect from the file"), *DateOrder.choices],
+        help_text="Detected when a date such as 13/1 or 1/13 settles it; choose when every date fits both.",
+    )
 
     def __init__(self, *args, org_id: str, **kwargs):
         super().__init__(*args, **kwargs)
@@ -143,12 +194,35 @@ class ImportUploadForm(forms.Form):
             self.add_error("period_end" if start else "period_start", "Give both dates of the period, or neither.")
         elif start and end < start:
             self.add_error("period_end", "The period ends before it starts.")
+        if "file" in cleaned:
+            self._inspect(cleaned)
         return cleaned
+
+    def _inspect(self, cleaned) -> None:
+        """Say now what the worker would refuse later: an unreadable file, a missing period or sheet."""
+        upload, sheet = cleaned["file"], cleaned.get("sheet", "")
+        try:
+            source = inspect_file(upload_opener(upload), upload.name, sheet=sheet,
+                                  date_order=cleaned.get("date_order", ""))
+        except NoSuchSheet as exc:
+            self.add_error("sheet", sentence(str(exc)))
+            return
+        except UnreadableFile as exc:
+            self.add_error("file", sentence(str(exc)))
+            return
+        finally:
+            upload.seek(0)  # stored next, from its start
+        if sheet and source.sheet is None:
+            self.add_error("sheet", "Only an Excel workbook has sheets: leave this empty for this file.")
+        if source.needs_period and not (cleaned.get("period_start") or cleaned.get("period_end")
+                                        or self.has_error("period_start") or self.has_error("period_end")):
+            self.add_error("period_start", sentence(PERIOD_NEEDED + ": give the period below"))
 
     def save(self, *, created_by=None) -> Import:
         upload = self.cleaned_data["file"]
         return create_import(
             site_target=self.cleaned_data["site_target"], content=upload, filename=upload.name, size=upload.size,
             period_start=self.cleaned_data.get("period_start"), period_end=self.cleaned_data.get("period_end"),
-            created_by=created_by,
+            created_by=created_by, sheet=self.cleaned_data.get("sheet", ""),
+            date_order=self.cleaned_data.get("date_order", ""),
         )

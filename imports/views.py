@@ -23,6 +23,7 @@ from seoinsight.models import Org, SiteTarget
 
 from .forms import OUT_OF_SPACE, ImportUploadForm
 from .models import Import, ImportStatus
+from .reports import notes, operator_error, report_of, what_was_read
 
 COUNT_FIELDS = ("read", "inserted", "updated", "skipped", "errors")
 IMPORTS_PER_PAGE = 25
@@ -66,12 +67,15 @@ class ImportRow:
 
     @staticmethod
     def _report(imp, job) -> dict:
-        # A finished import_csv's report is its counts; a failed job's report is a
-        # traceback, so the counts reached so far come from its progress checkpoint.
-        if job is not None and job.status == JobStatus.DONE and isinstance(job.report, dict):
-            return job.report
-        counts = (job.progress or {}).get("counts") if job is not None and isinstance(job.progress, dict) else None
-        return counts if isinstance(counts, dict) else {}
+        return report_of(job)
+
+    @property
+    def what_was_read(self) -> list[str]:
+        return what_was_read(self.report)
+
+    @property
+    def notes(self) -> list[tuple[str, int]]:
+        return notes(self.report)
 
     @property
     def percent(self) -> int | None:
@@ -97,12 +101,6 @@ class ImportRow:
     def error_samples(self) -> list[dict]:
         samples = self.report.get("error_samples") or []
         return [s for s in samples if isinstance(s, dict)] if isinstance(samples, list) else []
-
-
-def operator_error(error: str) -> str:
-    """The job error without the exception name when it is a message written for the operator."""
-    prefix = "ImportRejected: "
-    return error[len(prefix):] if error.startswith(prefix) else error
 
 
 def reconcile_events(org_id: str) -> list[dict]:

@@ -22,12 +22,12 @@ from pathlib import Path
 
 from . import ole, searchconsole, xlsxfile
 from .csvfile import CsvTable
-from .rows import ParsedRow, RowError, RowSource, UnreadableFile
+from .rows import NoSuchSheet, ParsedRow, RowError, RowSource, UnreadableFile
 from .values import DATE_ORDERS, DAY_FIRST
 from .xlsxfile import Opener
 
-__all__ = ["DATE_ORDERS", "DEFAULT_MAX_UNZIPPED_BYTES", "ParsedRow", "RowError", "RowSource", "UnreadableFile",
-           "open_source"]
+__all__ = ["DATE_ORDERS", "DEFAULT_MAX_UNZIPPED_BYTES", "NoSuchSheet", "ParsedRow", "RowError", "RowSource",
+           "UnreadableFile", "open_source"]
 
 # Per zip member (a bundle's CSV, a workbook's sheet): far above a real export
 # (Search Console stops at 1,000 rows), far below a zip bomb.

@@ -22,6 +22,10 @@ class UnreadableFile(ValueError):
     """The file cannot be an import at all; the message is meant for the operator."""
 
 
+class NoSuchSheet(UnreadableFile):
+    """The sheet the import names is not in the workbook (the message lists those that are)."""
+
+
 class ParsedRow(NamedTuple):
     number: int  # 1-based, in file order, blank rows not counted
     url: str  # as found, stripped; normalizing is the caller's business
@@ -123,7 +127,9 @@ class RowSource:
         """What was read, for the import's report (JSON-able)."""
         summary: dict[str, Any] = {
             "format": self.kind,
-            "columns_used": dict(self.columns),
+            # Pairs, in the file's order (a jsonb object would sort its keys).
+            "columns_used": [[field, header] for field, header in sorted(
+                self.columns.items(), key=lambda item: self._indices[item[0]])],
             "columns_ignored": list(self.ignored),
         }
         if self.sheet:

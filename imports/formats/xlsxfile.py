@@ -19,7 +19,7 @@ from openpyxl.utils.exceptions import InvalidFileException
 from openpyxl.workbook.workbook import Workbook
 
 from .headers import map_columns
-from .rows import UnreadableFile, is_blank
+from .rows import NoSuchSheet, UnreadableFile, is_blank
 
 Opener = Callable[[], AbstractContextManager[BinaryIO]]
 
@@ -79,7 +79,7 @@ def choose_sheet(workbook: Workbook, wanted: str | None) -> str:
             (name for name in names if name.casefold().strip() == wanted.casefold().strip()), None)
         if match is None:
             listed = ", ".join(f"'{name}'" for name in names[:20]) + (", …" if len(names) > 20 else "")
-            raise UnreadableFile(f"the workbook has no sheet '{wanted}': its sheets are {listed}")
+            raise NoSuchSheet(f"the workbook has no sheet '{wanted}': its sheets are {listed}")
         return match
     if not names:
         raise UnreadableFile("the Excel workbook has no worksheet")

@@ -11,6 +11,7 @@ from imports.forms import display_filename, kind_for
 from imports.models import Import, ImportKind, ImportStatus
 from jobs.models import Job, JobStatus
 from tests.factories import JobFactory, OrgFactory, SiteFactory, SiteTargetFactory, UserFactory
+from tests.imports import files
 
 pytestmark = pytest.mark.django_db
 
@@ -100,8 +101,9 @@ def test_upload_creates_the_import_and_its_queued_job_in_the_members_org(client,
     assert "“Pages.csv” is queued" in page.content.decode()
 
 
-def test_xlsx_is_an_excel_import_and_a_period_is_kept(client, member, target):
-    upload(client, target.pk, name="Performance.xlsx", content=b"PK\x03\x04 not really",
+def test_xlsx_is_an_excel_import_and_a_period_is_kept(client, member, target, tmp_path):
+    book = files.write_xlsx(tmp_path, "Performance.xlsx", {"Pages": [["Page", "Clicks"], ["https://acme.example/", 3]]})
+    upload(client, target.pk, name="Performance.xlsx", content=book.read_bytes(),
            period_start="2024-05-01", period_end="2024-05-31")
     imp = Import.objects.get()
     assert imp.kind == ImportKind.XLSX

@@ -93,7 +93,7 @@ def test_resuming_reads_dates_as_the_first_run_did(tmp_path):
 def test_the_summary_lists_the_columns_used_and_ignored(tmp_path):
     rows = [["URL", "Traffic", "Clicks", "Keywords", "", "clicks"], ["https://a.example/", "9", "1", "seo", "", "2"]]
     summary = _source(files.write_csv(tmp_path, "x.csv", rows)).summary()
-    assert summary["columns_used"] == {"url": "URL", "clicks": "Clicks"}
+    assert summary["columns_used"] == [["url", "URL"], ["clicks", "Clicks"]]
     assert summary["columns_ignored"] == ["Traffic", "Keywords", "clicks"]
     assert "sheet" not in summary and "date_order" not in summary
 

@@ -158,3 +158,19 @@ def test_a_link_that_drops_mid_sweep_completes_over_successive_polls_without_rea
     assert cursors[-1] == 12 and len(cursors) <= 4
     assert sorted(stored_uids) == list(range(1, 13))  # every message stored exactly once
     assert subjects() == [f"m{i:02}" for i in range(12)]
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"uidvalidity": None, "last_uid": 5},  # a position without the generation it belongs to
+        {"uidvalidity": None, "sweep_until": 9},
+        {"uidvalidity": 7, "last_uid": 3, "sweep_since": SINCE},  # a 'since' date outside a sweep
+    ],
+)
+def test_the_database_refuses_a_cursor_that_means_nothing(imap_mailbox, fields):
+    from django.db import IntegrityError, transaction
+
+    mailbox = imap_mailbox()
+    with pytest.raises(IntegrityError), transaction.atomic():
+        FolderCursor.objects.create(mailbox=mailbox, folder="INBOX", **fields)

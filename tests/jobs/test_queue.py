@@ -267,3 +267,102 @@ def test_without_guarded_types_a_claim_is_one_statement():
         assert len(queries) == 1, [q["sql"] for q in queries]
     finally:
         registry.register(guarded.name, guarded.handler, one_running_per=guarded.one_running_per)
+
+
+# -- requeues and the dedup scopes: never two queued jobs with one key; for 'active',
+# -- never two live ones --------------------------------------------------------------
+
+def live_with_key(key):
+    return list(Job.objects.filter(enqueued_key=key, status__in=[JobStatus.QUEUED, JobStatus.RUNNING])
+                .values_list("status", flat=True))
+
+
+def test_a_queue_scope_job_put_back_by_the_sweep_takes_its_key_back():
+    job = queue.enqueue("noop", org_id="demo", dedup_key="map_reconcile:1")
+    run = queue.claim()
+    assert run.dedup_key is None  # released at claim
+
+    assert queue.interrupt(run, max_attempts=3) == "queued"
+
+    assert Job.objects.get(pk=job.id).dedup_key == "map_reconcile:1"
+    assert queue.enqueue("noop", org_id="demo", dedup_key="map_reconcile:1").id == job.id
+    assert live_with_key("map_reconcile:1") == [JobStatus.QUEUED]
+
+
+def test_a_queue_scope_job_put_back_while_a_newer_one_is_queued_folds_into_it():
+    job = queue.enqueue("noop", org_id="demo", dedup_key="map_reconcile:2")
+    run = queue.claim()
+    newer = queue.enqueue("noop", org_id="demo", dedup_key="map_reconcile:2")  # accepted: no lost wake-up
+
+    assert queue.interrupt(run, max_attempts=3) == "done"
+
+    folded = Job.objects.get(pk=job.id)
+    assert (folded.status, folded.report, folded.dedup_key) == (JobStatus.DONE, {"superseded_by": str(newer.id)}, None)
+    assert live_with_key("map_reconcile:2") == [JobStatus.QUEUED]
+    assert Job.objects.get(pk=newer.id).dedup_key == "map_reconcile:2"
+
+
+def test_an_active_scope_zombie_keeps_its_key_through_the_put_back():
+    job = queue.enqueue("test_active", org_id="demo", dedup_key="crawl:1")
+    run = queue.claim()
+    assert queue.enqueue("test_active", org_id="demo", dedup_key="crawl:1").id == job.id
+
+    assert queue.interrupt(run, max_attempts=3) == "queued"
+
+    assert Job.objects.get(pk=job.id).dedup_key == "crawl:1"
+    assert live_with_key("crawl:1") == [JobStatus.QUEUED]
+
+
+def fail_it(job_id):
+    assert queue.mark_failed([job_id], "gave up") == [job_id]
+
+
+def test_requeue_of_a_failed_active_job_is_refused_while_another_live_job_holds_its_key():
+    first = queue.enqueue("test_active", org_id="demo", dedup_key="crawl:7")
+    fail_it(first.id)
+    holder = queue.enqueue("test_active", org_id="demo", dedup_key="crawl:7")
+    queue.claim()  # the holder runs, and keeps the key ('active')
+
+    result = queue.requeue([first.id])
+
+    assert result.requeued == []
+    assert result.refused == {first.id: f"job {holder.id} holds its key 'crawl:7' and covers the same work"}
+    assert Job.objects.get(pk=first.id).status == JobStatus.FAILED
+    assert live_with_key("crawl:7") == [JobStatus.RUNNING]
+
+
+def test_requeue_of_a_failed_queue_scope_job_is_refused_while_a_queued_job_holds_its_key():
+    first = queue.enqueue("noop", org_id="demo", dedup_key="map_reconcile:7")
+    fail_it(first.id)
+    holder = queue.enqueue("noop", org_id="demo", dedup_key="map_reconcile:7")
+
+    result = queue.requeue([first.id])
+
+    assert first.id in result.refused and str(holder.id) in result.refused[first.id]
+    assert live_with_key("map_reconcile:7") == [JobStatus.QUEUED]
+
+
+def test_requeue_of_a_failed_queue_scope_job_takes_its_key_back_beside_a_running_one():
+    first = queue.enqueue("noop", org_id="demo", dedup_key="map_reconcile:8")
+    fail_it(first.id)
+    queue.enqueue("noop", org_id="demo", dedup_key="map_reconcile:8")
+    queue.claim()  # running, key released: a queued copy beside it is the 'queue' scope's point
+
+    assert queue.requeue([first.id]).requeued == [first.id]
+
+    assert Job.objects.get(pk=first.id).dedup_key == "map_reconcile:8"
+    assert queue.enqueue("noop", org_id="demo", dedup_key="map_reconcile:8").id == first.id
+    assert sorted(live_with_key("map_reconcile:8")) == [JobStatus.QUEUED, JobStatus.RUNNING]
+
+
+def test_a_requeued_failed_job_holds_its_key_and_shows_nothing_of_its_old_failure():
+    job = queue.enqueue("test_fail", org_id="demo", dedup_key="fail:1")
+    run = queue.claim()
+    assert queue.finish_failed(run, "ValueError: bad", traceback="Traceback (most recent call last): ...")
+
+    assert queue.requeue([job.id]).requeued == [job.id]
+
+    again = Job.objects.get(pk=job.id)
+    assert (again.status, again.error, again.report, again.traceback) == (JobStatus.QUEUED, None, None, None)
+    assert again.dedup_key == "fail:1"
+    assert queue.enqueue("test_fail", org_id="demo", dedup_key="fail:1").id == job.id

@@ -7,6 +7,7 @@ cursor over a message that was not stored, and must not throw away what was.
 from datetime import date, datetime, timezone
 
 import pytest
+from django.db import IntegrityError, transaction
 
 from mailpoll.models import FolderCursor, Request
 from mailpoll.poller import Poller
@@ -169,8 +170,6 @@ def test_a_link_that_drops_mid_sweep_completes_over_successive_polls_without_rea
     ],
 )
 def test_the_database_refuses_a_cursor_that_means_nothing(imap_mailbox, fields):
-    from django.db import IntegrityError, transaction
-
     mailbox = imap_mailbox()
     with pytest.raises(IntegrityError), transaction.atomic():
         FolderCursor.objects.create(mailbox=mailbox, folder="INBOX", **fields)

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from imapclient import IMAPClient, imap4, tls
 
 _UID = re.compile(rb"\bUID (\d+)", re.IGNORECASE)
+LINE_COST = 64  # bytes
 
 
 class ResponseTooLarge(imaplib.IMAP4.abort):
@@ -124,7 +125,8 @@ class Channel:
             self._uid = int(match.group(1)) if match else None
         elif match := _UID.search(line):
             self._uid = int(match.group(1))
-        self._take(len(line), "response")
+        # Charged at least what Python holds for a short line kept in imaplib's lists.
+        self._take(max(len(line), LINE_COST), "response")
 
     def literal(self, size: int) -> None:
         """Before a literal is read: refuse it if it is over a limit, else note it."""

@@ -131,6 +131,16 @@ def test_a_stalling_server_is_cut_at_the_deadline_and_the_other_mailboxes_are_po
     assert healthy.consecutive_failures == 0
 
 
+def test_a_flood_of_untagged_lines_is_cut_at_the_response_limit(fake_imap, settings):
+    """imaplib keeps every untagged line of a response: one response may not hold more than the fetch limit."""
+    settings.MAILPOLL_MAX_MESSAGE_BYTES = settings.MAILPOLL_FETCH_MAX_BYTES = LIMIT
+    server = fake_imap([mail("m")], trickle_on="EXAMINE", trickle_every=0)
+    mailbox = mailbox_on(server)
+    cycle(mailbox)
+    assert f"{server.host}:{server.port} INBOX: one response brought over" in mailbox.last_error
+    assert "deadline" not in mailbox.last_error
+
+
 def test_a_timeout_names_the_server_and_the_folder(fake_imap, settings):
     settings.MAILPOLL_SOCKET_TIMEOUT = 0.5
     server = fake_imap([mail("m")], hang_on="SEARCH")

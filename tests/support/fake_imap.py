@@ -9,8 +9,9 @@ over a folder of messages, and can:
 * send a message's body as a quoted string instead of a literal (``quoted=True``);
 * announce a literal of any size and then send nothing (``huge_literal={uid: size}``);
 * answer a command with ``* OK`` lines every ``trickle_every`` seconds for ever
-  (``trickle_on="EXAMINE"``), or never answer it (``hang_on="LOGIN"``), or accept
-  connections and never even greet (``silent=True``).
+  (``trickle_on="EXAMINE"``; ``trickle_every=0``: as fast as it can), or never
+  answer it (``hang_on="LOGIN"``), or accept connections and never even greet
+  (``silent=True``).
 
 It counts connections (``accepted``, ``open_now``, ``max_open``) so tests can see
 how a client behaved, and closes every connection when it is closed.
@@ -123,9 +124,11 @@ class FakeImapServer:
                 return
 
     def _trickle(self, conn: socket.socket) -> None:
+        lines = b"* OK still working\r\n" * (1 if self.trickle_every else 1000)
         while not self._closed.is_set():
-            conn.sendall(b"* OK still working\r\n")
-            time.sleep(self.trickle_every)
+            conn.sendall(lines)
+            if self.trickle_every:
+                time.sleep(self.trickle_every)
 
     def _answer(self, conn: socket.socket, line: bytes) -> bool:
         match = _COMMAND.match(line)

@@ -46,8 +46,8 @@ class Migration(migrations.Migration):
         migrations.AddConstraint(
             model_name='foldercursor',
             constraint=models.CheckConstraint(
-                condition=models.Q(('uidvalidity__isnull', False), models.Q(('last_uid', 0), ('sweep_until__isnull', True)),
-                                   _connector='OR'),
+                condition=models.Q(('uidvalidity__isnull', False),
+                                   models.Q(('last_uid', 0), ('sweep_until__isnull', True)), _connector='OR'),
                 name='cursor_position_needs_uidvalidity'),
         ),
         migrations.AddConstraint(

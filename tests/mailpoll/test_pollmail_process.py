@@ -104,7 +104,8 @@ def test_sigterm_during_a_sweep_leaves_the_folders_not_yet_read_to_the_next_run(
         mailbox = MailboxFactory(host=dovecot.host, port=proxy.port, username=user, password=password,
                                  folders=["Big", "Second"], initial_mode=mode,
                                  initial_since=SINCE if mode == "since" else None)
-        wanted = {"Big": fill(dovecot, user, "Big", "big-old", 3), "Second": fill(dovecot, user, "Second", "2nd-old", 3)}
+        wanted = {"Big": fill(dovecot, user, "Big", "big-old", 3),
+                  "Second": fill(dovecot, user, "Second", "2nd-old", 3)}
         if case == "since":
             unwanted = [*fill(dovecot, user, "Big", "big-before", 2, date=BEFORE).values(),
                         *fill(dovecot, user, "Second", "2nd-before", 2, date=BEFORE).values()]

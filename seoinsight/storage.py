@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import logging
 import os
 import secrets
 from collections.abc import Iterable
@@ -30,6 +31,8 @@ CHUNK_BYTES = 1024 * 1024
 # A write in progress, or one cut short by a kill: never read, safe to delete once a day old.
 TEMP_PREFIX = ".partial-"
 _OUT_OF_SPACE = (errno.ENOSPC, errno.EDQUOT)
+
+log = logging.getLogger(__name__)
 
 
 class OutOfSpace(OSError):
@@ -94,6 +97,9 @@ def save_content(prefix: str, content: bytes) -> tuple[str, str]:
     name = f"{prefix}/{digest[:2]}/{digest}"
     path = media_path(name)
     if not is_intact(path, len(content), digest):
+        if path.exists():
+            log.warning("%s was not intact (%s bytes, %s expected): written again", name, path.stat().st_size,
+                        len(content))
         write_atomic(path, _slices(content))
     return name, digest
 

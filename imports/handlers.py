@@ -96,6 +96,7 @@ def import_csv(job):
         url_prefix=imp.site_target.url_prefix,
         search_console_property=imp.site_target.search_console_property,
         period=period,
+        keyword_rows="keyword" in source.columns,
     )
     if done:
         log.info("job=%s import=%s resuming after row %s", job.id, imp.pk, done)
@@ -103,10 +104,7 @@ def import_csv(job):
         end = done + len(rows)
 
         def write_batch():
-            records = ingest.prepare(rows, scope, counts)
-            inserted, updated = ingest.upsert(imp.site_target_id, imp.pk, records)
-            counts.inserted += inserted
-            counts.updated += updated
+            ingest.write(imp.site_target_id, imp.pk, ingest.prepare(rows, scope, counts), counts, scope)
             # Same transaction as the rows: the checkpoint never runs ahead of the data.
             job.report_progress(done=end, total=max(total, end), counts=counts.as_dict())
 

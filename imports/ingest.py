@@ -41,41 +41,72 @@ CONFLICT_BACKOFF_MAX = 3.0
 CREATE_STAGE = """
 CREATE TEMPORARY TABLE imports_stage (
     url text, url_normalized text, period_start date, period_end date,
-    clicks bigint, impressions bigint, ctr float8, position float8
+    clicks bigint, impressions bigint, ctr float8, position float8, position_weight float8, source_rows int4
 ) ON COMMIT DROP
 """
 # Binary: about half the cost of text COPY on both sides (psycopg formats
 # nothing as text, the server parses no dates or floats).
 COPY_STAGE = (
-    "COPY imports_stage (url, url_normalized, period_start, period_end, clicks, impressions, ctr, position) "
-    "FROM STDIN (FORMAT BINARY)"
+    "COPY imports_stage (url, url_normalized, period_start, period_end, clicks, impressions, ctr, position, "
+    "position_weight, source_rows) FROM STDIN (FORMAT BINARY)"
 )
-STAGE_TYPES = ["text", "text", "date", "date", "int8", "int8", "float8", "float8"]
+STAGE_TYPES = ["text", "text", "date", "date", "int8", "int8", "float8", "float8", "float8", "int4"]
 DROP_STAGE = "DROP TABLE imports_stage"
 
-# One statement per batch: staged rows in, two counts out. xmax = 0 on a returned
-# row means the INSERT created it; otherwise ON CONFLICT updated an existing one.
+# One statement per batch: staged rows in, three counts out. xmax = 0 on a
+# returned row means the INSERT created it; otherwise ON CONFLICT met an
+# existing row. A row this import wrote in an earlier batch (same import_id)
+# is added to (``fold``: the same rule as within a batch): its URL and period
+# repeat in the file. Any other existing row is replaced: a re-import updates.
+# A folded row ends with more source_rows than the staged one brought.
 #
 # Rows go in natural-key order, not the file's: an upsert waits for the
 # transaction holding a key it meets, so two imports writing the same URLs in
 # different orders would each hold a key the other waits for — a deadlock. In
 # one global order one of them simply waits (mailpoll's INSERT_MESSAGES does the
 # same). A batch is one statement, so its locks are taken in that order.
+#
+# Folding relies on each batch of an import being written once (the checkpoint
+# commits with it); an import run again from its first row would add twice.
 UPSERT_METRICS = """
 WITH up AS (
     INSERT INTO imports_urlmetric AS m
         (site_target_id, url, url_normalized, period_start, period_end,
-         clicks, impressions, ctr, position, import_id, updated_at)
+         clicks, impressions, ctr, position, position_weight, source_rows, import_id, updated_at)
     SELECT %(target)s, s.url, s.url_normalized, s.period_start, s.period_end,
-           s.clicks, s.impressions, s.ctr, s.position, %(import_id)s, now()
+           s.clicks, s.impressions, s.ctr, s.position, s.position_weight, s.source_rows, %(import_id)s, now()
     FROM imports_stage AS s
     ORDER BY s.url_normalized, s.period_start, s.period_end
     ON CONFLICT (site_target_id, url_normalized, period_start, period_end) DO UPDATE
-    SET url = EXCLUDED.url, clicks = EXCLUDED.clicks, impressions = EXCLUDED.impressions,
-        ctr = EXCLUDED.ctr, position = EXCLUDED.position, import_id = EXCLUDED.import_id, updated_at = now()
-    RETURNING (m.xmax = 0) AS inserted
+    SET (url, clicks, impressions, ctr, position, position_weight, source_rows) = (
+            SELECT CASE WHEN fold THEN m.url ELSE EXCLUDED.url END,
+                   CASE WHEN fold THEN coalesce(m.clicks + EXCLUDED.clicks, m.clicks, EXCLUDED.clicks)
+                        ELSE EXCLUDED.clicks END,
+                   CASE WHEN fold THEN coalesce(m.impressions + EXCLUDED.impressions, m.impressions,
+                                                EXCLUDED.impressions)
+                        ELSE EXCLUDED.impressions END,
+                   CASE WHEN fold THEN coalesce(m.clicks + EXCLUDED.clicks, m.clicks, EXCLUDED.clicks)::float8
+                                       / NULLIF(coalesce(m.impressions + EXCLUDED.impressions, m.impressions,
+                                                         EXCLUDED.impressions), 0)
+                        ELSE EXCLUDED.ctr END,
+                   CASE WHEN fold THEN coalesce((m.position * m.position_weight
+                                                 + EXCLUDED.position * EXCLUDED.position_weight)
+                                                / (m.position_weight + EXCLUDED.position_weight),
+                                                m.position, EXCLUDED.position)
+                        ELSE EXCLUDED.position END,
+                   CASE WHEN fold THEN coalesce(m.position_weight + EXCLUDED.position_weight, m.position_weight,
+                                                EXCLUDED.position_weight)
+                        ELSE EXCLUDED.position_weight END,
+                   CASE WHEN fold THEN m.source_rows + EXCLUDED.source_rows ELSE EXCLUDED.source_rows END
+            FROM (SELECT coalesce(m.import_id = %(import_id)s, false) AS fold) AS how
+        ),
+        import_id = EXCLUDED.import_id, updated_at = now()
+    RETURNING (m.xmax = 0) AS inserted, m.source_rows, m.url_normalized, m.period_start, m.period_end
 )
-SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FROM up
+SELECT count(*) FILTER (WHERE up.inserted),
+       count(*) FILTER (WHERE NOT up.inserted AND up.source_rows = s.source_rows),
+       count(*) FILTER (WHERE up.source_rows > s.source_rows)
+FROM up JOIN imports_stage AS s USING (url_normalized, period_start, period_end)
 """
 
 
@@ -88,6 +119,8 @@ class Counts:
     updated: int = 0
     skipped: int = 0
     errors: int = 0
+    # Rows whose URL and period an earlier row of the file had: added to it (``fold``).
+    duplicates: int = 0
     skipped_reasons: dict = field(default_factory=dict)
     error_samples: list = field(default_factory=list)
     # Rows stored with something left out, by what ("position '-' is not a rank: …").
@@ -110,6 +143,11 @@ class Counts:
 
     def note(self, what: str) -> None:
         self.notes[what] = self.notes.get(what, 0) + 1
+
+    def duplicate(self, how: str, rows: int = 1) -> None:
+        """``rows`` rows folded into an earlier one; ``how`` (a note) tells the reader what that did."""
+        self.duplicates += rows
+        self.notes[how] = self.notes.get(how, 0) + rows
 
     def error(self, row_number: int, reason: str) -> None:
         self.errors += 1
@@ -144,17 +182,59 @@ class Scope:
     url_prefix: str = ""
     search_console_property: str = ""
     period: tuple[date, date] | None = None
+    # One row per keyword and URL (a rank tracker's keyword export): rows of a URL are added up.
+    keyword_rows: bool = False
     located: LocatedUrls = field(default_factory=LocatedUrls, init=False, repr=False, compare=False)
 
 
 _UNSEEN = object()
 
+_FOLDED = ("clicks and impressions summed, position weighted by impressions (a plain mean without them), "
+           "CTR recomputed")
+DUPLICATE_NOTE = f"row repeats a URL and period of an earlier row: added to it ({_FOLDED})"
+KEYWORD_NOTE = f"keyword export: its rows are added up per URL and period ({_FOLDED})"
+
+
+def position_weight(position: float | None, impressions: int | None) -> float | None:
+    """What a row's position counts for when rows are added up: its impressions, or 1 without any.
+
+    >>> position_weight(3.0, 120), position_weight(3.0, None), position_weight(3.0, 0), position_weight(None, 5)
+    (120.0, 1.0, 1.0, None)
+    """
+    if position is None:
+        return None
+    return float(impressions) if impressions else 1.0
+
+
+def _add(a, b):
+    return None if a is None and b is None else (a or 0) + (b or 0)
+
+
+def fold(kept: tuple, row: tuple) -> tuple:
+    """Two records of one URL and period as one; the upsert applies the same rule across batches.
+
+    Clicks and impressions add up (unknown on both sides stays unknown);
+    position is the mean weighted by ``position_weight``; CTR is recomputed
+    from the sums (unknown without clicks or impressions); the first URL
+    spelling is kept.
+    """
+    url, normalized, start, end, clicks, impressions, _, position, weight, rows = kept
+    clicks, impressions = _add(clicks, row[4]), _add(impressions, row[5])
+    if position is None:
+        position, weight = row[7], row[8]
+    elif row[7] is not None:
+        total = weight + row[8]
+        position, weight = (position * weight + row[7] * row[8]) / total, total
+    ctr = clicks / impressions if clicks is not None and impressions else None
+    return (url, normalized, start, end, clicks, impressions, ctr, position, weight, rows + row[9])
+
 
 def prepare(rows, scope: Scope, counts: Counts) -> dict[tuple, tuple]:
     """Turn parsed rows into upsert records keyed by the natural key, counting what is dropped.
 
-    A later row with the same URL and period replaces an earlier one in the batch,
-    as it would replace it in the table.
+    A later row with the same URL and period is folded into the earlier one
+    (``fold``) and counted as a duplicate; the upsert does the same with rows
+    an earlier batch of the import wrote.
     """
     records: dict[tuple, tuple] = {}
     located = scope.located
@@ -192,8 +272,15 @@ def prepare(rows, scope: Scope, counts: Counts) -> dict[tuple, tuple]:
         for note in row.notes:
             counts.note(note)
         # The record is the staging table's row, in its column order.
-        records[(normalized, start, end)] = (url, normalized, start, end,
-                                             row.clicks, row.impressions, row.ctr, row.position)
+        record = (url, normalized, start, end, row.clicks, row.impressions, row.ctr, row.position,
+                  position_weight(row.position, row.impressions), 1)
+        key = (normalized, start, end)
+        kept = records.get(key)
+        if kept is None:
+            records[key] = record
+        else:
+            records[key] = fold(kept, record)
+            counts.duplicate(KEYWORD_NOTE if scope.keyword_rows else DUPLICATE_NOTE)
     return records
 
 
@@ -288,10 +375,10 @@ def write_batch(work, counts: Counts, *, job_id=None, what: str = "a batch of ro
                            reset=lambda: counts.restore(saved))
 
 
-def upsert(site_target_id: int, import_id: int | None, records: dict[tuple, tuple]) -> tuple[int, int]:
-    """Write one batch of ``prepare``'s records; returns (inserted, updated)."""
+def upsert(site_target_id: int, import_id: int | None, records: dict[tuple, tuple]) -> tuple[int, int, int]:
+    """Write one batch of ``prepare``'s records; returns (inserted, updated, folded into this import's rows)."""
     if not records:
-        return 0, 0
+        return 0, 0, 0
     # Its own transaction unless the caller's (the staging table lives until commit).
     with transaction.atomic(savepoint=False), connection.cursor() as cursor:
         cursor.execute(CREATE_STAGE)
@@ -301,9 +388,18 @@ def upsert(site_target_id: int, import_id: int | None, records: dict[tuple, tupl
             for record in records.values():
                 write(record)
         cursor.execute(UPSERT_METRICS, {"target": site_target_id, "import_id": import_id})
-        inserted, updated = cursor.fetchone()
+        inserted, updated, folded = cursor.fetchone()
         cursor.execute(DROP_STAGE)
-    return inserted, updated
+    return inserted, updated, folded
+
+
+def write(site_target_id: int, import_id: int, records: dict[tuple, tuple], counts: Counts, scope: Scope) -> None:
+    """``upsert`` one batch and count what it did."""
+    inserted, updated, folded = upsert(site_target_id, import_id, records)
+    counts.inserted += inserted
+    counts.updated += updated
+    if folded:
+        counts.duplicate(KEYWORD_NOTE if scope.keyword_rows else DUPLICATE_NOTE, folded)
 
 
 def batched(iterable, size: int = BATCH_SIZE):
@@ -318,4 +414,5 @@ def batched(iterable, size: int = BATCH_SIZE):
 
 
 __all__ = ["BATCH_SIZE", "Counts", "LocatedUrls", "ParsedRow", "RowError", "Scope", "WriteConflict",
-           "batch_transaction", "batched", "prepare", "retry_conflicts", "transient_conflict", "upsert", "write_batch"]
+           "batch_transaction", "batched", "fold", "position_weight", "prepare", "retry_conflicts", "transient_conflict",
+           "upsert", "write", "write_batch"]

@@ -110,6 +110,12 @@ class UrlMetric(models.Model):
     impressions = models.BigIntegerField(null=True, blank=True)
     ctr = models.FloatField(null=True, blank=True)
     position = models.FloatField(null=True, blank=True)
+    # Rows of the import's file added up into this one (several keywords, or a
+    # repeated URL and period), and the weight behind ``position``: the sum of
+    # their impressions, 1 for a row without any. Together they let a later
+    # batch of the same import fold its rows in exactly (ingest.fold).
+    source_rows = models.PositiveIntegerField(default=1, db_default=1)
+    position_weight = models.FloatField(null=True, blank=True)
     source_import = models.ForeignKey(
         Import, null=True, blank=True, on_delete=models.SET_NULL, related_name="metrics", db_column="import_id"
     )

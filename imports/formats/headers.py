@@ -17,6 +17,8 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "ctr": ("CTR",),
     "position": ("Position", "Avg. position", "Average position", "Position moyenne"),
     "date": ("Date", "Jour"),
+    # Not stored: it tells a rank tracker's keyword export (one row per keyword and URL).
+    "keyword": ("Keyword", "Mot clé", "Query", "Requête"),
 }
 
 METRICS = ("clicks", "impressions", "ctr", "position")

@@ -21,4 +21,14 @@ class Migration(migrations.Migration):
             field=models.CharField(blank=True, choices=[('dmy', 'Day first (31/12/2026)'),
                                                         ('mdy', 'Month first (12/31/2026)')], max_length=3),
         ),
+        migrations.AddField(
+            model_name='urlmetric',
+            name='source_rows',
+            field=models.PositiveIntegerField(db_default=1, default=1),
+        ),
+        migrations.AddField(
+            model_name='urlmetric',
+            name='position_weight',
+            field=models.FloatField(blank=True, null=True),
+        ),
     ]

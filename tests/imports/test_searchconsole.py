@@ -143,7 +143,7 @@ def test_a_resumed_run_continues_at_the_checkpointed_start_row(target, api, slee
     counts = ingest.Counts()
     first_page = [row(PROPERTY + "a", "2026-10-01"), row(PROPERTY + "b", "2026-10-01")]
     records = ingest.prepare(searchconsole.parsed_rows(first_page, 0), ingest.Scope(url_prefix=PROPERTY), counts)
-    counts.inserted, counts.updated = ingest.upsert(target.pk, imp.pk, records)
+    counts.inserted, counts.updated, _ = ingest.upsert(target.pk, imp.pk, records)
     Job.objects.filter(pk=imp.job_id).update(progress={"done": 2, "start_row": 2, "counts": counts.as_dict()})
 
     http = api(

@@ -30,6 +30,7 @@ TRANSIENT_SQLSTATES = {"40P01": "deadlock", "40001": "serialization failure"}
 CONFLICT_TRIES = 5
 CONFLICT_BACKOFF_FIRST = 0.1
 CONFLICT_BACKOFF_MAX = 3.0
+sleep = time.sleep  # the pause between tries; tests replace it
 
 # A batch goes to the server with COPY into a staging table that lives for
 # the batch only, then one set-based upsert from it. COPY is the cheapest way
@@ -361,7 +362,7 @@ def retry_conflicts(work, *, what: str, job_id=None, atomic=transaction.atomic, 
             delay = conflict_delay(attempt)
             log.warning("job=%s %s rolled back by a %s (try %s/%s), again in %.2fs",
                         job_id, what, reason, attempt, tries, delay)
-            time.sleep(delay)
+            sleep(delay)
 
 
 def write_batch(work, counts: Counts, *, job_id=None, what: str = "a batch of rows"):

@@ -164,3 +164,71 @@ def test_a_batch_commits_without_waiting_for_the_disk_and_only_a_batch():
     with ingest.batch_transaction():
         assert synchronous_commit() == "off"
     assert synchronous_commit() == before != "off"
+
+
+# -- retry_conflicts: a transaction PostgreSQL rolled back is run again ------------------------
+
+def raise_in_postgres(sqlstate: str) -> None:
+    """Have the server itself fail the statement with this SQLSTATE (as a real deadlock would)."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"DO $$ BEGIN RAISE EXCEPTION 'raised on purpose' USING ERRCODE = '{sqlstate}'; END $$")
+
+
+@pytest.fixture
+def pauses(monkeypatch):
+    slept = []
+    monkeypatch.setattr(ingest, "sleep", slept.append)
+    return slept
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("sqlstate, reason", [("40P01", "deadlock"), ("40001", "serialization failure")])
+def test_a_batch_rolled_back_by_a_conflict_is_run_again_from_the_same_counts(pauses, sqlstate, reason, caplog):
+    target = SiteTargetFactory(url_prefix=PREFIX)
+    counts, tries = ingest.Counts(), []
+
+    def work():
+        tries.append(1)
+        ingest.write(target.pk, None, ingest.prepare(rows([f"{PREFIX}a", f"{PREFIX}b"]), ingest.Scope(url_prefix=PREFIX),
+                                                     counts), counts, ingest.Scope())
+        if len(tries) < 3:
+            raise_in_postgres(sqlstate)  # after the rows: they go with the rollback
+        return "written"
+
+    assert ingest.write_batch(work, counts, job_id="j1", what="rows 1 to 2") == "written"
+    assert len(tries) == 3 and len(pauses) == 2
+    assert (counts.read, counts.inserted, counts.updated) == (2, 2, 0)  # not 6 read, 2 inserted, 4 updated
+    assert UrlMetric.objects.filter(site_target=target).count() == 2
+    assert f"job=j1 rows 1 to 2 rolled back by a {reason} (try 1/5)" in caplog.text
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_conflict_that_keeps_coming_back_fails_in_words(pauses):
+    def work():
+        raise_in_postgres("40P01")
+
+    with pytest.raises(ingest.WriteConflict) as failure:
+        ingest.retry_conflicts(work, what="rows 1 to 5000")
+    assert str(failure.value) == ("could not write rows 1 to 5000: it collided with other imports or map updates of "
+                                  "the same site target (deadlock, 5 tries); import the file again")
+    assert len(pauses) == ingest.CONFLICT_TRIES - 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_other_database_errors_are_not_retried(pauses):
+    tries = []
+
+    def work():
+        tries.append(1)
+        raise_in_postgres("23505")  # unique_violation: running it again would only fail again
+
+    with pytest.raises(Exception, match="raised on purpose"):
+        ingest.retry_conflicts(work, what="rows")
+    assert tries == [1] and pauses == []
+
+
+@pytest.mark.parametrize("attempt, draw, expected", [
+    (1, 1.0, 0.1), (1, 0.0, 0.05), (2, 1.0, 0.2), (4, 1.0, 0.8), (6, 1.0, 3.0), (20, 0.0, 1.5),
+])
+def test_conflict_delay(attempt, draw, expected):
+    assert ingest.conflict_delay(attempt, lambda: draw) == pytest.approx(expected)

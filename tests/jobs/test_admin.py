@@ -183,3 +183,69 @@ def test_requeue_from_zombie_view_spares_live_jobs(admin_client):
     assert alive.status == JobStatus.RUNNING
     assert messages_of(response) == ["1 job requeued"]
     assert listed(admin_client.get(ZOMBIES_URL)) == set()
+
+
+@pytest.mark.django_db
+def test_requeue_of_a_zombie_out_of_attempts_fails_it_as_the_sweep_would(admin_client, executions):
+    zombie = JobFactory(stale=True, type="test_slow", attempts=2)  # test_slow: max_attempts=2, on_fail records
+
+    response = run_action(admin_client, ZOMBIES_URL, "requeue_jobs", [zombie])
+
+    zombie.refresh_from_db()
+    assert (zombie.status, zombie.attempts, zombie.error) == (JobStatus.FAILED, 2, "max attempts exceeded")
+    assert [row[1] for row in executions()] == ["on_fail"]
+    assert messages_of(response) == ["0 jobs requeued; 1 job failed: zombies out of attempts, as the sweep does"]
+
+
+@pytest.mark.django_db
+def test_staleness_is_judged_by_the_database_clock_not_the_web_servers(admin_client, monkeypatch):
+    """The web server's clock runs an hour fast: a live job must not look like a zombie."""
+    from django.utils import timezone
+
+    alive = JobFactory(running=True)
+    real_now = timezone.now
+    monkeypatch.setattr(timezone, "now", lambda: real_now() + timedelta(hours=1))
+
+    assert listed(admin_client.get(ZOMBIES_URL)) == set()
+    run_action(admin_client, JOBS_URL, "requeue_jobs", [alive])
+
+    alive.refresh_from_db()
+    assert (alive.status, alive.attempts) == (JobStatus.RUNNING, 1)
+
+
+@pytest.mark.django_db
+def test_requeue_with_a_fresh_budget_runs_a_job_whose_attempts_are_spent(admin_client):
+    spent = JobFactory(failed=True, type="test_slow", attempts=2, report={"old": True},
+                       traceback="Traceback (most recent call last): ...")
+
+    refused = run_action(admin_client, JOBS_URL, "requeue_jobs", [spent])
+    assert messages_of(refused) == ["0 jobs requeued; 1 skipped (no attempts left: use Requeue with a fresh budget)"]
+
+    response = run_action(admin_client, JOBS_URL, "requeue_jobs_with_fresh_budget", [spent])
+
+    spent.refresh_from_db()
+    assert (spent.status, spent.attempts, spent.counted_attempts) == (JobStatus.QUEUED, 2, 0)
+    assert (spent.error, spent.report, spent.traceback) == (None, None, None)
+    assert messages_of(response) == ["1 job requeued"]
+
+
+@pytest.mark.django_db
+def test_requeue_says_which_job_holds_the_key_it_would_need(admin_client):
+    failed = JobFactory(failed=True, type="test_active", enqueued_key="crawl:3")
+    holder = JobFactory(running=True, type="test_active", dedup_key="crawl:3", enqueued_key="crawl:3")
+
+    response = run_action(admin_client, JOBS_URL, "requeue_jobs", [failed])
+
+    assert Job.objects.get(pk=failed.pk).status == JobStatus.FAILED
+    assert messages_of(response) == [
+        f"0 jobs requeued; 1 skipped (job {holder.pk} holds its key 'crawl:3' and covers the same work)"
+    ]
+
+
+@pytest.mark.django_db
+def test_detail_view_shows_the_traceback_to_staff(admin_client):
+    job = JobFactory(failed=True, traceback="Traceback (most recent call last):\n  boom")
+
+    html = admin_client.get(reverse("admin:jobs_job_change", args=[job.pk])).content.decode()
+
+    assert "Traceback (most recent call last):" in html

@@ -52,3 +52,19 @@ def test_the_decorator_returns_the_handler_unchanged():
         assert registry.get("test_decorated").max_attempts == 5
     finally:
         registry.unregister("test_decorated")
+
+
+def test_hooks_are_kept_and_must_be_callable():
+    def revive(job):
+        pass
+
+    try:
+        registry.register("test_hooks", lambda job: None, on_requeue=revive)
+        assert registry.get("test_hooks").on_requeue is revive
+        with pytest.raises(ValueError, match="on_requeue must be callable"):
+            registry.register("test_hooks_bad", lambda job: None, on_requeue="revive")
+        with pytest.raises(ValueError, match="on_fail must be callable"):
+            registry.register("test_hooks_bad", lambda job: None, on_fail=42)
+    finally:
+        registry.unregister("test_hooks")
+        registry.unregister("test_hooks_bad")

@@ -84,3 +84,57 @@ def test_a_user_in_several_orgs_sees_the_org_chosen_in_the_session(client, job):
     session[SESSION_ORG_KEY] = "acme"
     session.save()
     assert client.get(f"/jobs/{job.id}").status_code == 200
+
+
+def test_a_failed_job_shows_its_error_but_never_its_traceback(client):
+    from jobs.models import JobStatus
+    from jobs.queue import claim, finish_failed
+
+    client.force_login(UserFactory(org=OrgFactory(id="acme")))
+    job = enqueue("noop", org_id="acme")
+    assert finish_failed(claim(), "ValueError: bad file",
+                         traceback='Traceback (most recent call last):\n  File "/srv/app/secret.py"')
+
+    body = client.get(f"/jobs/{job.id}").json()
+
+    assert (body["status"], body["error"], body["report"]) == (JobStatus.FAILED, "ValueError: bad file", None)
+    assert "Traceback" not in str(body) and "secret.py" not in str(body)
+
+
+@pytest.mark.parametrize("method", ["post", "put", "patch", "delete"])
+def test_other_methods_get_a_405_in_json(client, job, method):
+    client.force_login(UserFactory(org=OrgFactory(id="acme")))
+
+    response = getattr(client, method)(f"/jobs/{job.id}")
+
+    assert response.status_code == 405
+    assert response["Content-Type"] == "application/json"
+    assert response.json() == {"error": f"method {method.upper()} not allowed"}
+    assert response["Allow"] == "GET, HEAD"
+
+
+@pytest.mark.parametrize("path", ["/jobs/", "/jobs/{id}/", "/jobs/{id}/extra"])
+def test_other_paths_under_jobs_get_a_404_in_json(client, job, path):
+    client.force_login(UserFactory(org=OrgFactory(id="acme")))
+
+    response = client.get(path.format(id=job.id))
+
+    assert response.status_code == 404
+    assert response.json() == {"error": "job not found"}
+
+
+def test_a_database_error_is_a_503_in_json(client, job):
+    from django.db import OperationalError, connection
+
+    client.force_login(UserFactory(org=OrgFactory(id="acme")))
+
+    def database_gone(execute, sql, params, many, context):
+        if 'FROM "jobs"' in sql:
+            raise OperationalError("server closed the connection unexpectedly")
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(database_gone):
+        response = client.get(f"/jobs/{job.id}")
+
+    assert response.status_code == 503
+    assert response.json() == {"error": "the database is unavailable; try again shortly"}

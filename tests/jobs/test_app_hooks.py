@@ -1,0 +1,77 @@
+"""The apps' on_fail / on_requeue hooks: an Import or an Attachment tells the same story as its job,
+whoever moved the job (worker, sweep, operator)."""
+
+import uuid
+
+import pytest
+from django.db import transaction
+
+from imports.handlers import enqueue_import
+from imports.models import Import, ImportKind, ImportStatus
+from jobs import queue, registry
+from jobs.models import Job, JobStatus
+from mailpoll.handlers import enqueue_processing
+from mailpoll.models import Attachment, AttachmentStatus, Request
+from tests.factories import JobFactory, OrgFactory, SiteTargetFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def an_import() -> Import:
+    target = SiteTargetFactory(site__org=OrgFactory(id="acme"))
+    with transaction.atomic():
+        imp = Import.objects.create(org_id="acme", site_target=target, kind=ImportKind.CSV, uid=uuid.uuid4().hex,
+                                    original_filename="pages.csv")
+        enqueue_import(imp)
+    return imp
+
+
+def an_attachment() -> Attachment:
+    request = Request.objects.create(org=OrgFactory(id="acme"), source_ref=f"{uuid.uuid4()}@example.com")
+    attachment = Attachment.objects.create(request=request, filename="report.pdf", document_type="pdf")
+    with transaction.atomic():
+        enqueue_processing("acme", [attachment.pk])
+    return attachment
+
+
+def test_an_operator_requeue_brings_a_failed_import_back_to_queued():
+    imp = an_import()
+    queue.mark_failed([imp.job_id], "marked failed by ops")
+    imp.refresh_from_db()
+    assert (imp.status, imp.error) == (ImportStatus.FAILED, "marked failed by ops")
+
+    assert queue.requeue([imp.job_id]).requeued == [imp.job_id]
+
+    imp.refresh_from_db()
+    assert (imp.status, imp.error, imp.finished_at) == (ImportStatus.QUEUED, "", None)
+    assert Job.objects.get(pk=imp.job_id).status == JobStatus.QUEUED
+
+
+def test_an_operator_requeue_brings_a_failed_attachment_back_to_pending():
+    attachment = an_attachment()
+    job = Job.objects.get(type="process_attachment")
+    queue.mark_failed([job.id], "marked failed by ops")
+    attachment.refresh_from_db()
+    assert attachment.status == AttachmentStatus.FAILED
+
+    assert queue.requeue([job.id]).requeued == [job.id]
+
+    attachment.refresh_from_db()
+    assert (attachment.status, attachment.error) == (AttachmentStatus.PENDING, "")
+    assert Job.objects.get(pk=job.id).dedup_key == f"process_attachment:{attachment.pk}"
+
+
+def test_a_requeue_whose_on_requeue_raises_is_undone():
+    def broken(job):
+        raise RuntimeError("domain row is gone")
+
+    registry.register("test_requeue_hook", lambda job: None, on_requeue=broken)
+    try:
+        job = JobFactory(type="test_requeue_hook", failed=True)
+        result = queue.requeue([job.id])
+    finally:
+        registry.unregister("test_requeue_hook")
+
+    assert result.refused == {job.id: "on_requeue raised RuntimeError: domain row is gone"}
+    job.refresh_from_db()
+    assert (job.status, job.error) == (JobStatus.FAILED, "boom")

@@ -53,7 +53,14 @@ def attachment_failed(job) -> None:
     ).update(status=AttachmentStatus.FAILED, error=(job.error or "failed")[:2000])
 
 
-@register("process_attachment", on_fail=attachment_failed)
+def attachment_requeued(job) -> None:
+    """on_requeue: an operator requeued the failed job, so its attachment is pending again."""
+    Attachment.objects.filter(pk=job.payload.get("attachment_id"), status=AttachmentStatus.FAILED).update(
+        status=AttachmentStatus.PENDING, error="", processing_started_at=None
+    )
+
+
+@register("process_attachment", on_fail=attachment_failed, on_requeue=attachment_requeued)
 def process_attachment(job):
     attachment_id = job.payload["attachment_id"]
     # Guarded start: only a pending attachment is taken, so a duplicate job is a no-op.

@@ -9,6 +9,7 @@ from django.db import connection
 from mailpoll.models import FolderCursor, Mailbox, Request, RequestStatus
 from mailpoll.poller import Poller
 from tests.mailpoll.factories import MailboxFactory, mail
+from tests.support.dovecot import free_port
 from tests.support.fake_imap import FakeImapServer
 
 # Transactional: the cycle runs on a thread of its own (so a hang fails the test instead of the suite).
@@ -147,6 +148,13 @@ def test_a_timeout_names_the_server_and_the_folder(fake_imap, settings):
     mailbox = mailbox_on(server)
     cycle(mailbox)
     assert mailbox.last_error.startswith(f"{server.host}:{server.port} INBOX: TimeoutError: timed out")
+
+
+def test_a_refused_connection_names_the_server_and_backs_off():
+    mailbox = MailboxFactory(host="127.0.0.1", port=free_port(), security="none")  # nothing listens there
+    cycle(mailbox)
+    assert mailbox.last_error.startswith(f"127.0.0.1:{mailbox.port}: ConnectionRefusedError")
+    assert mailbox.next_attempt_at is not None
 
 
 def test_a_refused_login_names_the_server_and_not_the_password(fake_imap):

@@ -35,7 +35,7 @@ from seoinsight import storage
 from . import sql
 from .handlers import enqueue_processing
 from .models import AttachmentKind, AttachmentStatus, RequestStatus
-from .parse import ParsedMessage, UnparseableMessage, parse_message
+from .parse import ParsedMessage, UnparseableMessage, parse_headers, parse_message
 from .triage import triage
 
 log = logging.getLogger(__name__)
@@ -88,8 +88,11 @@ def store_messages(mailbox, folder: str, fetched: list[tuple[int | None, bytes]]
         try:
             parsed.append(parse_message(raw))
         except UnparseableMessage as exc:
-            parsed.append(_Row(uid, raw_ref(raw), RequestStatus.REJECTED, reject_reason=f"unparseable message: {exc}",
-                               size=len(raw)))
+            # Its header block may still say who sent what: decoded as an accepted message's, same name too.
+            head = parse_headers(raw)
+            parsed.append(_Row(uid, head.source_ref or raw_ref(raw), RequestStatus.REJECTED,
+                               reject_reason=f"unparseable message: {exc}", sender=head.sender, subject=head.subject,
+                               received_at=head.date, size=len(raw)))
     seen = stored_refs(mailbox.org_id, [message.source_ref for message in parsed])
     rows: list[_Row | None] = []  # None: a duplicate, known before inserting
     for (uid, raw), message in zip(fetched, parsed):

@@ -230,3 +230,18 @@ def test_a_resent_message_with_a_long_message_id_is_a_duplicate(media):
     request = Request.objects.get()
     assert request.source_ref.startswith("message-id-sha256:") and len(request.source_ref) <= 300
     assert Job.objects.filter(type="process_attachment").count() == 1
+
+
+@pytest.mark.django_db
+def test_an_unparseable_message_keeps_its_decoded_headers_and_its_message_id():
+    """A MIME bomb is refused, but its Request says who sent what, and a resend of it is a duplicate."""
+    bomb = dict(hostile_corpus())["multipart-bomb"]
+    mailbox = MailboxFactory()
+    first = store_message(mailbox, "INBOX", 1, bomb)
+    again = store_message(mailbox, "INBOX", 2, b"Received: from relay.example; Mon, 06 Jan 2025 10:16:00 +0100\r\n" + bomb)
+
+    request = Request.objects.get(pk=first.request_id)
+    assert request.status == RequestStatus.REJECTED and "nested too deeply" in request.reject_reason
+    assert (request.source_ref, request.sender, request.subject) == (
+        "bomb@client.example", "anne@client.example", "Weekly report")
+    assert not again.created

@@ -135,6 +135,9 @@ def assert_drained_with_the_long_job_rerun(server, worker, n: int, long_job) -> 
     wait_for(all_done, timeout=60, message="every job to be done after the outage")
     assert query(server, "SELECT status, count(*) FROM jobs GROUP BY status") == [("done", n)]
     assert query(server, "SELECT attempts FROM jobs WHERE id = %s", [long_job]) == [(2,)]
+    # Issue 9 item 11: the run the database cut off is not charged to max_attempts.
+    assert query(server, "SELECT outages, attempts - uncounted_attempts FROM jobs WHERE id = %s",
+                 [long_job]) == [(1, 1)], "the cut-off run should not count against the budget"
     runs = query(server, "SELECT attempt, finished_at IS NOT NULL FROM test_executions WHERE job_id = %s"
                          " ORDER BY id", [long_job])
     assert runs == [(1, False), (2, True)], "the cut-off run should have been re-queued and run again"

@@ -329,3 +329,16 @@ def test_a_staff_user_of_no_org_sees_nothing(client, alpha):
     for model in SCOPED:
         response = client.get(url(model, "changelist"))
         assert list(response.context["cl"].queryset) == [], label(model)
+
+
+def test_counts_on_a_list_page_count_only_the_staff_users_orgs(staff_client, bravo):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    Attachment.objects.filter(pk=bravo[Attachment].pk).update(
+        status=AttachmentStatus.PROCESSING, processing_started_at=timezone.now() - timedelta(days=1))
+
+    response = staff_client.get(url(Attachment, "changelist"))
+
+    assert response.context["subtitle"] is None  # "1 stuck attachment" would be bravo's

@@ -35,6 +35,7 @@ from django.http import Http404
 from .models import Membership, Org
 
 MAX_DEPTH = 4  # the longest chain today is UrlMetric -> site_target -> site -> org
+USER_PATH = "memberships__org"  # the one multi-valued path: a user may be a member of several orgs
 
 
 @functools.cache
@@ -48,7 +49,7 @@ def org_path(model) -> str | None:
     Users belong to orgs through their memberships.
     """
     if model is get_user_model():
-        return "memberships__org"
+        return USER_PATH
     frontier = [(model, "")]
     seen = set()
     for _ in range(MAX_DEPTH + 1):
@@ -93,8 +94,8 @@ def scope_queryset(queryset, orgs):
     path = org_path(queryset.model)
     if path is None:
         return queryset.none()
-    if path == "memberships__org":
-        # A multi-valued path: filter through a subquery, so a user in two orgs is still one row.
+    if path == USER_PATH:
+        # Through a subquery, so a user in two orgs is still one row.
         return queryset.filter(pk__in=Membership.objects.filter(org_id__in=orgs).values("user_id"))
     return queryset.filter(**{f"{path}__in": orgs})
 

@@ -1,7 +1,6 @@
 """System checks: secrets keys that would silently weaken or break secrets at rest, an unscoped admin."""
 
 from cryptography.fernet import Fernet
-from django.conf import settings
 from django.core import checks
 
 from . import crypto

@@ -12,7 +12,6 @@ from django.core.management import CommandError, call_command
 from google.auth.exceptions import RefreshError, TransportError
 
 from imports import searchconsole
-from jobs.models import JobStatus
 from jobs.worker import Worker
 from mailpoll.models import Mailbox
 from seoinsight import crypto
@@ -115,7 +114,8 @@ def test_rotatesecrets_names_what_no_key_can_read_and_still_rotates_the_rest(set
     kept = MailboxFactory(password="still readable")
     settings.SECRETS_KEYS = [new, old]
 
-    with pytest.raises(CommandError, match=f"1 secret\\(s\\) no configured key can decrypt.*mailpoll.Mailbox {orphan.pk}"):
+    unreadable = f"1 secret\\(s\\) no configured key can decrypt.*mailpoll.Mailbox {orphan.pk}"
+    with pytest.raises(CommandError, match=unreadable):
         rotatesecrets()
 
     assert readable_with_only(new, raw(Mailbox, kept.pk, "secret"))
@@ -268,7 +268,8 @@ def test_an_allowed_endpoint_answering_html_shows_only_its_status(settings):
     (RefreshError("x", {"error": "a" * 41}), 400, "the token endpoint answered HTTP 400"),
     (RefreshError("<html>intranet</html>"), 200, "the token endpoint answered HTTP 200"),
     (RefreshError("x", ["not", "a", "dict"]), 502, "the token endpoint answered HTTP 502"),
-    (TransportError("connection refused to 10.0.0.5"), None, "the token endpoint could not be reached (TransportError)"),
+    (TransportError("connection refused to 10.0.0.5"), None,
+     "the token endpoint could not be reached (TransportError)"),
 ])
 def test_token_failure(exc, status, expected):
     assert searchconsole.token_failure(exc, status) == expected

@@ -140,7 +140,7 @@ def test_mark_failed_records_the_operator(admin_client):
 
 @pytest.mark.django_db
 def test_actions_need_the_change_permission(client):
-    user = UserFactory(is_staff=True)
+    user = UserFactory(is_staff=True, org=OrgFactory(id="demo"))  # sees the job: the admin is scoped by org
     user.user_permissions.add(Permission.objects.get(codename="view_job"))
     client.force_login(user)
     queued = JobFactory()

@@ -161,7 +161,10 @@ def test_a_poller_killed_inside_a_file_write_leaves_no_file_that_a_later_message
     writer = ManagedProcess("shell", "-c", code, env=process_env(MEDIA_ROOT=str(media)))
     assert writer.wait(timeout=60) == -signal.SIGXFSZ, writer.output()
     assert not Request.objects.exists()  # killed before its transaction
-    assert not content_path(media, csv).exists()
+    target = content_path(media, csv)
+    assert not target.exists()
+    cut_short = [p.stat().st_size for p in target.parent.iterdir() if p.name.startswith(storage.TEMP_PREFIX)]
+    assert cut_short == [262144]  # killed inside this file's write, at the limit
 
     store_message(mailbox, "INBOX", 2, mail("Second", attachments=[("pages.csv", csv, "text/csv")]))
     assert content_path(media, csv).read_bytes() == csv

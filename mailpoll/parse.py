@@ -8,7 +8,8 @@ or a MIME structure nested to blow the parser's stack) raises UnparseableMessage
 Everything returned is safe to store in PostgreSQL text columns (no NUL, no
 lone surrogates) and capped in length. Attachments are searched for through
 forwarded messages (``message/rfc822``, depth-capped), ``multipart/signed`` and
-TNEF ``winmail.dat``.
+TNEF ``winmail.dat``. Nothing found is dropped unsaid: a file past a cap, or an
+empty ``winmail.dat``, is a Part with a ``skip_reason``.
 """
 
 from __future__ import annotations
@@ -369,8 +370,8 @@ def _encoded_rfc822(node: Message) -> Message | None:
 
 
 def _payload(node: Message) -> bytes:
-    """The decoded payload. Base64 of a wrong length (a character lost, a cut) makes the stdlib hand back
-    the undecoded text; it is decoded leniently instead, as far as it goes (a defect records it)."""
+    """The decoded payload. Base64 cut mid-quantum makes the stdlib hand back the undecoded text;
+    it is decoded leniently instead, as far as it goes (the length defect stays recorded)."""
     content = node.get_payload(decode=True) or b""
     if (node.get("content-transfer-encoding") or "").strip().lower() == "base64" and any(
             isinstance(defect, InvalidBase64LengthDefect) for defect in node.defects):

@@ -20,7 +20,7 @@ import time
 
 from django.db import DatabaseError, connection
 
-from . import queue, registry
+from . import dbsession, queue, registry
 from .models import Job
 
 log = logging.getLogger(__name__)
@@ -68,11 +68,13 @@ class Heartbeat(threading.Thread):
             self._lost = False
         self._fence = RunFence(self, job, fence_after(stale_after, self.interval))
         connection.execute_wrappers.append(self._fence)
+        dbsession.set_label(f"job={job.id}")
 
     def unwatch(self) -> None:
         if self._fence is not None and self._fence in connection.execute_wrappers:
             connection.execute_wrappers.remove(self._fence)
         self._fence = None
+        dbsession.set_label(None)
         with self._lock:
             self._job = None
             self._claim_sent = None
@@ -107,6 +109,7 @@ class Heartbeat(threading.Thread):
                 if job is None:
                     continue
                 sent = time.monotonic()
+                dbsession.set_label(f"job={job.id} heartbeat")
                 try:
                     if queue.heartbeat(job):
                         self.landed(job, sent)

@@ -97,6 +97,8 @@ def claim() -> Job | None:
     params = {
         "types": list(types),
         "plain_types": [t.name for t in types.values() if not t.one_running_per],
+        "guard_types": [name for name, _ in guarded],
+        "guard_keys": [key for _, key in guarded],
         "active_scoped": [t.name for t in types.values() if t.dedup_scope == DedupScope.ACTIVE],
     }
     if not guarded:
@@ -105,7 +107,8 @@ def claim() -> Job | None:
     statement = sql.claim_guarded(guarded)
     while True:
         with transaction.atomic():
-            job = _one(statement, params)
+            # The front of the queue first; type by type only when it is all blocked.
+            job = _one(sql.CLAIM_WINDOWED, params) or _one(statement, params)
             if job is None:
                 return None
             key = types[job.type].one_running_per

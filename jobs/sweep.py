@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -137,7 +136,6 @@ class Sweeper(threading.Thread):
 
     def sweep(self) -> SweepResult | None:
         """One sweep; a database error is logged, remembered as lost contact, and the connection dropped."""
-        started = time.monotonic()
         try:
             # One transaction, so the whole sweep judges by one clock: the moment
             # it reached the database (a statement held up on the way cannot
@@ -157,8 +155,9 @@ class Sweeper(threading.Thread):
         except Exception:
             log.exception("zombie sweep failed")
             return None
-        # The next gap is measured from this sweep's end, on the database clock.
-        self._previous = now + timedelta(seconds=time.monotonic() - started)
+        # Gaps are measured start to start: a sweep held up on its way (a network
+        # that stalled without an error) makes the next gap long, which is the point.
+        self._previous = now
         self._lost_contact = False
         return result
 

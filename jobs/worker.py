@@ -18,7 +18,7 @@ import traceback
 import psycopg
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, reset_queries
 
-from . import conf, queue, registry
+from . import conf, dbsession, queue, registry
 from .heartbeat import Heartbeat
 from .models import Job
 from .sweep import Sweeper
@@ -216,8 +216,10 @@ class Worker:
     # -- waiting ---------------------------------------------------------------
     def _database_unavailable(self, exc: BaseException) -> None:
         delay = self._next_backoff()
-        log.warning("database unavailable (%s: %s); retrying in %.1fs", type(exc).__name__,
-                    str(exc).strip().splitlines()[0] if str(exc).strip() else "", delay)
+        fired = dbsession.timeout_fired(exc)
+        log.warning("database unavailable (%s: %s%s); retrying in %.1fs", type(exc).__name__,
+                    str(exc).strip().splitlines()[0] if str(exc).strip() else "",
+                    f"; {fired} fired" if fired else "", delay)
         _close_connection()
         self.waker.close()
         self._sleep(delay)
@@ -278,6 +280,7 @@ class Waker:
         for key in ("cursor_factory", "context", "prepare_threshold"):
             params.pop(key, None)
         self._conn = psycopg.connect(autocommit=True, **params)
+        dbsession.watch(self._conn)
         self._conn.execute(f"LISTEN {conf.NOTIFY_CHANNEL}")
 
     def wait(self, timeout: float, stop: threading.Event) -> None:

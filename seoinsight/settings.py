@@ -155,6 +155,11 @@ JOBS_POLL_INTERVAL = env.float("JOBS_POLL_INTERVAL", default=1.5)
 JOBS_HEARTBEAT_INTERVAL = env.float("JOBS_HEARTBEAT_INTERVAL", default=10.0)
 JOBS_STALE_AFTER = env.float("JOBS_STALE_AFTER", default=60.0)
 JOBS_SWEEP_INTERVAL = env.float("JOBS_SWEEP_INTERVAL", default=30.0)
+# Database timeouts of runjobs and pollmail only (jobs.dbsession); the web keeps DATABASES' own.
+JOBS_DB_CONNECT_TIMEOUT = env.float("JOBS_DB_CONNECT_TIMEOUT", default=10.0)
+JOBS_DB_KEEPALIVES_IDLE = env.float("JOBS_DB_KEEPALIVES_IDLE", default=30.0)
+JOBS_DB_STATEMENT_TIMEOUT = env.float("JOBS_DB_STATEMENT_TIMEOUT", default=300.0)
+JOBS_DB_LOCK_TIMEOUT = env.float("JOBS_DB_LOCK_TIMEOUT", default=30.0)
 
 # --- Logging ------------------------------------------------------------------
 LOG_LEVEL = env("LOG_LEVEL", default="INFO")

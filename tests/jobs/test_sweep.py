@@ -1,8 +1,10 @@
 """The zombie sweep (seed 001 §2.5)."""
 
-from datetime import timedelta
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from jobs import sweep
@@ -73,3 +75,43 @@ def test_the_admin_zombie_queryset_matches_the_sweep(settings):
     stale = JobFactory(stale=True)
     JobFactory(running=True)
     assert [j.id for j in Job.objects.stale()] == [stale.id]
+
+
+T = datetime(2026, 1, 1, 12, 0, 0, tzinfo=dt_timezone.utc)
+GAP = timedelta(seconds=40)
+
+
+@pytest.mark.parametrize("previous, counted_from, lost, expected", [
+    (None, None, False, None),                                          # first sweep of the process
+    (T - timedelta(seconds=30), None, False, None),                     # sweeping on schedule
+    (T - timedelta(seconds=41), None, False, T),                        # a gap: it was out of touch
+    (T - timedelta(seconds=30), None, True, T),                         # the last sweep failed
+    (None, None, True, T),                                              # reconnected after failing at once
+    (T - timedelta(seconds=30), T - timedelta(seconds=50), False, T - timedelta(seconds=50)),  # still counting
+    (T - timedelta(seconds=90), T - timedelta(seconds=200), False, T),  # a new gap moves it again
+])
+def test_counting_from(previous, counted_from, lost, expected):
+    assert sweep.counting_from(T, previous, counted_from, lost, GAP) == expected
+
+
+def test_silence_is_not_counted_from_before_not_before(settings):
+    settings.JOBS_STALE_AFTER = 60
+    zombie = JobFactory(stale=True)  # started an hour ago, never heartbeated
+    assert sweep.run_once(not_before=timezone.now() - timedelta(seconds=30)).requeued == []
+    assert [j.id for j in sweep.run_once(not_before=timezone.now() - timedelta(seconds=90)).requeued] == [zombie.id]
+
+
+def test_silence_is_not_counted_from_before_the_database_started(settings):
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT now() - pg_postmaster_start_time()")
+        (up,) = cursor.fetchone()
+    settings.JOBS_STALE_AFTER = 60
+    # Started (by the clock) before the server did, and silent since: its silence counts from the start.
+    JobFactory(running=True, started_at=timezone.now() - up - timedelta(hours=1))
+    settings.JOBS_STALE_AFTER = up.total_seconds() + 1800  # silent 1800 s longer than that, by its start
+    assert sweep.run_once().requeued == []
+
+
+def test_a_type_this_worker_does_not_know_is_not_swept():
+    JobFactory(type="added_in_the_next_release", stale=True)
+    assert not sweep.run_once()

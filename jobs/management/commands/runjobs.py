@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from jobs import conf
+from jobs import conf, dbsession
 from jobs.worker import Worker
 
 
@@ -24,6 +24,7 @@ class Command(BaseCommand):
             raise CommandError("--max-jobs must be at least 1")
         if poll_interval is not None and poll_interval <= 0:
             raise CommandError("--poll-interval must be positive")
+        dbsession.configure("runjobs")
         worker = Worker(
             burst=burst,
             max_jobs=max_jobs,

@@ -1,5 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError
 
+from jobs import dbsession
 from mailpoll import conf
 from mailpoll.poller import Poller
 
@@ -21,6 +22,7 @@ class Command(BaseCommand):
         for name in ("MAILPOLL_CONCURRENCY", "MAILPOLL_POLL_DEADLINE", "MAILPOLL_SOCKET_TIMEOUT"):
             if conf.get(name) <= 0:
                 raise CommandError(f"{name} must be positive (it is {conf.get(name)})")
+        dbsession.configure("pollmail")  # the background database timeouts (JOBS_DB_*)
         poller = Poller(interval=interval)
         poller.install_signal_handlers()
         poller.run(once=once)

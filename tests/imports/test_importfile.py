@@ -8,10 +8,11 @@ from django.core.management import CommandError, call_command
 from django.core.management.base import OutputWrapper
 from django.db import connection
 
-from imports.cli import Waiter, progress_line
+from imports.cli import EXIT_NOT_QUEUED, Waiter, progress_line, reconnect_delay
 from imports.models import Import, ImportOrigin, ImportStatus
 from jobs.models import Job, JobStatus
 from tests.factories import OrgFactory, SiteFactory, SiteTargetFactory
+from tests.imports import files
 from tests.support.processes import runjobs, wait_for
 
 CSV = (
@@ -52,15 +53,30 @@ def worker(processes, media):
     return processes(runjobs, MEDIA_ROOT=str(media))
 
 
-@pytest.mark.parametrize("done, total, line", [
-    (520, 1000, "[#####.....] 52% 520/1000 rows"),
-    (0, 3, "[..........] 0% 0/3 rows"),
-    (3, 3, "[##########] 100% 3/3 rows"),
-    (None, None, "[..........] starting…"),
-    (5, 0, "[..........] starting…"),
+HINT = "no progress for 12 s — is a worker running?"
+
+
+@pytest.mark.parametrize("done, total, note, width, line", [
+    (520, 1000, "", 80, "[#####.....] 52% 520/1000 rows"),
+    (0, 3, "", 80, "[..........] 0% 0/3 rows"),
+    (3, 3, "", 80, "[##########] 100% 3/3 rows"),
+    (None, None, "", 80, "starting…"),
+    (5, 0, "waiting for a worker…", 80, "waiting for a worker…"),
+    (520, 1000, HINT, 80, f"[#####.....] 52% 520/1000 rows · {HINT}"),
+    # Narrower: the bar shrinks, then goes, then the note is cut; never the last column.
+    (520, 1000, "", 30, "[##...] 52% 520/1000 rows"),
+    (520, 1000, "", 20, "52% 520/1000 rows"),
+    (520, 1000, HINT, 40, "52% · no progress for 12 s — is a work…"),
+    (123456, 999999, "database unavailable — retrying in 4 s", 40, "12% · database unavailable — retrying …"),
+    (None, None, "queued for 15 s — is a worker running?", 30, "queued for 15 s — is a worke…"),
 ])
-def test_progress_line(done, total, line):
-    assert progress_line(done, total) == line
+def test_progress_line(done, total, note, width, line):
+    assert progress_line(done, total, note, width=width) == line
+    assert len(line) < width
+
+
+def test_reconnect_delays_double_up_to_a_cap():
+    assert [reconnect_delay(n) for n in range(1, 8)] == [0.5, 1, 2, 4, 8, 10, 10]
 
 
 def test_enqueues_the_import_and_prints_its_ids(target, csv_file, media):
@@ -95,9 +111,36 @@ def test_errors_are_command_errors_and_create_nothing(target, csv_file, tmp_path
     (tmp_path / "notes.pdf").write_bytes(b"%PDF")
     OrgFactory(id="rival")
     values = {"dir": tmp_path, "target": target.pk, "csv": csv_file}
-    with pytest.raises(CommandError, match=message.format(**values).replace("(", r"\(")):
+    with pytest.raises(CommandError, match=message.format(**values).replace("(", r"\(")) as caught:
         importfile(*[a.format(**values) for a in args])
+    assert caught.value.returncode == EXIT_NOT_QUEUED
     assert not Import.objects.exists() and not Job.objects.exists()
+
+
+@pytest.mark.parametrize("name, data, message", [
+    ("Pages.csv", b"Top pages,Clicks\nhttps://acme.example/a,3\n",
+     "cannot import Pages.csv: the file has no Date column and does not say which period its figures cover "
+     "(a Search Console “Pages” table, say): give it with --period-start and --period-end"),
+    ("dump.csv", bytes(range(256)) * 40, "cannot import dump.csv: this is not a text or spreadsheet file"),
+    ("nothing.csv", b"Foo,Bar\n1,2\n", "cannot import nothing.csv: no URL column: found headers 'Foo', 'Bar'"),
+])
+def test_a_file_the_worker_would_refuse_is_refused_before_queueing(target, tmp_path, media, name, data, message):
+    path = tmp_path / name
+    path.write_bytes(data)
+    with pytest.raises(CommandError) as caught:
+        importfile(path, "--target", target.pk)
+    assert str(caught.value).startswith(message) and caught.value.returncode == EXIT_NOT_QUEUED
+    assert not Import.objects.exists() and not Job.objects.exists()
+    assert not media.exists() or not any(p.is_file() for p in media.rglob("*"))
+
+
+def test_sheet_and_date_order_are_kept(target, tmp_path):
+    book = files.write_xlsx(tmp_path, "book.xlsx", {"Cover": [["ACME"]], "Data": [["URL", "Date"],
+                                                                                   ["https://acme.example/", "1/2/2026"]]})
+    importfile(book, "--target", target.pk, "--sheet", "Data", "--date-order", "mdy")
+    assert Import.objects.values_list("sheet", "date_order").get() == ("Data", "mdy")
+    with pytest.raises(CommandError, match="the workbook has no sheet 'Dta': its sheets are 'Cover', 'Data'"):
+        importfile(book, "--target", target.pk, "--sheet", "Dta")
 
 
 @pytest.mark.processes
@@ -108,17 +151,6 @@ def test_wait_draws_progress_and_prints_the_final_report(target, csv_file, media
     assert "[##########] 100% 3/3 rows" in out
     assert "read 3  inserted 3  updated 0  skipped 0  errors 0" in out
     assert Import.objects.get().status == ImportStatus.DONE
-
-
-@pytest.mark.processes
-@pytest.mark.django_db(transaction=True)
-def test_wait_exits_non_zero_with_the_error_when_the_import_fails(target, tmp_path, media, processes):
-    bad = tmp_path / "nothing.csv"
-    bad.write_text("Foo,Bar\n1,2\n")
-    worker(processes, media)
-    with pytest.raises(CommandError, match=r"import \d+ failed: "):
-        importfile(bad, "--target", target.pk, "--wait")
-    assert Import.objects.get().status == ImportStatus.FAILED
 
 
 @pytest.mark.processes

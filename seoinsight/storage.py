@@ -22,6 +22,7 @@ import hashlib
 import logging
 import os
 import secrets
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -102,6 +103,26 @@ def save_content(prefix: str, content: bytes) -> tuple[str, str]:
                         len(content))
         write_atomic(path, _slices(content))
     return name, digest
+
+
+def remove_stale_partials(prefix: str, older_than: float) -> int:
+    """Delete the temporary files of writes killed mid-way (``TEMP_PREFIX``) under ``prefix``; returns how many.
+
+    Only files older than ``older_than`` seconds: a younger one may be a write still in progress.
+    """
+    cutoff, removed = time.time() - older_than, 0
+    for directory, _dirs, names in os.walk(media_path(prefix)):
+        for name in names:
+            if not name.startswith(TEMP_PREFIX):
+                continue
+            path = Path(directory) / name
+            try:
+                if path.stat().st_mtime < cutoff:
+                    path.unlink()
+                    removed += 1
+            except FileNotFoundError:
+                pass  # another process's sweep, or the write finished
+    return removed
 
 
 def is_intact(path: Path | str, size: int, sha256: str) -> bool:

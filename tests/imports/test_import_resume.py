@@ -61,7 +61,9 @@ def test_kill_9_mid_import_resumes_with_identical_counts(processes, tmp_path, se
     assert done_at_kill < ROWS, "the import finished before the kill: make the file bigger"
 
     rescuer = processes(runjobs, **env)
-    wait_for(lambda: Import.objects.get(pk=imp.pk).status == ImportStatus.DONE, timeout=90,
+    # The Import is marked done by the handler, its job by the worker just after: wait for both.
+    wait_for(lambda: Import.objects.get(pk=imp.pk).status == ImportStatus.DONE
+             and Job.objects.get(pk=imp.job_id).status == JobStatus.DONE, timeout=90,
              message="the resumed import to finish")
 
     job = Job.objects.get(pk=imp.job_id)

@@ -39,6 +39,9 @@ class ImapProvider(MailProvider):
         timeout = conf.get("MAILPOLL_SOCKET_TIMEOUT")
         with self._context():
             try:
+                if mb.security not in ("tls", "starttls", "none"):
+                    # The CHECK constraint refuses such a row; never let one fall through to plaintext.
+                    raise ProviderError(f"{mb.host}:{mb.port}: unknown security {mb.security!r}; refusing to connect")
                 if mb.security == "tls":
                     self.client = BoundedIMAPClient(mb.host, channel=self.channel, port=mb.port, ssl=True,
                                                     ssl_context=ssl.create_default_context(), timeout=timeout)

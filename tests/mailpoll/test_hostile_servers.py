@@ -165,3 +165,17 @@ def test_a_refused_login_names_the_server_and_not_the_password(fake_imap):
     cycle(mailbox)
     assert f"{server.host}:{server.port}" in mailbox.last_error and "login" in mailbox.last_error.lower()
     assert "not-the-password" not in mailbox.last_error
+
+
+def test_an_unknown_security_never_falls_back_to_plaintext(fake_imap):
+    """The CHECK constraint refuses such a row; a row read past it (or built in code) must not connect in clear."""
+    from mailpoll.providers import for_mailbox
+    from mailpoll.providers.base import ProviderError
+
+    server = fake_imap()
+    mailbox = mailbox_on(server)
+    mailbox.security = "bogus"
+    with pytest.raises(ProviderError, match="unknown security 'bogus'"):
+        with for_mailbox(mailbox):
+            pass
+    assert server.accepted == 0

@@ -3,34 +3,25 @@
 One batch is one transaction that also writes the job's checkpoint (rows done
 and running counts), so a run killed at any point resumes exactly where the
 last committed batch ended, with identical final counts and no duplicate rows.
+A batch rolled back by a deadlock or serialization failure is run again
+(``write_batch``). Rows repeating a URL and period are added up (``fold``),
+within a batch here and across batches by the upsert.
 """
 
 from __future__ import annotations
 
-import logging
-import random
-import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import date
 
-from django.db import DatabaseError, connection, transaction
+from django.db import connection, transaction
 
+from .conflicts import WriteConflict, retry_conflicts
 from .formats import ParsedRow, RowError
 from .urlnorm import InvalidUrl, in_scope, normalize_url
 
-log = logging.getLogger(__name__)
-
 BATCH_SIZE = 5000
 MAX_ERROR_SAMPLES = 20
-
-# SQLSTATEs meaning "another transaction got in the way": PostgreSQL rolled the
-# whole transaction back, and running it again is the remedy.
-TRANSIENT_SQLSTATES = {"40P01": "deadlock", "40001": "serialization failure"}
-CONFLICT_TRIES = 5
-CONFLICT_BACKOFF_FIRST = 0.1
-CONFLICT_BACKOFF_MAX = 3.0
-sleep = time.sleep  # the pause between tries; tests replace it
 
 # A batch goes to the server with COPY into a staging table that lives for
 # the batch only, then one set-based upsert from it. COPY is the cheapest way
@@ -304,67 +295,6 @@ def batch_transaction():
         yield
 
 
-class WriteConflict(Exception):
-    """A transaction kept colliding with other writers of the same target; the message is for the operator."""
-
-
-def transient_conflict(exc: BaseException) -> str | None:
-    """"deadlock" or "serialization failure" if that is what ``exc`` (or its cause) is, else None."""
-    seen = exc
-    while seen is not None:
-        reason = TRANSIENT_SQLSTATES.get(getattr(seen, "sqlstate", None))
-        if reason is not None:
-            return reason
-        seen = seen.__cause__ or seen.__context__
-    return None
-
-
-def conflict_delay(attempt: int, draw=random.random) -> float:
-    """Seconds to wait after colliding try number ``attempt`` (1-based).
-
-    Doubling from CONFLICT_BACKOFF_FIRST up to CONFLICT_BACKOFF_MAX, of which a
-    random half: two writers that collided do not try again in step.
-
-    >>> [conflict_delay(n, lambda: 1.0) for n in (1, 2, 3, 4, 9)]
-    [0.1, 0.2, 0.4, 0.8, 3.0]
-    >>> conflict_delay(2, lambda: 0.0)
-    0.1
-    """
-    ceiling = min(CONFLICT_BACKOFF_FIRST * 2 ** (attempt - 1), CONFLICT_BACKOFF_MAX)
-    return ceiling * (0.5 + 0.5 * draw())
-
-
-def retry_conflicts(work, *, what: str, job_id=None, atomic=transaction.atomic, reset=None,
-                    tries: int = CONFLICT_TRIES):
-    """``work()`` in a transaction of its own, run again after a deadlock or serialization failure.
-
-    Such a failure rolled the whole transaction back, so another try starts
-    from the same state: ``reset`` (if given) puts back what ``work`` changed
-    in memory. After ``tries`` collisions, WriteConflict says so in words.
-    Must be the outermost transaction: inside another one, the caller's work
-    is lost with it and only the caller can redo it.
-    """
-    for attempt in range(1, tries + 1):
-        try:
-            with atomic():
-                return work()
-        except DatabaseError as exc:
-            reason = transient_conflict(exc)
-            if reason is None or connection.in_atomic_block:
-                raise
-            if reset is not None:
-                reset()
-            if attempt == tries:
-                raise WriteConflict(
-                    f"could not write {what}: it collided with other imports or map updates of the same "
-                    f"site target ({reason}, {tries} tries); import the file again"
-                ) from None
-            delay = conflict_delay(attempt)
-            log.warning("job=%s %s rolled back by a %s (try %s/%s), again in %.2fs",
-                        job_id, what, reason, attempt, tries, delay)
-            sleep(delay)
-
-
 def write_batch(work, counts: Counts, *, job_id=None, what: str = "a batch of rows"):
     """``work()`` as one batch transaction (``batch_transaction``), with ``retry_conflicts``.
 
@@ -415,5 +345,4 @@ def batched(iterable, size: int = BATCH_SIZE):
 
 
 __all__ = ["BATCH_SIZE", "Counts", "LocatedUrls", "ParsedRow", "RowError", "Scope", "WriteConflict",
-           "batch_transaction", "batched", "fold", "position_weight", "prepare", "retry_conflicts", "transient_conflict",
-           "upsert", "write", "write_batch"]
+           "batch_transaction", "batched", "fold", "position_weight", "prepare", "upsert", "write", "write_batch"]

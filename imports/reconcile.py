@@ -7,12 +7,12 @@ Both statements take their locks in natural-key order, the order an import's
 upsert takes them in: a reconcile running beside imports (or beside another
 reconcile) of the same target waits for them, and never deadlocks with them.
 A deadlock or serialization failure all the same rolls the pass back and runs
-it again (``ingest.retry_conflicts``).
+it again (``conflicts.retry_conflicts``).
 """
 
 from django.db import connection
 
-from . import ingest
+from .conflicts import retry_conflicts
 
 # Pages for normalized URLs that have metrics but no page yet. DISTINCT ON keeps
 # the first-seen spelling of the URL as the page's display URL.
@@ -54,4 +54,4 @@ def reconcile(site_target_id: int, *, job_id=None) -> dict:
             metrics_linked = cursor.rowcount
         return {"site_target_id": site_target_id, "pages_created": pages_created, "metrics_linked": metrics_linked}
 
-    return ingest.retry_conflicts(link, what=f"the map update of site target {site_target_id}", job_id=job_id)
+    return retry_conflicts(link, what=f"the map update of site target {site_target_id}", job_id=job_id)

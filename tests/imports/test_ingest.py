@@ -5,7 +5,7 @@ from datetime import date
 import pytest
 from django.db import connection, transaction
 
-from imports import ingest
+from imports import conflicts, ingest
 from imports.formats import ParsedRow, RowError, open_source
 from imports.formats.values import parse_date
 from imports.models import UrlMetric
@@ -166,7 +166,7 @@ def test_a_batch_commits_without_waiting_for_the_disk_and_only_a_batch():
     assert synchronous_commit() == before != "off"
 
 
-# -- retry_conflicts: a transaction PostgreSQL rolled back is run again ------------------------
+# -- conflicts.retry_conflicts: a transaction PostgreSQL rolled back is run again ------------------------
 
 def raise_in_postgres(sqlstate: str) -> None:
     """Have the server itself fail the statement with this SQLSTATE (as a real deadlock would)."""
@@ -177,7 +177,7 @@ def raise_in_postgres(sqlstate: str) -> None:
 @pytest.fixture
 def pauses(monkeypatch):
     slept = []
-    monkeypatch.setattr(ingest, "sleep", slept.append)
+    monkeypatch.setattr(conflicts, "sleep", slept.append)
     return slept
 
 
@@ -207,11 +207,11 @@ def test_a_conflict_that_keeps_coming_back_fails_in_words(pauses):
     def work():
         raise_in_postgres("40P01")
 
-    with pytest.raises(ingest.WriteConflict) as failure:
-        ingest.retry_conflicts(work, what="rows 1 to 5000")
+    with pytest.raises(conflicts.WriteConflict) as failure:
+        conflicts.retry_conflicts(work, what="rows 1 to 5000")
     assert str(failure.value) == ("could not write rows 1 to 5000: it collided with other imports or map updates of "
                                   "the same site target (deadlock, 5 tries); import the file again")
-    assert len(pauses) == ingest.CONFLICT_TRIES - 1
+    assert len(pauses) == conflicts.CONFLICT_TRIES - 1
 
 
 @pytest.mark.django_db(transaction=True)
@@ -223,7 +223,7 @@ def test_other_database_errors_are_not_retried(pauses):
         raise_in_postgres("23505")  # unique_violation: running it again would only fail again
 
     with pytest.raises(Exception, match="raised on purpose"):
-        ingest.retry_conflicts(work, what="rows")
+        conflicts.retry_conflicts(work, what="rows")
     assert tries == [1] and pauses == []
 
 
@@ -231,4 +231,4 @@ def test_other_database_errors_are_not_retried(pauses):
     (1, 1.0, 0.1), (1, 0.0, 0.05), (2, 1.0, 0.2), (4, 1.0, 0.8), (6, 1.0, 3.0), (20, 0.0, 1.5),
 ])
 def test_conflict_delay(attempt, draw, expected):
-    assert ingest.conflict_delay(attempt, lambda: draw) == pytest.approx(expected)
+    assert conflicts.conflict_delay(attempt, lambda: draw) == pytest.approx(expected)

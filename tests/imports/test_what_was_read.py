@@ -132,3 +132,10 @@ def test_a_bad_position_is_still_a_bad_row(tmp_path):
     rows = [["URL", "Position"], ["https://a.example/", "first"]]
     assert list(_source(files.write_csv(tmp_path, "rank.csv", rows)).rows()) == [
         RowError(1, "position 'first' is not a number")]
+
+
+@pytest.mark.parametrize(("value", "ids"), [("dmy", []), ("mdy", []), ("ymd", ["imports.E001"]), ("", ["imports.E001"])])
+def test_the_date_order_setting_is_checked(value, ids):
+    from imports.checks import date_order_errors
+
+    assert [error.id for error in date_order_errors(value)] == ids

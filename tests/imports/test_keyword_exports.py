@@ -13,7 +13,7 @@ from imports import ingest
 from imports.models import ImportStatus, UrlMetric
 from jobs.models import Job
 from jobs.worker import Worker
-from tests.factories import SiteTargetFactory, import_file
+from tests.factories import SiteTargetFactory, UserFactory, import_file
 from tests.imports.files import write_csv
 
 PREFIX = "https://shop.example/"
@@ -69,6 +69,17 @@ def test_a_semrush_keyword_export_is_one_metric_per_url_with_the_mean_position(t
         assert stored[url].position == pytest.approx(sum(ranks) / len(ranks)), url
         assert stored[url].source_rows == len(ranks)
         assert (stored[url].clicks, stored[url].impressions, stored[url].ctr) == (None, None, None)
+
+
+def test_the_import_page_says_the_keyword_rows_were_added_up(target, tmp_path, client):
+    client.force_login(UserFactory(org=target.site.org))
+    path, _ = semrush_export(tmp_path)
+    imp, _ = run_import(target, path, period=PERIOD)
+
+    page = client.get(f"/imports/{imp.pk}/").content.decode()
+
+    assert "keyword export: its rows are added up per URL and period" in page
+    assert ">40<" in page  # how many rows were added to an earlier one
 
 
 def test_importing_a_keyword_export_again_replaces_its_figures_instead_of_adding(target, tmp_path, settings):

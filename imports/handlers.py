@@ -103,12 +103,12 @@ def import_csv(job):
     for rows in ingest.batched(source.rows(skip=done), settings.IMPORTS_BATCH_SIZE):
         end = done + len(rows)
 
-        def write_batch():
+        def write_rows():
             ingest.write(imp.site_target_id, imp.pk, ingest.prepare(rows, scope, counts), counts, scope)
             # Same transaction as the rows: the checkpoint never runs ahead of the data.
             job.report_progress(done=end, total=max(total, end), counts=counts.as_dict())
 
-        ingest.write_batch(write_batch, counts, job_id=job.id, what=f"rows {done + 1} to {end}")
+        ingest.write_batch(write_rows, counts, job_id=job.id, what=f"rows {done + 1} to {end}")
         done = end
 
     report = {**counts.as_dict(), "source": source.summary()}  # what was read: columns, sheet, date order

@@ -74,9 +74,13 @@ def parse_position(value) -> float | None:
 
     Raises ``NotRanked`` for a rank tracker's "not ranked" (``-``, ``n/a``, ``>100``).
     """
-    if isinstance(value, str) and _NOT_RANKED.fullmatch(value.strip()):
-        raise NotRanked("is not a rank")
-    number = _decimal(value)
+    try:
+        number = _decimal(value)
+    except ValueError:
+        # Looked for only once the cell is no number: the common cell pays nothing.
+        if isinstance(value, str) and _NOT_RANKED.fullmatch(value.strip()):
+            raise NotRanked("is not a rank") from None
+        raise
     if number is not None and number < 0:
         raise ValueError("is negative")
     return number

@@ -7,6 +7,7 @@ org's import is the same 404 as an unknown one. Live progress is drawn by
 
 from __future__ import annotations
 
+import errno
 from functools import wraps
 
 from django.contrib import messages
@@ -126,13 +127,16 @@ def index(request, org):
     if request.method == "POST":
         try:
             form = ImportUploadForm(request.POST, request.FILES, org_id=org.pk)
+            if storage.upload_hit_full_disk(request):
+                raise storage.OutOfSpace(errno.ENOSPC, "out of disk space spooling the upload")
             if form.is_valid():
                 imp = form.save(created_by=request.user)
                 messages.success(request, f"“{imp.original_filename}” is queued; its progress shows below.")
                 return redirect("imports:index")
         except OSError as exc:
-            # The disk under MEDIA_ROOT is full: storage kept nothing of this upload, so the
-            # page says so instead of a bare 500, and the next upload works once there is room.
+            # The disk under MEDIA_ROOT (or the upload spool's) is full: nothing of this upload
+            # was kept, so the page says so instead of a bare 500, and the next upload works
+            # once there is room.
             if not storage.is_out_of_space(exc):
                 raise
             messages.error(request, OUT_OF_SPACE[0].upper() + OUT_OF_SPACE[1:] + ".")

@@ -98,6 +98,11 @@ STATIC_URL = "static/"
 STATIC_ROOT = env.path("STATIC_ROOT", default=BASE_DIR / "static")
 MEDIA_ROOT = env.path("MEDIA_ROOT", default=BASE_DIR / ".data" / "media")
 MEDIA_URL = "media/"
+# Large uploads spool to FILE_UPLOAD_TEMP_DIR; on a full disk that ends the upload with a clear answer, not a 500.
+FILE_UPLOAD_HANDLERS = [
+    "django.core.files.uploadhandler.MemoryFileUploadHandler",
+    "seoinsight.storage.SpoolUploadHandler",
+]
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "imports:index"

@@ -27,6 +27,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from django.conf import settings
+from django.core.files.uploadhandler import StopUpload, TemporaryFileUploadHandler
 
 CHUNK_BYTES = 1024 * 1024
 # A write in progress, or one cut short by a kill: never read, safe to delete once a day old.
@@ -42,6 +43,39 @@ class OutOfSpace(OSError):
 
 class DamagedFile(Exception):
     """A stored file whose bytes are not the ones recorded for it (missing, truncated or changed)."""
+
+
+class SpoolUploadHandler(TemporaryFileUploadHandler):
+    """Django's spooling of large uploads, except that a full spool disk ends the upload quietly.
+
+    Django's own handler lets ENOSPC escape from the request parser, wherever
+    the body is first read (the CSRF middleware, before any view): a bare 500.
+    Here the spooled file is dropped, the upload stops, and the request is
+    marked, so the view can say "out of disk space" (``upload_hit_full_disk``).
+    """
+
+    def receive_data_chunk(self, raw_data, start):
+        try:
+            return super().receive_data_chunk(raw_data, start)
+        except OSError as exc:
+            self._stop_if_full(exc)
+
+    def file_complete(self, file_size):
+        try:
+            return super().file_complete(file_size)
+        except OSError as exc:
+            self._stop_if_full(exc)
+
+    def _stop_if_full(self, exc: OSError):
+        if not is_out_of_space(exc):
+            raise exc
+        self.request._upload_hit_full_disk = True
+        raise StopUpload(connection_reset=False)  # the parser closes (and so deletes) the spooled file
+
+
+def upload_hit_full_disk(request) -> bool:
+    """Whether this request's upload was dropped by SpoolUploadHandler for want of disk space."""
+    return getattr(request, "_upload_hit_full_disk", False)
 
 
 def is_out_of_space(exc: BaseException) -> bool:

@@ -6,6 +6,7 @@ partial file not being there, or the tmpfs grown in place.
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
 
 from imports.forms import OUT_OF_SPACE
 from imports.models import Import, ImportStatus
@@ -59,6 +60,32 @@ def test_a_full_disk_answers_507_and_keeps_nothing_then_the_next_upload_is_impor
     Worker(burst=True, listen=False).run()
     imp.refresh_from_db()
     assert (imp.status, imp.inserted) == (ImportStatus.DONE, small.count(b"\n") - 1)
+
+
+def test_a_full_spool_disk_answers_507_even_when_csrf_reads_the_body_first(target, settings, tmp_path):
+    """A large upload is spooled to FILE_UPLOAD_TEMP_DIR while the CSRF middleware reads the form, before any view."""
+    settings.MEDIA_ROOT = tmp_path / "media"
+    settings.FILE_UPLOAD_MAX_MEMORY_SIZE = 64 * 1024
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(UserFactory(username="ana", org=target.site.org))
+    client.get("/imports/")
+    token = client.cookies["csrftoken"].value
+    with mounted_tmpfs(tmp_path / "spool", "1m") as spool:
+        settings.FILE_UPLOAD_TEMP_DIR = str(spool.path)
+        response = client.post("/imports/", {
+            "site_target": target.pk, "file": SimpleUploadedFile("Big.csv", export(1_500_000), "text/csv"),
+        }, headers={"X-CSRFToken": token})
+        assert response.status_code == 507
+        assert "The server is out of disk space; nothing was imported." in response.content.decode()
+        assert spool.files() == [] and not Import.objects.exists()
+
+        small = export(200_000)  # spooled too, and it fits
+        response = client.post("/imports/", {
+            "site_target": target.pk, "file": SimpleUploadedFile("Small.csv", small, "text/csv"),
+        }, headers={"X-CSRFToken": token})
+        assert response.status_code == 302
+        assert (settings.MEDIA_ROOT / Import.objects.get().file.name).read_bytes() == small
+        settings.FILE_UPLOAD_TEMP_DIR = None
 
 
 def test_importfile_on_a_full_disk_says_so_in_one_line_and_exits_non_zero(transactional_db, tmp_path, settings):

@@ -11,6 +11,8 @@ A content-addressed file (``save_content``) is reused only when its size and
 SHA-256 match its name; anything else found at that name (a truncated file
 from before this module) is treated as absent and replaced. Readers that know
 the hash check it again before trusting the bytes (``read_verified``).
+Uploads spooled to disk go through ``SpoolUploadHandler``, so a full spool
+disk is an answer to the user, not a crash of the request parser.
 
 Core module: it knows nothing of mail or imports.
 """

@@ -68,9 +68,11 @@ PERIOD_NEEDED = ("the file has no Date column and does not say which period its 
 def inspect_file(path, filename: str, *, sheet: str = "", date_order: str = "") -> RowSource:
     """Open the file as the worker will (header, sheet, period), before it is queued.
 
-    Reads the head of the file only: a file that cannot be an import is refused
-    here, with the worker's own message (``UnreadableFile``), so the user can
-    fix it in one step. ``path`` is a path or an opener (``upload_opener``).
+    Reads what identifies the file (its first bytes and header row, a
+    workbook's sheets, a Search Console export's Filters), never its rows: a
+    file that cannot be an import is refused here with the worker's own
+    message (``UnreadableFile``), so the user can fix it in one step. ``path``
+    is a path or an opener (``upload_opener``).
     """
     return open_source(path, filename, sheet=sheet or None, date_order=date_order or None,
                        default_date_order=settings.IMPORT_DATE_ORDER,
@@ -116,7 +118,11 @@ def create_import(*, site_target: SiteTarget, content, filename: str, size: int,
     # committed, so no Import ever points at a missing or partial file. A full
     # disk raises storage.OutOfSpace and leaves nothing behind (OUT_OF_SPACE).
     imp.file.name = imp.file.field.generate_filename(imp, imp.uid)
-    imp.size, _ = storage.write_atomic(imp.file.storage.path(imp.file.name), content.chunks())
+    path = imp.file.storage.path(imp.file.name)
+    if hasattr(content, "temporary_file_path"):  # a large upload, already spooled whole to disk
+        imp.size = storage.move_atomic(content.temporary_file_path(), path)
+    else:
+        imp.size, _ = storage.write_atomic(path, content.chunks())
     try:
         with transaction.atomic():
             imp.save()

@@ -30,8 +30,8 @@ _KINDS = (
 )
 
 MESSAGES = {
-    "password-protected": "this Excel file is password-protected: remove the password in Excel "
-                          "(File → Info → Protect Workbook → Encrypt with Password, clear it) and upload it again",
+    "password-protected": ("this Excel file is password-protected: remove the password in Excel (File → Info → "
+                           "Protect Workbook → Encrypt with Password, clear it) and upload it again"),
     "xls": "this is an old Excel .xls (Office 97-2003) file: save it as .xlsx or CSV",
     "doc": "this is a Word document, not a text or spreadsheet file",
     "ppt": "this is a PowerPoint presentation, not a text or spreadsheet file",

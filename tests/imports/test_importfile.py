@@ -135,8 +135,8 @@ def test_a_file_the_worker_would_refuse_is_refused_before_queueing(target, tmp_p
 
 
 def test_sheet_and_date_order_are_kept(target, tmp_path):
-    book = files.write_xlsx(tmp_path, "book.xlsx", {"Cover": [["ACME"]], "Data": [["URL", "Date"],
-                                                                                   ["https://acme.example/", "1/2/2026"]]})
+    book = files.write_xlsx(tmp_path, "book.xlsx", {
+        "Cover": [["ACME"]], "Data": [["URL", "Date"], ["https://acme.example/", "1/2/2026"]]})
     importfile(book, "--target", target.pk, "--sheet", "Data", "--date-order", "mdy")
     assert Import.objects.values_list("sheet", "date_order").get() == ("Data", "mdy")
     with pytest.raises(CommandError, match="the workbook has no sheet 'Dta': its sheets are 'Cover', 'Data'"):

@@ -134,7 +134,9 @@ def test_a_bad_position_is_still_a_bad_row(tmp_path):
         RowError(1, "position 'first' is not a number")]
 
 
-@pytest.mark.parametrize(("value", "ids"), [("dmy", []), ("mdy", []), ("ymd", ["imports.E001"]), ("", ["imports.E001"])])
+@pytest.mark.parametrize(("value", "ids"), [
+    ("dmy", []), ("mdy", []), ("ymd", ["imports.E001"]), ("", ["imports.E001"]),
+])
 def test_the_date_order_setting_is_checked(value, ids):
     from imports.checks import date_order_errors
 

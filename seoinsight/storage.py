@@ -124,6 +124,33 @@ def write_atomic(path: Path | str, chunks: Iterable[bytes]) -> tuple[int, str]:
     return size, digest.hexdigest()
 
 
+def move_atomic(source: Path | str, path: Path | str) -> int:
+    """Move a finished file (an upload spooled to disk) to ``path``, whole or not at all; returns its size.
+
+    On the same file system it is fsynced and renamed, without a copy (no second
+    copy on a disk that is filling up); across file systems it is copied with
+    ``write_atomic`` and the source is left to its owner.
+    """
+    source, path = Path(source), Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(source, "rb") as handle:
+            os.fsync(handle.fileno())
+        if settings.FILE_UPLOAD_PERMISSIONS is not None:
+            os.chmod(source, settings.FILE_UPLOAD_PERMISSIONS)
+        size = source.stat().st_size
+        os.replace(source, path)
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            if is_out_of_space(exc):
+                raise _out_of_space(exc, path) from exc
+            raise
+        with open(source, "rb") as handle:
+            return write_atomic(path, iter(lambda: handle.read(CHUNK_BYTES), b""))[0]
+    _fsync_directory(path.parent)
+    return size
+
+
 def save_content(prefix: str, content: bytes) -> tuple[str, str]:
     """Store bytes as ``<prefix>/<2 hex>/<sha256>`` under MEDIA_ROOT; returns (name, sha256). Idempotent.
 

@@ -94,3 +94,17 @@ def test_read_verified(media, on_disk, problem):
     else:
         with pytest.raises(storage.DamagedFile, match=problem):
             storage.read_verified(name, len(DATA), DIGEST)
+
+
+def test_move_atomic_renames_on_one_file_system_and_copies_across(tmp_path):
+    source = tmp_path / "spooled"
+    source.write_bytes(DATA)
+    inode = source.stat().st_ino
+    assert storage.move_atomic(source, tmp_path / "stored" / "file") == len(DATA)
+    moved = tmp_path / "stored" / "file"
+    assert moved.read_bytes() == DATA and moved.stat().st_ino == inode and not source.exists()  # no copy
+
+    source.write_bytes(DATA)
+    with mounted_tmpfs(tmp_path / "other", "1m") as other:
+        assert storage.move_atomic(source, other.path / "file") == len(DATA)  # EXDEV: copied whole
+        assert (other.path / "file").read_bytes() == DATA and leftovers(other.path) == []

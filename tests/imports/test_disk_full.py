@@ -122,3 +122,16 @@ def test_an_import_whose_stored_file_was_cut_short_is_refused_not_read(client, t
     imp.refresh_from_db()
     assert imp.status == ImportStatus.FAILED and imp.inserted == 0
     assert f"8,192 bytes instead of {len(content):,}" in imp.error and "upload the file again" in imp.error
+
+
+def test_a_spooled_upload_is_stored_whole_and_leaves_nothing_in_the_spool(client, target, settings, tmp_path):
+    """A large upload is moved from the spool (storage.move_atomic: renamed on one file system, no second copy)."""
+    settings.MEDIA_ROOT, spool = tmp_path / "media", tmp_path / "spool"
+    spool.mkdir()
+    settings.FILE_UPLOAD_TEMP_DIR, settings.FILE_UPLOAD_MAX_MEMORY_SIZE = str(spool), 64 * 1024
+    client.force_login(UserFactory(username="ana", org=target.site.org))
+    content = export(300_000)
+    assert upload(client, target, "Pages.csv", content).status_code == 302
+    stored = settings.MEDIA_ROOT / Import.objects.get().file.name
+    assert stored.read_bytes() == content and list(spool.iterdir()) == []
+    assert oct(stored.stat().st_mode & 0o777) == oct(settings.FILE_UPLOAD_PERMISSIONS)

@@ -194,14 +194,17 @@ def retry_network(call, *, what: str, endpoint: str, job_id=None, max_attempts: 
             failure = network_failure(exc)
             if failure is None:
                 raise
-            if attempt == max_attempts:
-                raise SearchConsoleError(
-                    f"could not reach {what} at {endpoint} after {attempt} attempts: {failure}"
-                ) from None
-            delay = retry_delay(attempt, None)
-            log.warning("job=%s %s at %s: %s, attempt %s/%s, retrying in %.1fs",
-                        job_id, what, endpoint, failure, attempt, max_attempts, delay)
-            sleep(delay)
+            wait_or_give_up(failure, attempt, max_attempts, what=what, endpoint=endpoint, job_id=job_id)
+
+
+def wait_or_give_up(failure: str, attempt: int, max_attempts: int, *, what: str, endpoint: str, job_id) -> None:
+    """After network failure number ``attempt``: pause before the next, or raise if it was the last."""
+    if attempt >= max_attempts:
+        raise SearchConsoleError(f"could not reach {what} at {endpoint} after {attempt} attempts: {failure}")
+    delay = retry_delay(attempt, None)
+    log.warning("job=%s %s at %s: %s, attempt %s/%s, retrying in %.1fs",
+                job_id, what, endpoint, failure, attempt, max_attempts, delay)
+    sleep(delay)
 
 
 class SearchAnalytics:
@@ -255,15 +258,8 @@ class SearchAnalytics:
                 failure = network_failure(exc)
                 if failure is None:
                     raise
-                endpoint = endpoint_of(request.uri)
-                if attempt == self.max_attempts:
-                    raise SearchConsoleError(
-                        f"could not reach the Search Console API at {endpoint} after {attempt} attempts: {failure}"
-                    ) from None
-                delay = retry_delay(attempt, None)
-                log.warning("job=%s search console API at %s: %s, attempt %s/%s, retrying in %.1fs",
-                            self.job_id, endpoint, failure, attempt, self.max_attempts, delay)
-                sleep(delay)
+                wait_or_give_up(failure, attempt, self.max_attempts, what="the Search Console API",
+                                endpoint=endpoint_of(request.uri), job_id=self.job_id)
             except HttpError as exc:
                 status, reason = exc.resp.status, exc.reason
                 if status in NO_ACCESS_STATUSES:

@@ -165,3 +165,22 @@ def test_a_zombie_is_charged_even_after_outages():
     assert queue.interrupt(zombie, max_attempts=2) == "failed"
 
     assert Job.objects.get(pk=zombie.id).error == "max attempts exceeded; interrupted by database outages (2)"
+
+
+def test_a_run_cut_off_inside_a_transaction_is_an_outage_not_a_failure(transactional_db, temporary_type):
+    """Like an import's batch: leaving the atomic block, Django has already reconnected."""
+    from django.db import transaction
+
+    def cut_off_mid_batch(job):
+        if job.attempts == 1:
+            with transaction.atomic():
+                kill_own_connection()
+        return {"run": job.attempts}
+
+    temporary_type("test_outage_victim", cut_off_mid_batch, max_attempts=1)
+    job = queue.enqueue("test_outage_victim", org_id="demo")
+
+    Worker(burst=True, listen=False).run()
+
+    job = Job.objects.get(pk=job.id)
+    assert (job.status, job.report, job.outages) == (JobStatus.DONE, {"run": 2}, 1)

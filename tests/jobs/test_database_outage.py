@@ -6,7 +6,9 @@ lost connection goes back to the queue (an interruption, not a failure).
 
 from __future__ import annotations
 
+import time
 from collections import Counter
+from datetime import timedelta
 
 import psycopg
 import pytest
@@ -15,6 +17,7 @@ from django.db import connection
 from jobs.models import Job, JobStatus
 from jobs.queue import enqueue
 from tests.support.handlers import EXECUTIONS_DDL
+from tests.support.pgproxy import PgProxy
 from tests.support.postgres import private_server
 from tests.support.processes import runjobs, wait_for
 
@@ -177,3 +180,115 @@ def test_worker_waits_out_a_stopped_database(outage_server, processes):
     server.start()
 
     assert_drained_with_the_long_job_rerun(server, worker, n, long_job)
+
+
+# -- an outage longer than stale_after: nobody runs a live job twice -------------------
+#
+# Worker A runs a 14 s job; an outage (a restart, a partition) keeps it from
+# heartbeating for longer than stale_after (6 s here). What may happen after
+# depends on who could see what: see README "Failure and recovery".
+
+STALE = 6
+OUTAGE = STALE + 2
+LONG = 14
+
+
+def worker_env(url: str) -> dict:
+    return {"DATABASE_URL": url, "JOBS_STALE_AFTER": STALE}
+
+
+def start_long_job(server, processes, url: str):
+    """Queue the long job and start worker A on ``url``; returns (A, job id) once it runs."""
+    execute(server, "INSERT INTO jobs (org_id, type, payload) VALUES ('outage', 'test_record', %s)",
+            [f'{{"sleep": {LONG}}}'])
+    ((job_id,),) = query(server, "SELECT id FROM jobs")
+    a = processes(runjobs, **worker_env(url))
+    wait_for(lambda: query(server, "SELECT 1 FROM test_executions WHERE job_id = %s", [job_id]),
+             timeout=30, message="worker A to start the long job")
+    return a, job_id
+
+
+def runs(server, job_id) -> list[tuple]:
+    """(attempt, pid, started_at, finished_at) of each run of the job."""
+    return query(server, "SELECT attempt, pid, started_at, finished_at FROM test_executions"
+                         " WHERE job_id = %s ORDER BY started_at", [job_id])
+
+
+def test_after_a_restart_a_new_worker_does_not_judge_silence_from_before_it(outage_server, processes):
+    """The database restarts; worker A is still cut off when worker B starts and sweeps.
+
+    B must count A's silence from the database's start, not from A's last heartbeat
+    before the outage: A gets stale_after to come back, and does, 2 s in.
+    """
+    server = outage_server
+    with PgProxy(server.socket_dir) as a_link:
+        a, job_id = start_long_job(server, processes, a_link.url(DB))
+        server.stop()
+        a_link.blackhole()  # after the stop: a held connection would make the stop wait for it
+        time.sleep(OUTAGE)  # the outage itself, not a wait for a condition
+        server.start()
+        b = processes(runjobs, **worker_env(server.url(DB)))
+        wait_for(lambda: "worker started" in b.output(), timeout=30, message="worker B to start")
+        time.sleep(1)  # B's start-up sweep has run; A is still cut off
+        a_link.restore()
+
+        def finished():
+            rows = query(server, "SELECT status FROM jobs WHERE id = %s", [job_id])
+            return rows == [("done",)]
+
+        wait_for(finished, timeout=60, message="the job to be done")
+    first, *later = runs(server, job_id)
+    assert first[:2] == (1, a.pid)
+    # A's handler was asleep until LONG s after its start; its connection died with the
+    # restart, so the job went back to the queue when the handler ended, not before.
+    early = [r for r in later if r[2] < first[2] + timedelta(seconds=LONG)]
+    assert not early, f"attempt {early[0][0]} started {early[0][2] - first[2]} into attempt 1, while A still ran it"
+
+
+def test_after_a_partition_the_sweeper_gives_the_others_time_to_come_back(outage_server, processes):
+    """Both workers lose the network for longer than stale_after (no restart); B's link comes back first.
+
+    B was cut off too: it must not count A's silence until A had stale_after to heartbeat.
+    A comes back 2 s after B; the job stays A's and runs exactly once.
+    """
+    server = outage_server
+    with PgProxy(server.socket_dir) as a_link, PgProxy(server.socket_dir) as b_link:
+        a, job_id = start_long_job(server, processes, a_link.url(DB))
+        b = processes(runjobs, **worker_env(b_link.url(DB)))
+        wait_for(lambda: "worker started" in b.output(), timeout=30, message="worker B to start")
+        time.sleep(2)  # B sweeps every second: it has swept before the partition
+        a_link.blackhole()
+        b_link.blackhole()
+        time.sleep(OUTAGE)
+        b_link.restore()
+        time.sleep(2)
+        a_link.restore()
+
+        wait_for(lambda: query(server, "SELECT status FROM jobs WHERE id = %s", [job_id]) == [("done",)],
+                 timeout=60, message="the job to be done")
+    assert [r[:2] for r in runs(server, job_id)] == [(1, a.pid)], "the job ran more than once"
+    assert query(server, "SELECT attempts FROM jobs WHERE id = %s", [job_id]) == [(1,)]
+
+
+def test_a_worker_cut_off_alone_stops_writing_once_its_job_was_taken(outage_server, processes):
+    """Only A loses the network; B, connected all along, rightly re-runs the job after stale_after.
+
+    When A's network comes back, its handler wakes and writes: that write must not land.
+    """
+    server = outage_server
+    with PgProxy(server.socket_dir) as a_link:
+        a, job_id = start_long_job(server, processes, a_link.url(DB))
+        execute(server, "UPDATE jobs SET payload = '{\"sleep\": 0}' WHERE id = %s", [job_id])  # A keeps its copy
+        b = processes(runjobs, **worker_env(server.url(DB)))
+        a_link.blackhole()
+        wait_for(lambda: len(runs(server, job_id)) == 2, timeout=30, message="B to re-run the job")
+        a_link.restore()
+        wait_for(lambda: "handler's writes stop here" in a.output() or "no longer running here" in a.output(),
+                 timeout=LONG + 10, message="A's handler to be stopped")
+
+    (first, second) = runs(server, job_id)
+    assert first[:2] == (1, a.pid) and second[:2] == (2, b.pid)
+    assert first[3] is None, "A's handler wrote after its job was taken (attempt 1 recorded its finish)"
+    assert second[3] is not None
+    assert query(server, "SELECT status, attempts FROM jobs WHERE id = %s", [job_id]) == [("done", 2)]
+    assert a.alive()

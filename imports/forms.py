@@ -21,7 +21,7 @@ from django.template.defaultfilters import filesizeformat
 from seoinsight import storage
 from seoinsight.models import SiteTarget
 
-from .formats import NoSuchSheet, RowSource, UnreadableFile, open_source
+from .formats import DATE_ORDERS, NoSuchSheet, RowSource, UnreadableFile, open_source
 from .handlers import enqueue_import
 from .models import DateOrder, Import, ImportKind, ImportOrigin
 
@@ -91,6 +91,21 @@ def upload_opener(upload):
         yield io.BytesIO(upload.read())
 
     return opener
+
+
+# Rows whose dates the upload looks at to warn about an order it cannot settle.
+DATE_ROWS_AT_UPLOAD = 2000
+
+
+def date_warning(source: RowSource, filename: str, *, choose: str = "choose the order under “Dates like "
+                 "1/12/2026” and upload it again") -> str:
+    """A warning when the first rows' dates fit both orders and the import chose none, else ""."""
+    order = source.date_order_of_first_rows(DATE_ROWS_AT_UPLOAD)
+    if order is None or order.decided_by != "default" or not order.example:
+        return ""
+    read = DATE_ORDERS[order.order]
+    return (f"Every date at the top of “{filename}” (such as {order.example}) fits both day first and month "
+            f"first: unless a date further down settles it, it is read {read}. If that is wrong, {choose}.")
 
 
 def sentence(message: str) -> str:
@@ -169,6 +184,7 @@ class ImportUploadForm(forms.Form):
 
     def __init__(self, *args, org_id: str, **kwargs):
         super().__init__(*args, **kwargs)
+        self.date_warning = ""  # set by clean(): shown beside the "queued" message
         targets = SiteTarget.objects.filter(site__org_id=org_id).select_related("site").order_by(
             "site__domain", "url_prefix", "search_console_property"
         )
@@ -218,6 +234,7 @@ class ImportUploadForm(forms.Form):
             return
         finally:
             upload.seek(0)  # stored next, from its start
+        self.date_warning = date_warning(source, display_filename(upload.name))
         if sheet and source.sheet is None:
             self.add_error("sheet", "Only an Excel workbook has sheets: leave this empty for this file.")
         if source.needs_period and not (cleaned.get("period_start") or cleaned.get("period_end")

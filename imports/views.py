@@ -132,6 +132,8 @@ def index(request, org):
             if form.is_valid():
                 imp = form.save(created_by=request.user)
                 messages.success(request, f"“{imp.original_filename}” is queued; its progress shows below.")
+                if form.date_warning:
+                    messages.warning(request, form.date_warning)
                 return redirect("imports:index")
         except OSError as exc:
             # The disk under MEDIA_ROOT (or the upload spool's) is full: nothing of this upload

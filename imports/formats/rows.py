@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from datetime import date
 from functools import cached_property, partial
+from itertools import islice
 from typing import Any, NamedTuple, Protocol
 
 from . import headers as header_aliases
@@ -116,10 +117,17 @@ class RowSource:
     @cached_property
     def date_order(self) -> DateOrder | None:
         """How a/b/yyyy dates are read; None without a date column."""
+        return self._decide_date_order()
+
+    def date_order_of_first_rows(self, rows: int) -> DateOrder | None:
+        """``date_order`` as the first ``rows`` records alone settle it (for a warning at upload)."""
+        return self._decide_date_order(limit=rows)
+
+    def _decide_date_order(self, limit: int | None = None) -> DateOrder | None:
         if "date" not in self._indices:
             return None
         index = self._indices["date"]
-        cells = (record[index] for record in self._table.records()
+        cells = (record[index] for record in islice(self._table.records(), limit)
                  if not isinstance(record, BadRecord) and index < len(record))
         return decide_date_order(cells, chosen=self._chosen_date_order, default=self._default_date_order)
 

@@ -176,3 +176,11 @@ def test_wait_says_when_no_worker_picks_the_job_up(target, csv_file, media, proc
     finally:
         thread.join(timeout=60)
     assert finished["job"].status == JobStatus.DONE
+
+
+def test_dates_that_fit_both_orders_are_queued_with_a_warning(target, tmp_path):
+    path = tmp_path / "monthly.csv"
+    path.write_text("URL,Date\nhttps://acme.example/a,1/12/2026\n")
+    assert "(such as 1/12/2026) fits both day first and month first" in importfile(path, "--target", target.pk)
+    assert "--date-order" in importfile(path, "--target", target.pk)
+    assert "fits both" not in importfile(path, "--target", target.pk, "--date-order", "dmy")

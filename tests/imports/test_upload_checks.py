@@ -120,3 +120,18 @@ def test_the_report_says_what_was_read_and_what_was_kept_without_a_value(client,
                  "<td>position &#x27;-&#x27; is not a rank: row kept without a position</td><td class=\"num\">1</td>",
                  "<td>position &#x27;&gt;100&#x27; is not a rank: row kept without a position</td>"]:
         assert line in content, content[content.find("What was read"):content.find("What was read") + 1500]
+
+
+def test_dates_that_fit_both_orders_are_queued_with_a_warning(client, member, target):
+    ambiguous = b"URL,Date,Clicks\nhttps://acme.example/a,1/12/2026,3\nhttps://acme.example/b,2/12/2026,4\n"
+    response = upload(client, target, "monthly.csv", ambiguous)
+    assert response.status_code == 302
+    page = client.get("/imports/").content.decode()
+    assert ("Every date at the top of “monthly.csv” (such as 1/12/2026) fits both day first and month first: "
+            "unless a date further down settles it, it is read day first (dd/mm/yyyy).") in page
+
+    settled = b"URL,Date\nhttps://acme.example/a,1/12/2026\nhttps://acme.example/a,1/13/2026\n"
+    upload(client, target, "us.csv", settled)
+    chosen = upload(client, target, "chosen.csv", ambiguous, date_order="mdy")
+    assert chosen.status_code == 302
+    assert "fits both day first and month first" not in client.get("/imports/").content.decode()

@@ -6,7 +6,8 @@ from django.core.management.base import BaseCommand, CommandError
 from imports.cli import (EXIT_FAILED, EXIT_NOT_QUEUED, EXIT_STOPPED, Waiter, failure_message, iso_date,
                          print_report)
 from imports.formats import UnreadableFile
-from imports.forms import ACCEPTED, OUT_OF_SPACE, PERIOD_NEEDED, create_import, inspect_file, kind_for
+from imports.forms import (ACCEPTED, OUT_OF_SPACE, PERIOD_NEEDED, create_import, date_warning, inspect_file,
+                           kind_for)
 from imports.models import DateOrder
 from jobs.models import JobStatus
 from seoinsight import storage
@@ -75,6 +76,9 @@ class Command(BaseCommand):
         except storage.OutOfSpace:
             raise not_queued(OUT_OF_SPACE) from None  # storage left nothing behind
         self.stdout.write(f"Import {imp.pk} queued as job {imp.job_id} (org {imp.org_id}, target {site_target}).")
+        warning = date_warning(found, source.name, choose="import it again with --date-order")
+        if warning:
+            self.stdout.write(warning)
         if not wait:
             self.stdout.write("A worker runs it (`manage.py runjobs`); follow it at "
                               f"/imports/{imp.pk}/ or with --wait next time.")

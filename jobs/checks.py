@@ -3,7 +3,7 @@
 from django.conf import settings
 from django.core import checks
 
-from . import conf, registry
+from . import conf, registry, sql
 
 
 @checks.register(checks.Tags.database)
@@ -38,4 +38,21 @@ def check_heartbeat_against_staleness(app_configs=None, **kwargs):
         )
         for what, stale in thresholds.items()
         if interval > stale / 2
+    ]
+
+
+@checks.register()
+def check_guard_indexes(app_configs=None, **kwargs):
+    """A one_running_per key without its index: claims slow down as that type's blocked backlog grows."""
+    return [
+        checks.Warning(
+            f"Job type {t.name!r} is guarded on payload key {t.one_running_per!r}, which has no claim index: "
+            "while one of its values runs, every claim reads that value's whole queued backlog.",
+            hint=f"Guard on one of {', '.join(sql.GUARD_INDEXED_KEYS)}, or add an index like "
+                 "jobs_queued_guard_site_id for this key (jobs/migrations/0003_claim_and_sweep.py) "
+                 "and list the key in jobs.sql.GUARD_INDEXED_KEYS.",
+            id="jobs.W002",
+        )
+        for t in registry.all_types().values()
+        if t.one_running_per and t.one_running_per not in sql.GUARD_INDEXED_KEYS
     ]

@@ -67,18 +67,21 @@ class JobQuerySet(models.QuerySet):
         """Running jobs whose heartbeat is older than their type's ``stale_after``: zombies.
 
         Mirrors the sweep's SQL for the admin, on the database's clock (never the
-        web server's); the sweep itself runs ``sql.SWEEP_STALE``.
+        web server's); the sweep itself runs ``sql.SWEEP_STALE``, which also
+        waits for a sweeper that was itself cut off.
         """
         from . import registry
 
         known = registry.all_types()
         condition = Q()
         for jt in known.values():
-            condition |= Q(type=jt.name, heartbeat_at__lt=Now() - timedelta(seconds=jt.stale_after))
+            condition |= Q(type=jt.name, silent_since__lt=Now() - timedelta(seconds=jt.stale_after))
         condition |= ~Q(type__in=list(known)) & Q(
-            heartbeat_at__lt=Now() - timedelta(seconds=registry.default_stale_after())
+            silent_since__lt=Now() - timedelta(seconds=registry.default_stale_after())
         )
-        return self.running().with_heartbeat().filter(condition)
+        # Silence counts from the database's own start at the earliest, as in the sweep.
+        started = models.Func(function="pg_postmaster_start_time", output_field=models.DateTimeField())
+        return self.running().with_heartbeat().annotate(silent_since=Greatest("heartbeat_at", started)).filter(condition)
 
 
 class Job(models.Model):

@@ -346,12 +346,13 @@ FOR UPDATE OF j SKIP LOCKED
 # so a job that moved meanwhile is left alone.
 
 # An operator's view of one job before a requeue: locked, and judged stale
-# exactly as the sweep judges it (SWEEP_STALE: latest sign of life older than
-# the type's stale_after, on the database clock). Keep the two in step.
+# as the sweep judges it (SWEEP_STALE: latest sign of life, or the database's
+# own start, older than the type's stale_after, on the database clock). Keep
+# the two in step.
 OPERATOR_INSPECT = """
 SELECT status, attempts, uncounted_attempts, outages, enqueued_key,
        status = 'running'
-       AND GREATEST(started_at, (progress ->> 'updated_at')::timestamptz)
+       AND GREATEST(started_at, (progress ->> 'updated_at')::timestamptz, pg_postmaster_start_time())
            < now() - make_interval(secs => %(stale_after)s) AS stale
 FROM jobs
 WHERE id = %(id)s

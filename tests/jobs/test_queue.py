@@ -218,7 +218,8 @@ def test_claim_uses_the_partial_index_on_a_table_of_finished_jobs():
         )
         cursor.execute("ANALYZE jobs")
     queue.enqueue("noop", org_id="demo")
-    params = {"guard_types": [], "guard_keys": [], "active_scoped": []}
+    params = {"types": ["noop"], "plain_types": ["noop"], "guard_types": [], "guard_keys": [],
+              "active_scoped": []}
     from jobs import sql
 
     with connection.cursor() as cursor:

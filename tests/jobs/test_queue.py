@@ -367,3 +367,33 @@ def test_a_requeued_failed_job_holds_its_key_and_shows_nothing_of_its_old_failur
     assert (again.status, again.error, again.report, again.traceback) == (JobStatus.QUEUED, None, None, None)
     assert again.dedup_key == "fail:1"
     assert queue.enqueue("test_fail", org_id="demo", dedup_key="fail:1").id == job.id
+
+
+def test_a_put_back_racing_an_enqueue_of_its_key_folds_into_the_winner(transactional_db):
+    """The enqueue's INSERT is uncommitted when the put-back tries to take the key: it waits, then folds."""
+    job = queue.enqueue("noop", org_id="demo", dedup_key="map_reconcile:9")
+    run = queue.claim()
+    other = psycopg.connect(database_url())  # a transaction of its own, left open
+    ((winner,),) = other.execute(
+        "INSERT INTO jobs (org_id, type, dedup_key, enqueued_key) VALUES ('demo', 'noop', %s, %s) RETURNING id",
+        ["map_reconcile:9", "map_reconcile:9"]).fetchall()
+    outcome = {}
+
+    def put_back():
+        try:
+            outcome["status"] = queue.interrupt(run, max_attempts=3)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=put_back)
+    thread.start()
+    thread.join(1.0)
+    assert thread.is_alive(), "the put-back should wait for the uncommitted holder of its key"
+    other.commit()
+    other.close()
+    thread.join(10)
+
+    assert outcome == {"status": "done"}
+    folded = Job.objects.get(pk=job.id)
+    assert folded.report == {"superseded_by": str(winner)}
+    assert live_with_key("map_reconcile:9") == [JobStatus.QUEUED]

@@ -184,3 +184,15 @@ def test_ctrl_c_stops_waiting_with_exit_3_and_the_import_goes_on(target, process
     assert follower.wait(timeout=30) == 3, follower.output()
     assert "goes on in the background" in follower.output()
     assert Import.objects.get().status == ImportStatus.QUEUED
+
+
+def test_no_database_at_all_is_exit_2_nothing_queued(tmp_path):
+    nowhere = tmp_path / "no-server"
+    nowhere.mkdir()
+    export = write_export(tmp_path / "export.csv", rows=3)
+    result = subprocess.run([sys.executable, "manage.py", "importfile", str(export), "--target", "1"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=60,
+                            env=process_env(DATABASE_URL=f"postgres://postgres@{str(nowhere).replace('/', '%2F')}/x"))
+    assert result.returncode == 2, result.stderr
+    assert "the database is unavailable, nothing was queued" in result.stderr
+    assert "Traceback" not in result.stderr

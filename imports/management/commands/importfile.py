@@ -2,6 +2,7 @@ from pathlib import Path
 
 from django.core.files import File
 from django.core.management.base import BaseCommand, CommandError
+from django.db import OperationalError
 
 from imports.cli import (EXIT_FAILED, EXIT_NOT_QUEUED, EXIT_STOPPED, Waiter, failure_message, iso_date,
                          print_report)
@@ -54,7 +55,11 @@ class Command(BaseCommand):
         targets = SiteTarget.objects.select_related("site")
         if org:
             targets = targets.filter(site__org_id=org)
-        site_target = targets.filter(pk=target).first()
+        try:
+            site_target = targets.filter(pk=target).first()
+        except OperationalError as exc:  # the first query: nothing is written yet
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise not_queued(f"the database is unavailable, nothing was queued ({reason})") from None
         if site_target is None:
             raise not_queued(f"no site target {target}" + (f" in org {org!r}" if org else ""))
         # What the worker would refuse, said now: nothing is queued for a file that cannot be imported.

@@ -135,3 +135,14 @@ def test_dates_that_fit_both_orders_are_queued_with_a_warning(client, member, ta
     chosen = upload(client, target, "chosen.csv", ambiguous, date_order="mdy")
     assert chosen.status_code == 302
     assert "fits both day first and month first" not in client.get("/imports/").content.decode()
+
+
+def test_a_large_upload_spooled_to_disk_is_checked_the_same_way(client, member, target, media, settings):
+    settings.FILE_UPLOAD_MAX_MEMORY_SIZE = 1000  # spooled to a temporary file, not kept in memory
+    big = PAGES_TABLE + b"".join(b"https://acme.example/p%d,1,10,10%%,3.2\n" % i for i in range(2000))
+    response = upload(client, target, "Pages.csv", big)
+    assert "give the period below" in response.content.decode()
+    assert_nothing_queued(media)
+    assert upload(client, target, "Pages.csv", big, period_start="2026-10-01",
+                  period_end="2026-10-31").status_code == 302
+    assert (media / Import.objects.get().file.name).read_bytes() == big

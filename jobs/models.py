@@ -81,7 +81,8 @@ class JobQuerySet(models.QuerySet):
         )
         # Silence counts from the database's own start at the earliest, as in the sweep.
         started = models.Func(function="pg_postmaster_start_time", output_field=models.DateTimeField())
-        return self.running().with_heartbeat().annotate(silent_since=Greatest("heartbeat_at", started)).filter(condition)
+        silent_since = Greatest("heartbeat_at", started)
+        return self.running().with_heartbeat().annotate(silent_since=silent_since).filter(condition)
 
 
 class Job(models.Model):

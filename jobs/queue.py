@@ -169,8 +169,10 @@ class UnstorableReport(ValueError):
 def storable_text(text, limit: int, *, keep: str = "head") -> str:
     """``text`` without what PostgreSQL refuses (NUL, lone surrogates), at most ``limit`` characters.
 
-    >>> storable_text("a\\x00b", 10) == "a\\ufffdb", storable_text("x" * 20, 8), storable_text("x" * 20 + "END", 8, keep="tail")
-    (True, 'xxxxxxx…', '…xxxxEND')
+    >>> storable_text("a\\x00b", 10) == "a\\ufffdb"
+    True
+    >>> storable_text("x" * 20, 8), storable_text("x" * 20 + "END", 8, keep="tail")
+    ('xxxxxxx…', '…xxxxEND')
     """
     text = str(text)
     if len(text) > limit:
@@ -403,8 +405,10 @@ def operator_requeue(status: str, counted: int, max_attempts: int, *, stale: boo
     'requeue'
     >>> operator_requeue("failed", 3, 3, stale=False, fresh=False) == NO_BUDGET
     True
-    >>> operator_requeue("running", 3, 3, stale=True, fresh=False), operator_requeue("running", 3, 3, stale=True, fresh=True)
-    ('fail', 'requeue')
+    >>> operator_requeue("running", 3, 3, stale=True, fresh=False)
+    'fail'
+    >>> operator_requeue("running", 3, 3, stale=True, fresh=True)
+    'requeue'
     """
     if status == JobStatus.FAILED:
         return REQUEUE if fresh or counted < max_attempts else NO_BUDGET
@@ -486,7 +490,7 @@ def _requeue_one(job_id, fresh: bool, result: RequeueResult) -> None:
 
 
 def mark_failed(job_ids, reason: str) -> list:
-    """Operator action: fail queued or running jobs with ``reason``; ``on_fail`` runs for each, in the same transaction."""
+    """Operator action: fail queued or running jobs with ``reason``; each one's ``on_fail`` runs in that transaction."""
     with transaction.atomic():
         changed = _ids(sql.OPERATOR_FAIL, {"ids": [str(i) for i in job_ids],
                                            "error": storable_text(reason, MAX_ERROR_CHARS)})

@@ -123,7 +123,8 @@ def test_an_exception_whose_message_cannot_be_read_still_fails_its_job(db, tempo
 def refused_reports(transactional_db):
     """A CHECK constraint that makes PostgreSQL refuse any report holding the key "refuse"."""
     with connection.cursor() as cursor:
-        cursor.execute("ALTER TABLE jobs ADD CONSTRAINT test_refuse_report CHECK (NOT coalesce(report ? 'refuse', false))")
+        cursor.execute("ALTER TABLE jobs ADD CONSTRAINT test_refuse_report"
+                       " CHECK (NOT coalesce(report ? 'refuse', false))")
     yield
     with connection.cursor() as cursor:
         cursor.execute("ALTER TABLE jobs DROP CONSTRAINT IF EXISTS test_refuse_report")
@@ -220,8 +221,8 @@ def domain(transactional_db):
 
 def mark_domain_failed(job):
     with connection.cursor() as cursor:
-        cursor.execute("INSERT INTO test_domain VALUES (%s, 'failed') ON CONFLICT (job_id) DO UPDATE SET status = 'failed'",
-                       [job.id])
+        cursor.execute("INSERT INTO test_domain VALUES (%s, 'failed')"
+                       " ON CONFLICT (job_id) DO UPDATE SET status = 'failed'", [job.id])
 
 
 def test_on_fail_cut_off_by_a_lost_connection_is_retried_with_the_failure(domain, temporary_type):

@@ -2,7 +2,7 @@ import logging
 import uuid
 from functools import wraps
 
-from django.db import DatabaseError
+from django.db import InterfaceError, OperationalError
 from django.http import JsonResponse
 
 from seoinsight.auth import json_org_required
@@ -25,7 +25,7 @@ def json_errors(view):
             return response
         try:
             return view(request, *args, **kwargs)
-        except DatabaseError:
+        except (OperationalError, InterfaceError):
             log.exception("GET %s: database error", request.path)
             return JsonResponse({"error": "the database is unavailable; try again shortly"}, status=503)
         except Exception:

@@ -8,7 +8,7 @@ class Command(BaseCommand):
     help = "Run jobs from the queue, one at a time, until stopped (SIGTERM/SIGINT finish the current job)."
 
     def add_arguments(self, parser):
-        parser.add_argument("--burst", action="store_true", help="Exit as soon as the queue is empty.")
+        parser.add_argument("--burst", action="store_true", help="Exit as soon as nothing this worker can run is claimable.")
         parser.add_argument("--max-jobs", type=int, default=None, help="Exit after this many jobs (default: no limit).")
         parser.add_argument(
             "--poll-interval", type=float, default=None,

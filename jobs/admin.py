@@ -13,7 +13,6 @@ from django.contrib import admin, messages
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db.models import F
 from django.db.models.functions import Coalesce, Now
-from django.utils import timezone
 from django.utils.html import format_html
 
 from seoinsight.models import Org
@@ -131,7 +130,8 @@ class JobAdmin(OrgScopedAdmin, admin.ModelAdmin):
 
     def rows(self):
         """The jobs this screen lists, with ``heartbeat_at`` annotated."""
-        return self.model.objects.with_heartbeat()
+        # database_now: ages are measured on the database's clock, like staleness.
+        return self.model.objects.with_heartbeat().annotate(database_now=Now())
 
     def get_queryset(self, request):
         return self.scope(request, self.rows()).order_by(*self.get_ordering(request))
@@ -191,7 +191,7 @@ class JobAdmin(OrgScopedAdmin, admin.ModelAdmin):
     def heartbeat_age(self, job):
         if job.status != JobStatus.RUNNING or job.heartbeat_at is None:
             return EMPTY
-        return f"{readable_duration(timezone.now() - job.heartbeat_at)} ago"
+        return f"{readable_duration(job.database_now - job.heartbeat_at)} ago"
 
     @admin.display(description="error")
     def error_text(self, job):
@@ -260,7 +260,7 @@ class ZombieJobAdmin(JobAdmin):
     list_filter = [TypeFilter, OrgFilter]
 
     def rows(self):
-        return self.model.objects.stale()
+        return self.model.objects.stale().annotate(database_now=Now())
 
     def get_ordering(self, request):
         return ["heartbeat_at"]
@@ -274,7 +274,7 @@ class ZombieJobAdmin(JobAdmin):
 
     @admin.display(description="stale for")
     def stale_for(self, job):
-        silent = timezone.now() - job.heartbeat_at
+        silent = job.database_now - job.heartbeat_at
         threshold = timedelta(seconds=stale_after(job.type))
         return format_html(
             '<span title="no sign of life for {}; threshold {}">{}</span>',

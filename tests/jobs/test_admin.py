@@ -211,6 +211,8 @@ def test_staleness_is_judged_by_the_database_clock_not_the_web_servers(admin_cli
 
     alive.refresh_from_db()
     assert (alive.status, alive.attempts) == (JobStatus.RUNNING, 1)
+    html = admin_client.get(reverse("admin:jobs_job_change", args=[alive.pk])).content.decode()
+    assert "s ago" in html and "1 h 0 min ago" not in html  # the heartbeat's age, on the database clock
 
 
 @pytest.mark.django_db

@@ -294,3 +294,16 @@ def test_mark_failed_runs_on_fail_in_its_transaction(domain, temporary_type):
     assert queue.mark_failed([job.id], "not wanted") == [job.id]
     assert seen == [(JobStatus.FAILED, True)]
     assert domain(job.id) == "failed"
+
+
+def test_progress_is_cleaned_like_a_report_and_capped(db):
+    queue.enqueue("noop", org_id="demo")
+    run = queue.claim()
+
+    run.report_progress(done=1, rate=math.nan, note="row\x00 7")
+    with pytest.raises(ValueError, match="over the 1000000 byte limit"):
+        run.report_progress(rows=["x" * 1000] * 2000)
+
+    progress = Job.objects.get(pk=run.id).progress
+    assert (progress["done"], progress["rate"], progress["note"]) == (1, None, "row\ufffd 7")
+    assert "rows" not in progress

@@ -83,7 +83,8 @@ CLAIM = CLAIM_UNGUARDED
 # GUARD_WINDOW queued rows that no running job blocks (values compared as jsonb,
 # see below). When one is there it is the oldest claimable job of all, since
 # everything older is in the window; when none is (a blocked backlog fills the
-# window), CLAIM_GUARDED below looks type by type.
+# window, or every claimable row of it is being claimed by others),
+# claim_guarded() below looks type by type.
 CLAIM_WINDOWED = """
 WITH running AS MATERIALIZED (
     SELECT r.type, r.payload FROM jobs AS r WHERE r.status = 'running' AND r.type = ANY(%(guard_types)s::text[])

@@ -99,8 +99,9 @@ def test_two_workers_drain_3000_jobs_and_never_run_one_twice(executions, process
     # --burst: each exits when it finds the queue empty, so exiting is the drain signal.
     a = processes(runjobs, "--burst")
     b = processes(runjobs, "--burst")
-    assert a.wait(timeout=90) == 0
-    assert b.wait(timeout=90) == 0
+    # A bound for a stuck drain, not a speed goal: 2 cores shared with other test runs.
+    assert a.wait(timeout=180) == 0
+    assert b.wait(timeout=180) == 0
 
     per_job = Counter(row[0] for row in executions("SELECT job_id FROM test_executions"))
     twice = {job_id: count for job_id, count in per_job.items() if count != 1}

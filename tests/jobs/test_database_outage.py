@@ -184,13 +184,13 @@ def test_worker_waits_out_a_stopped_database(outage_server, processes):
 
 # -- an outage longer than stale_after: nobody runs a live job twice -------------------
 #
-# Worker A runs a 14 s job; an outage (a restart, a partition) keeps it from
-# heartbeating for longer than stale_after (6 s here). What may happen after
+# Worker A runs a LONG (20 s) job; an outage (a restart, a partition) keeps it from
+# heartbeating for longer than stale_after (STALE, 10 s here). What may happen after
 # depends on who could see what: see README "Failure and recovery".
 
-STALE = 6
+STALE = 10
 OUTAGE = STALE + 2
-LONG = 14
+LONG = 20
 
 
 def worker_env(url: str) -> dict:

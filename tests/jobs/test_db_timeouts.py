@@ -104,3 +104,18 @@ def test_a_poller_whose_database_stops_answering_says_so(processes):
                  message="the poller to give up on the silent database")
         assert poller.alive()
         proxy.restore()
+
+
+@pytest.mark.processes
+@pytest.mark.django_db(transaction=True)
+def test_a_table_lock_held_elsewhere_times_a_poll_cycle_out_with_a_log_line(processes):
+    from mailpoll.models import Mailbox
+
+    with psycopg.connect(database_url()) as locker:
+        locker.execute(f"LOCK TABLE {Mailbox._meta.db_table} IN ACCESS EXCLUSIVE MODE")
+        poller = processes(lambda: ManagedProcess("pollmail", "--interval", "0.5",
+                                                  env=process_env(JOBS_DB_LOCK_TIMEOUT=1)))
+        wait_for(lambda: "canceling statement due to lock timeout" in poller.output(), timeout=30,
+                 message="the poller to say its cycle timed out on the lock")
+        assert "poll cycle failed" in poller.output()
+        assert poller.alive()

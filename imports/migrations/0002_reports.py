@@ -1,4 +1,4 @@
-"""Placeholder filled by the change that needs it."""
+"""What an import was read with (sheet, date order) and how a URL's rows were added up (source_rows, position_weight)."""
 
 from django.db import migrations, models
 

@@ -6,8 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('mailpoll', '0005_content'),
-        ('seoinsight', '0004_secrets'),
+        ('mailpoll', '0004_mailbox_backoff'),
     ]
 
     operations = [

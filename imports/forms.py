@@ -136,8 +136,9 @@ def create_import(*, site_target: SiteTarget, content, filename: str, size: int,
     path = imp.file.storage.path(imp.file.name)
     if hasattr(content, "temporary_file_path"):  # a large upload, already spooled whole to disk
         imp.size = storage.move_atomic(content.temporary_file_path(), path)
+        imp.sha256 = storage.file_sha256(path)
     else:
-        imp.size, _ = storage.write_atomic(path, content.chunks())
+        imp.size, imp.sha256 = storage.write_atomic(path, content.chunks())
     try:
         with transaction.atomic():
             imp.save()

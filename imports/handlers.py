@@ -73,7 +73,8 @@ def import_csv(job):
     imp = Import.objects.select_related("site_target").get(pk=job.payload["import_id"], org_id=job.org_id)
     Import.objects.filter(pk=imp.pk, status=ImportStatus.QUEUED).update(status=ImportStatus.RUNNING)
     try:
-        storage.check_stored(imp.file.name, imp.size)  # a truncated copy is refused, never read as "empty"
+        # A truncated or altered copy is refused, never read as "empty" or as other data.
+        storage.check_stored(imp.file.name, imp.size, imp.sha256 or None)
         source = open_source(imp.file.path, imp.original_filename, sheet=imp.sheet or None,
                              date_order=imp.date_order or None, default_date_order=settings.IMPORT_DATE_ORDER,
                              max_unzipped_bytes=settings.IMPORT_MAX_UNZIPPED_BYTES)

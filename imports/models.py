@@ -67,6 +67,8 @@ class Import(models.Model):
     file = models.FileField(upload_to=import_upload_path, max_length=300, blank=True)
     original_filename = models.CharField(max_length=255, blank=True)
     size = models.BigIntegerField(default=0)
+    # SHA-256 of the stored file as written: the job reads it only if it is still these bytes.
+    sha256 = models.CharField(max_length=64, blank=True)
     # The period covered, when the file has no Date column (or for API pulls).
     period_start = models.DateField(null=True, blank=True)
     period_end = models.DateField(null=True, blank=True)

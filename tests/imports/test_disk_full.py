@@ -4,6 +4,8 @@ The disk is a real 1 MB tmpfs mounted for the test; "freeing space" is the
 partial file not being there, or the tmpfs grown in place.
 """
 
+import hashlib
+
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
@@ -122,6 +124,28 @@ def test_an_import_whose_stored_file_was_cut_short_is_refused_not_read(client, t
     imp.refresh_from_db()
     assert imp.status == ImportStatus.FAILED and imp.inserted == 0
     assert f"8,192 bytes instead of {len(content):,}" in imp.error and "upload the file again" in imp.error
+
+
+@pytest.mark.parametrize("spooled", [False, True], ids=["in-memory", "spooled"])
+def test_an_import_whose_stored_file_was_altered_at_its_size_is_refused_not_read(client, target, settings, tmp_path,
+                                                                                 spooled):
+    """Same length, other bytes (a torn write the size cannot see): the recorded SHA-256 refuses it."""
+    settings.MEDIA_ROOT = tmp_path / "media"
+    if spooled:
+        settings.FILE_UPLOAD_MAX_MEMORY_SIZE = 64 * 1024
+    client.force_login(UserFactory(username="ana", org=target.site.org))
+    content = export(20_000)
+    assert upload(client, target, "Pages.csv", content).status_code == 302
+    imp = Import.objects.get()
+    assert imp.sha256 == hashlib.sha256(content).hexdigest()
+    stored = tmp_path / "media" / imp.file.name
+    stored.write_bytes(content[:-8192] + b"\0" * 8192)
+
+    Worker(burst=True, listen=False).run()
+
+    imp.refresh_from_db()
+    assert imp.status == ImportStatus.FAILED and imp.inserted == 0
+    assert "SHA-256 is not the recorded one" in imp.error and "upload the file again" in imp.error
 
 
 def test_a_spooled_upload_is_stored_whole_and_leaves_nothing_in_the_spool(client, target, settings, tmp_path):

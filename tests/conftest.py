@@ -1,4 +1,5 @@
 import os
+import time
 
 import pytest
 from django.db import connection
@@ -56,3 +57,23 @@ def pytest_runtest_makereport(item, call):
     outcome = yield
     rep = outcome.get_result()
     setattr(item, "rep_" + rep.when, rep)
+
+
+@pytest.fixture(scope="session")
+def zombies_possible(django_db_setup, django_db_blocker):
+    """Wait until the database server has been up longer than the default zombie threshold.
+
+    The sweep never counts a job's silence from before pg_postmaster_start_time()
+    (so a restarted server does not judge its workers dead): on a server started
+    seconds ago, as in a fresh CI run, no job can be a zombie yet, however old its
+    started_at. Session-scoped, so it runs before any test's transaction begins
+    (now() inside that transaction is what the zombie rule reads).
+    """
+    from django.conf import settings
+
+    threshold = float(settings.JOBS_STALE_AFTER) + 1
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        cursor.execute("SELECT EXTRACT(EPOCH FROM clock_timestamp() - pg_postmaster_start_time())")
+        (up,) = cursor.fetchone()
+    if float(up) < threshold:
+        time.sleep(threshold - float(up))

@@ -30,6 +30,8 @@ from tests.core.test_admin import KEY
 from tests.factories import JobFactory, OrgFactory, SiteFactory, SiteTargetFactory, UserFactory, api_token
 from tests.mailpoll.factories import MailboxFactory
 
+pytestmark = pytest.mark.usefixtures("zombies_possible")  # some tests build zombies: tests/conftest.py
+
 User = get_user_model()
 
 SCOPED = sorted((m for m, a in admin.site._registry.items() if isinstance(a, OrgScopedAdmin)),

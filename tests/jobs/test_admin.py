@@ -10,6 +10,8 @@ from jobs.admin import readable_duration
 from jobs.models import Job, JobStatus
 from tests.factories import OrgFactory, JobFactory, UserFactory
 
+pytestmark = pytest.mark.usefixtures("zombies_possible")  # some tests build zombies: tests/conftest.py
+
 JOBS_URL = reverse("admin:jobs_job_changelist")
 ZOMBIES_URL = reverse("admin:jobs_zombiejob_changelist")
 

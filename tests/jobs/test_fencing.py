@@ -10,7 +10,7 @@ from jobs.models import Job, JobStatus
 from jobs.worker import Worker
 from tests.factories import JobFactory
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("zombies_possible")]  # zombies: tests/conftest.py
 
 
 @pytest.fixture

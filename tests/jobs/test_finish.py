@@ -17,6 +17,8 @@ from jobs.worker import Worker
 from tests.factories import JobFactory
 from tests.support.processes import runjobs, wait_for
 
+pytestmark = pytest.mark.usefixtures("zombies_possible")  # some tests build zombies: tests/conftest.py
+
 
 def run_burst(**kwargs) -> int:
     return Worker(burst=True, listen=False, **kwargs).run()

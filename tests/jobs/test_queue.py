@@ -12,7 +12,7 @@ from jobs.models import Job, JobStatus
 from tests.factories import JobFactory
 from tests.support.processes import database_url
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("zombies_possible")]  # zombies: tests/conftest.py
 
 
 def test_second_enqueue_with_same_key_returns_the_existing_job():

@@ -12,7 +12,7 @@ from jobs.models import Job, JobStatus
 from jobs.worker import Worker
 from tests.factories import JobFactory
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("zombies_possible")]  # zombies: tests/conftest.py
 
 
 def test_a_zombie_with_attempts_left_is_requeued_and_the_next_claim_counts_again():

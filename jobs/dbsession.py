@@ -120,6 +120,20 @@ def timeout_fired(exc: BaseException) -> str | None:
     return None
 
 
+def close_quietly() -> None:
+    """Drop this thread's Django connection, whatever state it is in: the next query reconnects."""
+    try:
+        connections["default"].close()
+    except Exception:
+        pass
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an error's text: PostgreSQL's messages run on with DETAIL and HINT lines."""
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else ""
+
+
 # -- what each thread is doing, for the watchdog's log line --------------------------
 
 _labels: dict[int, str] = {}

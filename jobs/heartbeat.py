@@ -117,10 +117,10 @@ class Heartbeat(threading.Thread):
                         self.refused(job)
                         log.warning("job=%s heartbeat found the job no longer ours", job.id)
                 except DatabaseError as exc:
-                    log.warning("job=%s heartbeat failed: %s: %s", job.id, type(exc).__name__, _first_line(exc))
-                    _close_connection()
+                    log.warning("job=%s heartbeat failed: %s: %s", job.id, type(exc).__name__, dbsession.first_line(exc))
+                    dbsession.close_quietly()
         finally:
-            _close_connection()
+            dbsession.close_quietly()
 
 
 class RunFence:
@@ -156,15 +156,3 @@ class RunFence:
                     "the handler's writes stop here", self.job.id, silent_for)
         raise queue.JobLost(f"job {self.job.id} attempt {self.job.attempts}: no heartbeat for {silent_for:.0f}s, "
                             "and the job was taken from this run")
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0] if lines else ""
-
-
-def _close_connection() -> None:
-    try:
-        connection.close()
-    except Exception:
-        pass

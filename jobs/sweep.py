@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 
 from django.db import DatabaseError, connection, transaction
 
-from . import registry, sql
+from . import dbsession, registry, sql
 from .models import Job
 from .queue import interrupt
 
@@ -132,7 +132,7 @@ class Sweeper(threading.Thread):
                 delay = self.interval
         finally:
             self.first_pass.set()
-            _close_connection()
+            dbsession.close_quietly()
 
     def sweep(self) -> SweepResult | None:
         """One sweep; a database error is logged, remembered as lost contact, and the connection dropped."""
@@ -148,9 +148,9 @@ class Sweeper(threading.Thread):
                                                    self._lost_contact, self.max_gap)
                 result = run_once(not_before=self._counted_from)
         except DatabaseError as exc:
-            log.warning("zombie sweep failed: %s: %s", type(exc).__name__, _first_line(exc))
+            log.warning("zombie sweep failed: %s: %s", type(exc).__name__, dbsession.first_line(exc))
             self._lost_contact = True
-            _close_connection()
+            dbsession.close_quietly()
             return None
         except Exception:
             log.exception("zombie sweep failed")
@@ -160,15 +160,3 @@ class Sweeper(threading.Thread):
         self._previous = now
         self._lost_contact = False
         return result
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0] if lines else ""
-
-
-def _close_connection() -> None:
-    try:
-        connection.close()
-    except Exception:
-        pass

@@ -147,7 +147,7 @@ class Worker:
             if _raised_by_signal_handler(exc):
                 raise
             if isinstance(exc, Exception) and _is_connection_loss(exc):
-                _close_connection()  # so recording the outcome reconnects
+                dbsession.close_quietly()  # so recording the outcome reconnects
                 outcome = Outcome.interrupted(queue.describe(exc))
             else:
                 outcome = Outcome.failed(queue.describe(exc), _format_traceback())
@@ -220,7 +220,7 @@ class Worker:
         log.warning("database unavailable (%s: %s%s); retrying in %.1fs", type(exc).__name__,
                     str(exc).strip().splitlines()[0] if str(exc).strip() else "",
                     f"; {fired} fired" if fired else "", delay)
-        _close_connection()
+        dbsession.close_quietly()
         self.waker.close()
         self._sleep(delay)
 
@@ -372,10 +372,3 @@ def _format_traceback() -> str | None:
         return traceback.format_exc()
     except Exception:
         return None
-
-
-def _close_connection() -> None:
-    try:
-        connection.close()
-    except Exception:
-        pass

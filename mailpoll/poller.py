@@ -32,6 +32,8 @@ from datetime import datetime
 from django.db import connection
 from django.utils import timezone
 
+from jobs import dbsession
+
 from . import conf, cursor, sql, store, watchdog
 from .models import FolderCursor, Mailbox, Request
 from .parse import parse_headers
@@ -145,6 +147,14 @@ class Poller:
 
     def poll(self, mailbox: Mailbox) -> list[FolderResult]:
         """Poll every folder of one mailbox within its deadline; record success or the error on the mailbox."""
+        # So a statement the database stops answering is logged with its mailbox (jobs.dbsession).
+        dbsession.set_label(f"mailbox={mailbox.pk}")
+        try:
+            return self._poll(mailbox)
+        finally:
+            dbsession.set_label(None)
+
+    def _poll(self, mailbox: Mailbox) -> list[FolderResult]:
         results = []
         started = timezone.now()
         watch = None

@@ -106,6 +106,23 @@ def test_a_recreated_folder_is_swept_with_dedup(dovecot, imap_mailbox):
     assert subjects() == ["fresh", "kept"]
 
 
+def test_a_polls_database_work_is_labelled_with_its_mailbox(dovecot, imap_mailbox):
+    """What the background timeouts' watchdog names when a statement of this poll gets no answer."""
+    from jobs import dbsession
+
+    mailbox = imap_mailbox()
+    dovecot.append(mailbox.username, "INBOX", mail("m0"))
+    labels = []
+
+    def recording_store(mb, folder, fetched):
+        labels.append(dbsession.current_label())
+        return store_messages(mb, folder, fetched)
+
+    cycle(mailbox, Poller(store_messages=recording_store))
+    assert labels == [f"mailbox={mailbox.pk}"]
+    assert dbsession.current_label() != labels[0]  # not left on the thread after the poll
+
+
 def test_a_failed_store_stops_the_cursor_before_it_and_is_fetched_again(dovecot, imap_mailbox):
     mailbox = imap_mailbox()
     dovecot.append_many(mailbox.username, "INBOX", [mail(f"m{i}") for i in range(5)])

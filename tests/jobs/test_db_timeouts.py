@@ -78,7 +78,11 @@ TIMEOUTS = {"JOBS_DB_STATEMENT_TIMEOUT": 2, "JOBS_DB_CONNECT_TIMEOUT": 2}
 def test_a_worker_whose_database_stops_answering_gives_up_on_it_and_comes_back(processes):
     with proxy_to_test_database() as proxy:
         worker = processes(runjobs, DATABASE_URL=through(proxy), **TIMEOUTS)
-        wait_for(lambda: "worker started" in worker.output(), timeout=30, message="the worker to start")
+        # Up and claiming: its start-up sweep is done, so its loop sends a claim every poll interval
+        # (before that sweep the loop sends nothing, and only reconnections would time out).
+        first = enqueue("noop", org_id="silence")
+        wait_for(lambda: Job.objects.get(pk=first.id).status == JobStatus.DONE, timeout=30,
+                 message="the worker to run a first job")
         proxy.blackhole()  # connections stay open, nothing comes back
         wait_for(lambda: "no answer from the database" in worker.output(), timeout=30,
                  message="the worker to give up on the silent database")

@@ -99,10 +99,18 @@ def test_a_worker_whose_database_stops_answering_gives_up_on_it_and_comes_back(p
 @pytest.mark.processes
 @pytest.mark.django_db(transaction=True)
 def test_a_poller_whose_database_stops_answering_says_so(processes):
+    from mailpoll.models import Mailbox
+    from tests.mailpoll.factories import MailboxFactory
+    from tests.support.dovecot import free_port
+
+    mailbox = MailboxFactory(host="127.0.0.1", port=free_port(), security="none")  # refused at once
     with proxy_to_test_database() as proxy:
         poller = processes(lambda: ManagedProcess("pollmail", "--interval", "0.5",
                                                   env=process_env(DATABASE_URL=through(proxy), **TIMEOUTS)))
-        wait_for(lambda: "poller started" in poller.output(), timeout=30, message="the poller to start")
+        # Its connection is up once it has claimed the mailbox: from then on every cycle sends a
+        # claim on it (a blackhole before that leaves only connection attempts, which time out).
+        wait_for(lambda: Mailbox.objects.filter(pk=mailbox.pk, last_polled_at__isnull=False).exists(),
+                 timeout=30, message="the poller to claim its mailbox")
         proxy.blackhole()
         wait_for(lambda: "pollmail: no answer from the database" in poller.output(), timeout=30,
                  message="the poller to give up on the silent database")

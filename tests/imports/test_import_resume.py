@@ -43,7 +43,7 @@ def test_kill_9_mid_import_resumes_with_identical_counts(processes, tmp_path, se
     # The reference: the same file imported cleanly into another target, in-process.
     clean_target = SiteTargetFactory(url_prefix="https://shop.example/", site__domain="shop.example")
     clean = import_file(clean_target, path)
-    Worker(burst=True, listen=False, max_jobs=1).run()
+    Worker(burst=True, listen=False).run()  # the import and its map_reconcile, so the victim starts on the import
     assert Import.objects.get(pk=clean.pk).status == ImportStatus.DONE
 
     target = SiteTargetFactory(url_prefix="https://shop.example/", site__domain="shop.example", site__org__id="org-r")

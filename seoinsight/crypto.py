@@ -20,6 +20,7 @@ back to a user and plaintext is never logged.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 from dataclasses import dataclass, field
 
@@ -46,24 +47,27 @@ def uses_derived_key() -> bool:
     return not configured_keys()
 
 
-def keys() -> list[str]:
-    """Every key, the one that encrypts first, then those that only decrypt."""
-    derived = [derived_key(k) for k in [settings.SECRET_KEY, *getattr(settings, "SECRET_KEY_FALLBACKS", [])] if k]
-    ordered = [*configured_keys(), *derived]
-    return list(dict.fromkeys(ordered))  # a key listed twice is tried once
+def _fernets() -> tuple[MultiFernet, Fernet]:
+    """(every key's Fernet, newest first; the newest alone), built once per key set."""
+    return _fernets_of(tuple(configured_keys()), settings.SECRET_KEY,
+                       tuple(getattr(settings, "SECRET_KEY_FALLBACKS", [])))
 
 
-def _fernet() -> MultiFernet:
-    return MultiFernet([Fernet(k) for k in keys()])
+@functools.lru_cache(maxsize=8)
+def _fernets_of(configured: tuple, secret_key: str, fallbacks: tuple) -> tuple[MultiFernet, Fernet]:
+    # The key that encrypts first, then those that only decrypt; a key listed twice is tried once.
+    derived = [derived_key(k) for k in [secret_key, *fallbacks] if k]
+    fernets = [Fernet(k) for k in dict.fromkeys([*configured, *derived])]
+    return MultiFernet(fernets), fernets[0]
 
 
 def encrypt(plaintext: str) -> str:
-    return _fernet().encrypt(plaintext.encode()).decode()
+    return _fernets()[0].encrypt(plaintext.encode()).decode()
 
 
 def decrypt(token: str) -> str:
     try:
-        return _fernet().decrypt(token.encode()).decode()
+        return _fernets()[0].decrypt(token.encode()).decode()
     except InvalidToken:
         raise SecretUnreadable(
             "stored secret cannot be decrypted with the configured SECRETS_KEYS or SECRET_KEY"
@@ -73,7 +77,7 @@ def decrypt(token: str) -> str:
 def is_current(token: str) -> bool:
     """True when ``token`` is encrypted with the key new secrets get (nothing to rotate)."""
     try:
-        Fernet(keys()[0]).decrypt(token.encode())
+        _fernets()[1].decrypt(token.encode())
     except InvalidToken:
         return False
     return True
@@ -82,7 +86,7 @@ def is_current(token: str) -> bool:
 def rotate(token: str) -> str:
     """``token`` re-encrypted with the newest key; raises SecretUnreadable if no key reads it."""
     try:
-        return _fernet().rotate(token.encode()).decode()
+        return _fernets()[0].rotate(token.encode()).decode()
     except InvalidToken:
         raise SecretUnreadable("stored secret cannot be decrypted with any configured key") from None
 

@@ -10,6 +10,7 @@ within a batch here and across batches by the upsert.
 
 from __future__ import annotations
 
+import copy
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import date
@@ -120,7 +121,8 @@ class Counts:
 
     @classmethod
     def from_dict(cls, data: dict | None) -> Counts:
-        return cls(**(data or {}))
+        """A tally of its own from a checkpoint (``data`` keeps its dicts and lists: they are copied)."""
+        return cls(**copy.deepcopy(data or {}))
 
     def as_dict(self) -> dict:
         return asdict(self)

@@ -189,15 +189,17 @@ def test_a_batch_rolled_back_by_a_conflict_is_run_again_from_the_same_counts(pau
 
     def work():
         tries.append(1)
-        ingest.write(target.pk, None, ingest.prepare(rows([f"{PREFIX}a", f"{PREFIX}b"]), ingest.Scope(url_prefix=PREFIX),
-                                                     counts), counts, ingest.Scope())
+        # One row outside the target: its reason is counted in a dict, which each rollback must put back too.
+        ingest.write(target.pk, None, ingest.prepare(rows([f"{PREFIX}a", f"{PREFIX}b", "https://elsewhere.example/"]),
+                                                     ingest.Scope(url_prefix=PREFIX), counts), counts, ingest.Scope())
         if len(tries) < 3:
             raise_in_postgres(sqlstate)  # after the rows: they go with the rollback
         return "written"
 
     assert ingest.write_batch(work, counts, job_id="j1", what="rows 1 to 2") == "written"
     assert len(tries) == 3 and len(pauses) == 2
-    assert (counts.read, counts.inserted, counts.updated) == (2, 2, 0)  # not 6 read, 2 inserted, 4 updated
+    assert (counts.read, counts.inserted, counts.updated) == (3, 2, 0)  # not 9 read, 2 inserted, 4 updated
+    assert (counts.skipped, counts.skipped_reasons) == (1, {"outside the site target": 1})
     assert UrlMetric.objects.filter(site_target=target).count() == 2
     assert f"job=j1 rows 1 to 2 rolled back by a {reason} (try 1/5)" in caplog.text
 

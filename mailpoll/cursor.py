@@ -15,7 +15,7 @@ The whole correctness of the poller lives here:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
 from typing import Iterable
 
@@ -189,3 +189,23 @@ def next_cursor(plan: SyncPlan, to_fetch: Iterable[int], attempted: Iterable[int
         return CursorState(plan.uidvalidity, last, sweep_until=plan.sweep_until,
                            sweep_since=plan.since if plan.search == SEARCH_SINCE else None)
     return CursorState(plan.uidvalidity, last)
+
+
+def cursor_after_batch(plan: SyncPlan, to_fetch: list[int], start: int, end: int,
+                       succeeded: set[int]) -> CursorState:
+    """``next_cursor`` once ``to_fetch[start:end]`` is attempted, everything before it being stored.
+
+    The same answer, worked out in the time of the batch rather than of the folder:
+    a sweep stores its cursor after every batch, and walking the whole folder each
+    time would make a long sweep quadratic. The walk starts at the UID before the
+    batch; of what is left to fetch, the batch and the one UID after it (attempted
+    by no batch yet, so not stored) decide whether everything is stored.
+
+    >>> plan = SyncPlan("initial-full", SEARCH_ALL, floor=0, baseline_uid=9, uidvalidity=7, sweep_until=9)
+    >>> cursor_after_batch(plan, [3, 5, 9], 1, 2, {3, 5})
+    CursorState(uidvalidity=7, last_uid=5, sweep_until=9, sweep_since=None)
+    >>> cursor_after_batch(plan, [3, 5, 9], 2, 3, {3, 5, 9})
+    CursorState(uidvalidity=7, last_uid=9, sweep_until=None, sweep_since=None)
+    """
+    floor = to_fetch[start - 1] if start else plan.floor
+    return next_cursor(replace(plan, floor=floor), to_fetch[start:end + 1], to_fetch[start:end], succeeded)

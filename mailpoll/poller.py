@@ -222,22 +222,22 @@ class Poller:
         uids = cursor.uids_to_fetch(plan, provider.search(plan.search, start_uid=plan.start_uid, since=plan.since))
         result = FolderResult(folder, plan.mode, last_uid=state.last_uid if state else None)
         succeeded: set[int] = set()
-        attempted: list[int] = []
         batch_size = conf.get("MAILPOLL_FETCH_BATCH")
         for start in range(0, len(uids), batch_size):
             if self._stop.is_set():
                 log.info("mailbox=%s folder=%s stopping: %s of %s messages left for the next poll",
                          mailbox.pk, folder, len(uids) - start, len(uids))
                 break
-            batch = uids[start:start + batch_size]
-            attempted.extend(batch)
+            end = min(start + batch_size, len(uids))
+            batch = uids[start:end]
             self._store_batch(provider, mailbox, status, batch, result, succeeded)
             # Stored now, not after the loop: an error in a later batch must not throw this one's progress away.
-            self._save_cursor(mailbox, folder, cursor.next_cursor(plan, uids, attempted, succeeded), result)
+            # Every batch before this one is stored (the loop stops after a failure): cursor_after_batch applies.
+            self._save_cursor(mailbox, folder, cursor.cursor_after_batch(plan, uids, start, end, succeeded), result)
             if not all(uid in succeeded for uid in batch):
                 break  # the cursor cannot pass the failure; fetch no further this tick
         if not uids:
-            self._save_cursor(mailbox, folder, cursor.next_cursor(plan, uids, attempted, succeeded), result)
+            self._save_cursor(mailbox, folder, cursor.next_cursor(plan, uids, [], succeeded), result)
         return result
 
     def _save_cursor(self, mailbox, folder, state: cursor.CursorState | None, result: FolderResult) -> None:
@@ -253,14 +253,15 @@ class Poller:
         if result.failed:
             uid, reason = min(result.failed.items())
             error = f"uid {uid} not stored: {reason}"
-        # A plain upsert: every writer vouches only for messages it stored itself, so even a late write by an
-        # overlapping poller is a true cursor; at worst it moves back and the folder is read again (dedup).
-        FolderCursor.objects.update_or_create(
-            mailbox=mailbox, folder=folder,
-            defaults={"uidvalidity": state.uidvalidity, "last_uid": state.last_uid,
-                      "sweep_until": state.sweep_until, "sweep_since": state.sweep_since, "last_sync_ts": now,
-                      "last_error": error[:2000], "last_error_at": now if error else None},
-        )
+        # A plain upsert, one statement per batch: every writer vouches only for messages it stored itself, so
+        # even a late write by an overlapping poller is a true cursor; at worst it moves back and the folder is
+        # read again (dedup).
+        with connection.cursor() as cur:
+            cur.execute(sql.SAVE_CURSOR, {
+                "mailbox_id": mailbox.pk, "folder": folder, "uidvalidity": state.uidvalidity,
+                "last_uid": state.last_uid, "sweep_until": state.sweep_until, "sweep_since": state.sweep_since,
+                "now": now, "last_error": error[:2000], "last_error_at": now if error else None,
+            })
         result.last_uid = state.last_uid
 
     def _folder_failed(self, mailbox, folder, exc: FolderError) -> FolderResult:

@@ -51,6 +51,19 @@ FROM (
 WHERE m.id = s.id AND (m.last_error_at IS NULL OR m.last_error_at < %(failed_at)s)
 """
 
+# A folder's cursor after a batch (``mailpoll.poller``), in one statement: the
+# row is created on the folder's first batch and overwritten after every later one.
+SAVE_CURSOR = """
+INSERT INTO mailpoll_foldercursor (mailbox_id, folder, uidvalidity, last_uid, sweep_until, sweep_since,
+                                   last_sync_ts, last_error, last_error_at)
+VALUES (%(mailbox_id)s, %(folder)s, %(uidvalidity)s, %(last_uid)s, %(sweep_until)s, %(sweep_since)s,
+        %(now)s, %(last_error)s, %(last_error_at)s)
+ON CONFLICT (mailbox_id, folder) DO UPDATE SET
+    uidvalidity = EXCLUDED.uidvalidity, last_uid = EXCLUDED.last_uid, sweep_until = EXCLUDED.sweep_until,
+    sweep_since = EXCLUDED.sweep_since, last_sync_ts = EXCLUDED.last_sync_ts, last_error = EXCLUDED.last_error,
+    last_error_at = EXCLUDED.last_error_at
+"""
+
 # The dedup fast path, once per fetched batch: which of these messages does the
 # org already have? Only an optimisation (it saves triage and file writes); the
 # UNIQUE constraint below is what guarantees one Request per message.

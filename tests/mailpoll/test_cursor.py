@@ -12,6 +12,7 @@ from mailpoll.cursor import (
     CursorState,
     FolderStatus,
     contiguous_last_uid,
+    cursor_after_batch,
     fetch_groups,
     next_cursor,
     plan_folder_sync,
@@ -116,6 +117,22 @@ SWEEPING_SINCE = CursorState(100, 20, sweep_until=40, sweep_since=SINCE)
 def test_next_cursor(mode, state, to_fetch, attempted, succeeded, expected):
     plan = plan_folder_sync(mode, SINCE if mode == "since" else None, STATUS, state)
     assert next_cursor(plan, to_fetch, attempted, succeeded) == expected
+
+
+@pytest.mark.parametrize("mode, state", [("full", None), ("since", None), ("new-only", RESET), ("full", AT_42),
+                                         ("new-only", SWEEPING), ("new-only", SWEEPING_SINCE)])
+@pytest.mark.parametrize("failed", [None, 0, 3, 4, 6])  # the position in to_fetch of a message not stored
+def test_cursor_after_batch_is_next_cursor_over_everything_attempted(mode, state, failed):
+    plan = plan_folder_sync(mode, SINCE if mode == "since" else None, STATUS, state)
+    to_fetch = uids_to_fetch(plan, range(plan.floor + 1, plan.floor + 8))
+    succeeded: set[int] = set()
+    for start in range(0, len(to_fetch), 2):  # batches of two, stopping after the one that failed, as the poller
+        end = min(start + 2, len(to_fetch))
+        succeeded.update(uid for n, uid in enumerate(to_fetch[start:end], start) if n != failed)
+        expected = next_cursor(plan, to_fetch, to_fetch[:end], succeeded)
+        assert cursor_after_batch(plan, to_fetch, start, end, succeeded) == expected
+        if failed is not None and start <= failed < end:
+            break
 
 
 @pytest.mark.parametrize(

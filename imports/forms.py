@@ -10,7 +10,6 @@ from __future__ import annotations
 import io
 import unicodedata
 import uuid
-from contextlib import contextmanager
 from pathlib import PurePosixPath
 
 from django import forms
@@ -80,17 +79,16 @@ def inspect_file(path, filename: str, *, sheet: str = "", date_order: str = "") 
 
 
 def upload_opener(upload):
-    """An opener over an uploaded file: its temporary file, or a copy of it in memory."""
+    """An opener over an uploaded file: its temporary file, or its bytes (a small upload, held in memory).
+
+    The bytes are taken once: each opening is a view of them, not another copy.
+    """
     if hasattr(upload, "temporary_file_path"):
         path = upload.temporary_file_path()
         return lambda: open(path, "rb")
-
-    @contextmanager
-    def opener():
-        upload.seek(0)
-        yield io.BytesIO(upload.read())
-
-    return opener
+    upload.seek(0)
+    data = upload.read()
+    return lambda: io.BytesIO(data)
 
 
 # Rows whose dates the upload looks at to warn about an order it cannot settle.

@@ -35,6 +35,7 @@ CHUNK_BYTES = 1024 * 1024
 # A write in progress, or one cut short by a kill: never read, safe to delete once a day old.
 TEMP_PREFIX = ".partial-"
 _OUT_OF_SPACE = (errno.ENOSPC, errno.EDQUOT)
+_ABSENT = (FileNotFoundError, NotADirectoryError, IsADirectoryError)  # nothing (readable) at that name
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +94,18 @@ def write_atomic(path: Path | str, chunks: Iterable[bytes]) -> tuple[int, str]:
 
     Replaces a file already there. Raises OutOfSpace when the disk is full.
     """
-    path = Path(path)
+    digest = hashlib.sha256()
+
+    def hashed():
+        for chunk in chunks:
+            digest.update(chunk)
+            yield chunk
+
+    return _write_atomic(Path(path), hashed()), digest.hexdigest()
+
+
+def _write_atomic(path: Path, chunks: Iterable[bytes]) -> int:
+    """``write_atomic`` without hashing (the caller knows the hash or needs none); returns the size written."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -101,13 +113,12 @@ def write_atomic(path: Path | str, chunks: Iterable[bytes]) -> tuple[int, str]:
             raise _out_of_space(exc, path) from exc
         raise
     temp = path.with_name(f"{TEMP_PREFIX}{path.name}.{secrets.token_hex(6)}")
-    digest, size = hashlib.sha256(), 0
+    size = 0
     try:
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
         with os.fdopen(fd, "wb") as out:
             for chunk in chunks:
                 out.write(chunk)
-                digest.update(chunk)
                 size += len(chunk)
             out.flush()
             # Durable before it has its name: after a crash the name never points at missing blocks.
@@ -121,7 +132,7 @@ def write_atomic(path: Path | str, chunks: Iterable[bytes]) -> tuple[int, str]:
             raise _out_of_space(exc, path) from exc
         raise
     _fsync_directory(path.parent)
-    return size, digest.hexdigest()
+    return size
 
 
 def move_atomic(source: Path | str, path: Path | str) -> int:
@@ -146,7 +157,7 @@ def move_atomic(source: Path | str, path: Path | str) -> int:
                 raise _out_of_space(exc, path) from exc
             raise
         with open(source, "rb") as handle:
-            return write_atomic(path, iter(lambda: handle.read(CHUNK_BYTES), b""))[0]
+            return _write_atomic(path, iter(lambda: handle.read(CHUNK_BYTES), b""))
     _fsync_directory(path.parent)
     return size
 
@@ -160,11 +171,14 @@ def save_content(prefix: str, content: bytes) -> tuple[str, str]:
     digest = hashlib.sha256(content).hexdigest()
     name = f"{prefix}/{digest[:2]}/{digest}"
     path = media_path(name)
-    if not is_intact(path, len(content), digest):
-        if path.exists():
-            log.warning("%s was not intact (%s bytes, %s expected): written again", name, path.stat().st_size,
-                        len(content))
-        write_atomic(path, _slices(content))
+    try:
+        problem = _file_problem(path, len(content), digest)
+    except _ABSENT:
+        problem = None  # not there yet: written without a word
+    if problem != "":
+        if problem:
+            log.warning("%s was not intact (%s): written again", name, problem)
+        _write_atomic(path, _slices(content))
     return name, digest
 
 
@@ -191,10 +205,8 @@ def remove_stale_partials(prefix: str, older_than: float) -> int:
 def is_intact(path: Path | str, size: int, sha256: str) -> bool:
     """True when the file exists with exactly this size and SHA-256."""
     try:
-        if os.stat(path).st_size != size:
-            return False
-        return file_sha256(path) == sha256
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return not _file_problem(path, size, sha256)
+    except _ABSENT:
         return False
 
 
@@ -212,9 +224,7 @@ def read_verified(name: str, size: int, sha256: str) -> bytes:
         data = media_path(name).read_bytes()
     except FileNotFoundError:
         raise DamagedFile(f"the stored file {name} is missing") from None
-    problem = damage(data, size, sha256)
-    if problem:
-        raise DamagedFile(f"the stored file {name} is damaged: {problem}")
+    _refuse_damaged(name, _problem(len(data), size, lambda: hashlib.sha256(data).hexdigest(), sha256))
     return data
 
 
@@ -223,21 +233,29 @@ def check_stored(name: str, size: int, sha256: str | None = None) -> None:
 
     A missing file raises FileNotFoundError, for the caller to word.
     """
-    path = media_path(name)
-    actual = os.stat(path).st_size
-    if actual != size:
-        raise DamagedFile(f"the stored file {name} is damaged: {actual:,} bytes instead of {size:,}")
-    if sha256 and file_sha256(path) != sha256:
-        raise DamagedFile(f"the stored file {name} is damaged: its SHA-256 is not the recorded one")
+    _refuse_damaged(name, _file_problem(media_path(name), size, sha256 or None))
 
 
-def damage(data: bytes, size: int, sha256: str) -> str:
-    """What is wrong with these bytes as the recorded (size, sha256); "" when nothing is."""
-    if len(data) != size:
-        return f"{len(data):,} bytes instead of {size:,}"
-    if hashlib.sha256(data).hexdigest() != sha256:
+def _file_problem(path: Path | str, size: int, sha256: str | None) -> str:
+    """``_problem`` of the file at ``path``, read only when its size is right; raises FileNotFoundError."""
+    return _problem(os.stat(path).st_size, size, lambda: file_sha256(path), sha256)
+
+
+def _problem(actual_size: int, size: int, actual_sha256, sha256: str | None) -> str:
+    """What is wrong with stored bytes as the recorded (size, sha256); "" when nothing is.
+
+    ``actual_sha256()`` is called only when the size is right; with no ``sha256`` the size alone is checked.
+    """
+    if actual_size != size:
+        return f"{actual_size:,} bytes instead of {size:,}"
+    if sha256 is not None and actual_sha256() != sha256:
         return "its SHA-256 is not the recorded one"
     return ""
+
+
+def _refuse_damaged(name: str, problem: str) -> None:
+    if problem:
+        raise DamagedFile(f"the stored file {name} is damaged: {problem}")
 
 
 def _slices(content: bytes):

@@ -90,19 +90,14 @@ def triage(message: ParsedMessage, *, small_image_bytes: int = SMALL_IMAGE_BYTES
     documents, skipped, dropped = [], [], 0
     for part in message.parts:
         kind = sniff_kind(part.content, part.filename, part.mime)
-        if part.skip_reason:
-            if _is_image(kind, part) and (_is_inline(part) or part.size < small_image_bytes):
-                dropped += 1
-            else:
-                skipped.append(Skipped(part.filename, part.original_filename, part.mime, part.size, part.skip_reason))
-        elif kind in EXTRACTABLE:
+        if kind in EXTRACTABLE and not part.skip_reason:  # a part the parser skipped is never a document
             # Disposition does not matter: Apple Mail sends PDFs inline.
             documents.append(Document(kind, part.filename, part.original_filename, part.mime, part.content, context))
         elif _is_image(kind, part) and (_is_inline(part) or part.size < small_image_bytes):
             dropped += 1
         else:
             skipped.append(Skipped(part.filename, part.original_filename, part.mime, part.size,
-                                   _skip_reason(part, kind)))
+                                   part.skip_reason or _skip_reason(part, kind)))
     if not documents and body:
         documents.append(Document("body", BODY_FILENAME, "", "text/plain", body.encode("utf-8"), ""))
     return Triage(documents=tuple(documents), skipped=tuple(skipped), dropped=dropped)

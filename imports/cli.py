@@ -15,9 +15,10 @@ import shutil
 import time
 from datetime import date
 
-from django.db import DatabaseError, InterfaceError, OperationalError, connection
+from django.db import InterfaceError, OperationalError
 
 from jobs import conf as jobs_conf
+from jobs.dbsession import close_quietly
 from jobs.models import Job, JobStatus
 
 from .reports import notes, operator_error, report_of, what_was_read
@@ -113,7 +114,7 @@ class Waiter:
                 # The server went away (restart, failover): the job goes on without us.
                 failures += 1
                 delay = reconnect_delay(failures)
-                _drop_connection()
+                close_quietly()  # the next query opens a new connection
                 last_line = self._draw(progress, f"database unavailable — retrying in {delay:g} s", last_line)
                 time.sleep(delay)
                 continue
@@ -145,27 +146,23 @@ class Waiter:
         columns = self._columns()
         line = progress_line(progress.get("done"), progress.get("total"), note, width=columns)
         if line != last_line:
-            # Padded to the full line so a shorter one hides the longer one before it.
-            self.out.write("\r" + line.ljust(max(columns - 1, 8)), ending="")
-            self.out.flush()
+            self._write(line, columns)
         return line
 
     def _finish(self, job: Job, progress: dict) -> None:
+        columns = self._columns()
         if job.status == JobStatus.FAILED:
             line = f"failed after {progress.get('done') or 0} rows"
         elif isinstance(progress.get("total"), int):
-            line = progress_line(progress["total"], progress["total"], width=self._columns())
+            line = progress_line(progress["total"], progress["total"], width=columns)
         else:
             line = "done"
-        self.out.write("\r" + line.ljust(max(self._columns() - 1, 8)) + "\n", ending="")
+        self._write(line, columns, end="\n")
 
-
-def _drop_connection() -> None:
-    """Forget a connection the server closed, so the next query opens a new one."""
-    try:
-        connection.close()  # forgets the connection even when closing it fails
-    except DatabaseError:
-        pass
+    def _write(self, line: str, columns: int, end: str = "") -> None:
+        # Padded to the full line so a shorter one hides the longer one before it.
+        self.out.write("\r" + line.ljust(max(columns - 1, 8)) + end, ending="")
+        self.out.flush()
 
 
 def print_report(out, job, import_id) -> None:

@@ -10,6 +10,7 @@ from imports.formats import UnreadableFile
 from imports.forms import (ACCEPTED, OUT_OF_SPACE, PERIOD_NEEDED, create_import, date_warning, inspect_file,
                            kind_for)
 from imports.models import DateOrder
+from jobs.dbsession import first_line
 from jobs.models import JobStatus
 from seoinsight import storage
 from seoinsight.models import SiteTarget
@@ -58,7 +59,7 @@ class Command(BaseCommand):
         try:
             site_target = targets.filter(pk=target).first()
         except OperationalError as exc:  # the first query: nothing is written yet
-            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            reason = first_line(exc) or type(exc).__name__
             raise not_queued(f"the database is unavailable, nothing was queued ({reason})") from None
         if site_target is None:
             raise not_queued(f"no site target {target}" + (f" in org {org!r}" if org else ""))

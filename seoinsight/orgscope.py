@@ -134,7 +134,14 @@ class OrgScopedRelatedFilter(admin.RelatedFieldListFilter):
         return [(getattr(row, to_field), str(row)) for row in rows]
 
 
-class OrgScopedAdmin:
+class _ViewableAutocompletes:
+    """Shared by the admin and the inline mixins: autocompletes only towards admins the user may view."""
+
+    def get_autocomplete_fields(self, request):
+        return viewable_relations(self, request, super().get_autocomplete_fields(request))
+
+
+class OrgScopedAdmin(_ViewableAutocompletes):
     """Mix in before ``admin.ModelAdmin``; the path to the org is ``org_path(model)``.
 
     A subclass that overrides ``get_queryset`` without calling ``super()`` must pass its rows
@@ -160,9 +167,6 @@ class OrgScopedAdmin:
     def get_list_filter(self, request):
         return [scoped_list_filter(self.model, item) for item in super().get_list_filter(request)]
 
-    def get_autocomplete_fields(self, request):
-        return viewable_relations(self, request, super().get_autocomplete_fields(request))
-
 
 def viewable_relations(model_admin, request, names):
     """``names`` without the relations whose admin the user may not view (users, for a staff user).
@@ -183,12 +187,12 @@ def scoped_list_filter(model, item):
     if not isinstance(item, str):
         return item
     field = get_fields_from_path(model, item)[-1]
-    if field.is_relation and isinstance(field, models.ForeignKey):
+    if isinstance(field, models.ForeignKey):
         return (item, OrgScopedRelatedFilter)
     return item
 
 
-class OrgScopedInline:
+class OrgScopedInline(_ViewableAutocompletes):
     """Mix in before an ``InlineModelAdmin``: its rows follow the parent's scope, its choices are scoped here."""
 
     def get_formset(self, request, obj=None, **kwargs):
@@ -205,9 +209,6 @@ class OrgScopedInline:
 
         OrgScopedFormSet.__name__ = OrgScopedFormSet.__qualname__ = formset.__name__
         return OrgScopedFormSet
-
-    def get_autocomplete_fields(self, request):
-        return viewable_relations(self, request, super().get_autocomplete_fields(request))
 
 
 class SuperuserOnlyAdmin:

@@ -2,6 +2,7 @@ import pytest
 
 from tests.support.dovecot import dovecot  # noqa: F401  (session fixture: one real Dovecot per run)
 from tests.mailpoll.factories import MailboxFactory
+from tests.support.fake_imap import FakeImapServer
 
 
 @pytest.fixture(autouse=True)
@@ -22,3 +23,17 @@ def imap_mailbox(dovecot, db):
         return mailbox
 
     return make
+
+
+@pytest.fixture
+def fake_imap():
+    """Start FakeImapServers; all are closed at teardown (which also frees a client stuck on one)."""
+    servers = []
+
+    def start(*args, **kwargs) -> FakeImapServer:
+        servers.append(FakeImapServer(*args, **kwargs))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.close()

@@ -51,3 +51,9 @@ def mail(subject="Report", *, message_id="auto", body="See attached.", attachmen
 
 
 CSV = b"Page,Clicks,Impressions,CTR,Position,Date\nhttps://shop.example/a,3,30,10%,2.5,2026-11-01\n"
+
+
+def mailbox_on(server, **fields) -> Mailbox:
+    """A mailbox on a ``tests.support.fake_imap.FakeImapServer`` (plain IMAP, its password), first poll ``full``."""
+    return MailboxFactory(host=server.host, port=server.port, security="none", username="agent",
+                          password=server.password, initial_mode="full", **fields)

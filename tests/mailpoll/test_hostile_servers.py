@@ -8,33 +8,13 @@ from django.db import connection
 
 from mailpoll.models import FolderCursor, Mailbox, Request, RequestStatus
 from mailpoll.poller import Poller
-from tests.mailpoll.factories import MailboxFactory, mail
+from tests.mailpoll.factories import MailboxFactory, mail, mailbox_on
 from tests.support.dovecot import free_port
-from tests.support.fake_imap import FakeImapServer
 
 # Transactional: the cycle runs on a thread of its own (so a hang fails the test instead of the suite).
 pytestmark = pytest.mark.django_db(transaction=True)
 
 LIMIT = 100_000
-
-
-@pytest.fixture
-def fake_imap():
-    """Start FakeImapServers; all are closed at teardown (which also frees a client stuck on one)."""
-    servers = []
-
-    def start(*args, **kwargs) -> FakeImapServer:
-        servers.append(FakeImapServer(*args, **kwargs))
-        return servers[-1]
-
-    yield start
-    for server in servers:
-        server.close()
-
-
-def mailbox_on(server, **fields):
-    return MailboxFactory(host=server.host, port=server.port, security="none", username="agent",
-                          password=server.password, initial_mode="full", **fields)
 
 
 def cycle(mailbox, poller=None, timeout=30):

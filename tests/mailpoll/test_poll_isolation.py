@@ -13,29 +13,10 @@ from django.utils import timezone
 
 from mailpoll.models import Mailbox, Request
 from mailpoll.poller import Poller
-from tests.mailpoll.factories import MailboxFactory, mail
-from tests.support.fake_imap import FakeImapServer
+from tests.mailpoll.factories import MailboxFactory, mail, mailbox_on
 from tests.support.processes import ManagedProcess, process_env, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def fake_imap():
-    servers = []
-
-    def start(*args, **kwargs) -> FakeImapServer:
-        servers.append(FakeImapServer(*args, **kwargs))
-        return servers[-1]
-
-    yield start
-    for server in servers:
-        server.close()
-
-
-def mailbox_on(server, **fields):
-    return MailboxFactory(host=server.host, port=server.port, security="none", username="agent",
-                          password=server.password, initial_mode="full", **fields)
 
 
 def DB() -> str:

@@ -19,8 +19,8 @@ from tests.factories import SiteTargetFactory
 from tests.support.google import (
     ACCESS_TOKEN,
     ACCOUNT_EMAIL,
-    TokenServer,
     api_error,
+    keyed_site_target,
     page,
     query_bodies,
     row,
@@ -29,14 +29,6 @@ from tests.support.google import (
 
 PROPERTY = "https://www.example.com/"
 START, END = date(2026, 10, 1), date(2026, 10, 3)
-
-
-@pytest.fixture
-def token_server(settings):
-    server = TokenServer().start()
-    settings.SEARCH_CONSOLE_TOKEN_URIS = [server.uri]  # only Google's endpoint otherwise
-    yield server
-    server.stop()
 
 
 @pytest.fixture
@@ -60,10 +52,7 @@ def sleeps(monkeypatch):
 
 @pytest.fixture
 def target(db, token_server):
-    target = SiteTargetFactory(url_prefix=PROPERTY, search_console_property=PROPERTY)
-    target.set_service_account(json.dumps(service_account_key(token_server.uri)))
-    target.save()
-    return target
+    return keyed_site_target(PROPERTY, token_server)
 
 
 def run_jobs() -> int:

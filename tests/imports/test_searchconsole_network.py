@@ -18,7 +18,7 @@ from imports.models import ImportStatus, UrlMetric
 from jobs.models import Job, JobStatus
 from jobs.worker import Worker
 from tests.factories import SiteTargetFactory
-from tests.support.google import ApiServer, TokenServer, free_port, page, row, service_account_key
+from tests.support.google import ApiServer, free_port, keyed_site_target, page, row, service_account_key
 
 PROPERTY = "https://www.example.com/"
 START, END = date(2026, 10, 1), date(2026, 10, 3)
@@ -26,19 +26,8 @@ ROWS = [row(PROPERTY + "a", "2026-10-01"), row(PROPERTY + "b", "2026-10-02")]
 
 
 @pytest.fixture
-def token_server(settings):
-    server = TokenServer().start()
-    settings.SEARCH_CONSOLE_TOKEN_URIS = [server.uri]
-    yield server
-    server.stop()
-
-
-@pytest.fixture
 def target(db, token_server):
-    target = SiteTargetFactory(url_prefix=PROPERTY, search_console_property=PROPERTY)
-    target.set_service_account(json.dumps(service_account_key(token_server.uri)))
-    target.save()
-    return target
+    return keyed_site_target(PROPERTY, token_server)
 
 
 @pytest.fixture

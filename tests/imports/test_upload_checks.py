@@ -6,31 +6,11 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from imports.models import Import, ImportStatus
 from jobs.models import Job
 from jobs.worker import Worker
-from tests.factories import OrgFactory, SiteFactory, SiteTargetFactory, UserFactory
 from tests.imports import files
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("media")]
 
 PAGES_TABLE = b"Top pages,Clicks,Impressions,CTR,Position\nhttps://acme.example/a,3,40,7.5%,4.2\n"
-
-
-@pytest.fixture(autouse=True)
-def media(settings, tmp_path):
-    settings.MEDIA_ROOT = tmp_path / "media"
-    return settings.MEDIA_ROOT
-
-
-@pytest.fixture
-def target():
-    org = OrgFactory(id="acme")
-    return SiteTargetFactory(site=SiteFactory(org=org, domain="acme.example"), url_prefix="https://acme.example/")
-
-
-@pytest.fixture
-def member(client, target):
-    user = UserFactory(username="ana", org=target.site.org)
-    client.force_login(user)
-    return user
 
 
 def upload(client, target, name, content, **fields):

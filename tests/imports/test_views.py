@@ -13,37 +13,14 @@ from jobs.models import Job, JobStatus
 from tests.factories import JobFactory, OrgFactory, SiteFactory, SiteTargetFactory, UserFactory
 from tests.imports import files
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("media")]
 
 CSV = b"Page,Clicks,Impressions,CTR,Position,Date\nhttps://acme.example/a,1,10,10%,3.2,2024-05-01\n"
-
-
-@pytest.fixture(autouse=True)
-def media(settings, tmp_path):
-    settings.MEDIA_ROOT = tmp_path / "media"
-    return settings.MEDIA_ROOT
-
-
-@pytest.fixture
-def acme():
-    return OrgFactory(id="acme", name="Acme Corp")
-
-
-@pytest.fixture
-def target(acme):
-    return SiteTargetFactory(site=SiteFactory(org=acme, domain="acme.example"), url_prefix="https://acme.example/")
 
 
 @pytest.fixture
 def rival_target():
     return SiteTargetFactory(site=SiteFactory(org=OrgFactory(id="rival"), domain="rival.example"))
-
-
-@pytest.fixture
-def member(client, acme):
-    user = UserFactory(username="ana", org=acme)
-    client.force_login(user)
-    return user
 
 
 def upload(client, target_id, name="Pages.csv", content=CSV, **fields):

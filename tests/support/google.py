@@ -47,6 +47,16 @@ def service_account_key(token_uri: str, email: str = ACCOUNT_EMAIL) -> dict:
     }
 
 
+def keyed_site_target(property_url: str, token_server: TokenServer):
+    """A SiteTarget of the Search Console property ``property_url``, whose key gets its tokens from ``token_server``."""
+    from tests.factories import SiteTargetFactory  # Django models: only once a test runs
+
+    target = SiteTargetFactory(url_prefix=property_url, search_console_property=property_url)
+    target.set_service_account(json.dumps(service_account_key(token_server.uri)))
+    target.save()
+    return target
+
+
 def _b64decode(part: str) -> bytes:
     return base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
 
@@ -60,7 +70,31 @@ def verify_jwt(assertion: str) -> dict:
     return json.loads(_b64decode(payload))
 
 
-class TokenServer:
+class _LoopbackServer:
+    """An HTTP server on 127.0.0.1, in a thread of its own: ``start()``, then ``stop()``."""
+
+    def _listen(self, handler, *, name: str, port: int = 0) -> None:
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", port), handler)
+        # A short poll interval: shutdown() waits up to one interval.
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name=name, daemon=True)
+
+    @property
+    def _origin(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self):
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(timeout=5)
+
+
+class TokenServer(_LoopbackServer):
     """An OAuth token endpoint on 127.0.0.1 (ephemeral port), in a thread.
 
     ``grants`` records the claims of each JWT it accepted. With ``refuse`` set to a
@@ -87,15 +121,11 @@ class TokenServer:
             def log_message(self, format, *args):
                 pass
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        # A short poll interval: shutdown() waits up to one interval.
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="token-server", daemon=True)
+        self._listen(Handler, name="token-server")
 
     @property
     def uri(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}/token"
+        return f"{self._origin}/token"
 
     def _answer(self, form: dict) -> tuple[int, dict]:
         if self.refuse:
@@ -108,15 +138,6 @@ class TokenServer:
             return 400, {"error": "invalid_grant", "error_description": "Invalid JWT Signature."}
         self.grants.append(claims)
         return 200, {"access_token": ACCESS_TOKEN, "expires_in": 3600, "token_type": "Bearer"}
-
-    def start(self) -> TokenServer:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join(timeout=5)
 
 
 # -- Search Analytics responses, for HttpMockSequence ---------------------------
@@ -150,7 +171,7 @@ def query_bodies(http) -> list[dict]:
 
 # -- A Search Analytics API on loopback, for faults of the network itself -------
 
-class ApiServer:
+class ApiServer(_LoopbackServer):
     """The Search Console API on 127.0.0.1, in a thread, for ``searchconsole.api_endpoint``.
 
     Each query gets the next of ``answers`` (``(headers, body)`` pairs, as ``page()``
@@ -190,9 +211,7 @@ class ApiServer:
             def log_message(self, format, *args):
                 pass
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="api-server", daemon=True)
+        self._listen(Handler, name="api-server", port=port)
 
     def _next(self, body: dict):
         with self._lock:
@@ -205,17 +224,7 @@ class ApiServer:
 
     @property
     def uri(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}/"
-
-    def start(self) -> ApiServer:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join(timeout=5)
+        return f"{self._origin}/"
 
 
 def free_port() -> int:

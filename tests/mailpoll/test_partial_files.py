@@ -24,7 +24,7 @@ from seoinsight import storage
 from tests.mailpoll.corpus import tiny_pdf
 from tests.mailpoll.factories import MailboxFactory, mail
 from tests.support.processes import ManagedProcess, process_env
-from tests.support.tmpfs import mounted_tmpfs
+from tests.support.tmpfs import media_tmpfs  # noqa: F401  (fixture)
 
 
 def csv_of(size: int) -> bytes:
@@ -185,30 +185,27 @@ def test_a_poller_killed_inside_a_file_write_leaves_no_file_that_a_later_message
 
 
 @pytest.mark.django_db
-def test_a_full_disk_stores_nothing_partial_and_the_message_once_there_is_room(dovecot, imap_mailbox, settings,
-                                                                                tmp_path):
+def test_a_full_disk_stores_nothing_partial_and_the_message_once_there_is_room(dovecot, imap_mailbox, media_tmpfs):
     big, small = csv_of(1_500_000), csv_of(3_000)
-    with mounted_tmpfs(tmp_path / "full", "1m") as disk:
-        settings.MEDIA_ROOT = disk.path
-        mailbox = imap_mailbox()
-        dovecot.append_many(mailbox.username, "INBOX", [
-            mail("Big export", attachments=[("big.csv", big, "text/csv")]),
-            mail("Small export", attachments=[("small.csv", small, "text/csv")]),
-        ])
+    disk = media_tmpfs
+    mailbox = imap_mailbox()
+    dovecot.append_many(mailbox.username, "INBOX", [
+        mail("Big export", attachments=[("big.csv", big, "text/csv")]),
+        mail("Small export", attachments=[("small.csv", small, "text/csv")]),
+    ])
 
-        poll(mailbox)
-        # The big one is not stored and holds the cursor; the small one fits and is stored.
-        assert list(Request.objects.values_list("subject", flat=True)) == ["Small export"]
-        assert FolderCursor.objects.get(mailbox=mailbox).last_uid == 0
-        assert "out of disk space" in mailbox.last_error
-        assert disk.files() == [content_path(disk.path, small)]  # no partial file anywhere
+    poll(mailbox)
+    # The big one is not stored and holds the cursor; the small one fits and is stored.
+    assert list(Request.objects.values_list("subject", flat=True)) == ["Small export"]
+    assert FolderCursor.objects.get(mailbox=mailbox).last_uid == 0
+    assert "out of disk space" in mailbox.last_error
+    assert disk.files() == [content_path(disk.path, small)]  # no partial file anywhere
 
-        disk.resize("8m")  # the operator frees space
-        poll(mailbox)
-        assert sorted(Request.objects.values_list("subject", flat=True)) == ["Big export", "Small export"]
-        assert FolderCursor.objects.get(mailbox=mailbox).last_uid == 2 and mailbox.consecutive_failures == 0
-        assert content_path(disk.path, big).read_bytes() == big
+    disk.resize("8m")  # the operator frees space
+    poll(mailbox)
+    assert sorted(Request.objects.values_list("subject", flat=True)) == ["Big export", "Small export"]
+    assert FolderCursor.objects.get(mailbox=mailbox).last_uid == 2 and mailbox.consecutive_failures == 0
+    assert content_path(disk.path, big).read_bytes() == big
 
-        Worker(burst=True, listen=False).run()
-        assert set(Attachment.objects.values_list("status", flat=True)) == {AttachmentStatus.DONE}
-        settings.MEDIA_ROOT = tmp_path / "media"
+    Worker(burst=True, listen=False).run()
+    assert set(Attachment.objects.values_list("status", flat=True)) == {AttachmentStatus.DONE}

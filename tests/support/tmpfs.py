@@ -37,3 +37,12 @@ def mounted_tmpfs(path: Path, size: str = "1m"):
         yield Tmpfs(path)
     finally:
         subprocess.run(["umount", "-l", str(path)], capture_output=True)
+
+
+@pytest.fixture
+def media_tmpfs(settings, tmp_path):
+    """MEDIA_ROOT on a 1 MB tmpfs for the test (a ``Tmpfs``, to fill up and ``resize``); skips without root."""
+    with mounted_tmpfs(tmp_path / "media", "1m") as mounted:
+        settings.MEDIA_ROOT = mounted.path
+        yield mounted
+        settings.MEDIA_ROOT = tmp_path / "after"  # nothing more lands on the file system being unmounted

@@ -14,13 +14,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-import psycopg
 import pytest
 
 from imports.models import Import, ImportStatus
 from jobs.models import Job, JobStatus
 from tests.factories import OrgFactory, SiteFactory, SiteTargetFactory
-from tests.support.postgres import private_server
+from tests.support.postgres import migrated_server
 from tests.support.processes import ROOT, ManagedProcess, process_env, runjobs, wait_for
 
 pytestmark = pytest.mark.processes
@@ -64,21 +63,8 @@ DB = "seoinsight_follow"
 
 @pytest.fixture
 def outage_server(request):
-    with private_server() as server:
-        server.create_database(DB)
-        server.migrate(DB)
+    with migrated_server(request, DB) as server:
         yield server
-        report = getattr(request.node, "rep_call", None)
-        if report is not None and report.failed:
-            print(f"\n----- PostgreSQL log -----\n{server.log()[-4000:]}")
-
-
-def query(server, statement: str, params=None):
-    try:
-        with server.connect(DB) as conn:
-            return conn.execute(statement, params).fetchall()
-    except psycopg.OperationalError:
-        return None
 
 
 def create_target(server) -> int:
@@ -100,7 +86,7 @@ def test_wait_follows_the_import_through_a_database_restart(outage_server, proce
                          COLUMNS="40", **env)
 
     def importing():
-        rows = query(server, "SELECT (progress ->> 'done')::int FROM jobs WHERE type = 'import_csv'"
+        rows = server.query(DB, "SELECT (progress ->> 'done')::int FROM jobs WHERE type = 'import_csv'"
                              " AND status = 'running'")
         return rows and (rows[0][0] or 0) > 0
 
@@ -112,7 +98,7 @@ def test_wait_follows_the_import_through_a_database_restart(outage_server, proce
     assert "database unavailable — retrying in" in output
     assert "Traceback" not in output
     assert f"read {ROWS}  inserted" in output
-    assert query(server, "SELECT status FROM imports_import") == [("done",)]
+    assert server.query(DB, "SELECT status FROM imports_import") == [("done",)]
     assert_fits(raw_output(follower), 40)
 
 

@@ -45,6 +45,14 @@ class PrivateServer:
         return psycopg.connect(host=str(self.socket_dir), port=PORT, user="postgres", dbname=dbname,
                                autocommit=True, connect_timeout=5)
 
+    def query(self, dbname: str, statement: str, params=None) -> list | None:
+        """Rows of ``statement`` on ``dbname``, or None while the server cannot be reached."""
+        try:
+            with self.connect(dbname) as conn:
+                return conn.execute(statement, params).fetchall()
+        except psycopg.OperationalError:
+            return None
+
     def create_database(self, name: str) -> None:
         with self.connect() as conn:
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
@@ -107,3 +115,18 @@ def private_server():
         except subprocess.CalledProcessError:
             pass  # not running
         shutil.rmtree(base, ignore_errors=True)
+
+
+@contextmanager
+def migrated_server(request, dbname: str, *, log_chars: int = 4000):
+    """``private_server`` with the database ``dbname`` created and migrated, for a fixture.
+
+    ``request`` is the fixture's: when its test failed (``rep_call``), the end of the server's log is printed.
+    """
+    with private_server() as server:
+        server.create_database(dbname)
+        server.migrate(dbname)
+        yield server
+        report = getattr(request.node, "rep_call", None)
+        if report is not None and report.failed:
+            print(f"\n----- PostgreSQL log -----\n{server.log()[-log_chars:]}")

@@ -2,9 +2,8 @@
 
 import io
 import json
-import threading
 from datetime import date
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 from cryptography.fernet import Fernet
@@ -18,7 +17,7 @@ from seoinsight import crypto
 from seoinsight.models import GOOGLE_TOKEN_URI, SiteTarget
 from tests.factories import SiteTargetFactory
 from tests.mailpoll.factories import MailboxFactory
-from tests.support.google import TokenServer, service_account_key
+from tests.support.google import TokenServer, _LoopbackServer, service_account_key
 
 pytestmark = pytest.mark.django_db
 
@@ -212,7 +211,7 @@ def test_the_token_endpoints_words_never_reach_the_tenant(settings, token_server
     assert "hunter2" not in imp.job.error
 
 
-class IntranetPage:
+class IntranetPage(_LoopbackServer):
     """A loopback web server answering every request with an HTML page, as an internal service would."""
 
     BODY = b"<html><body>intranet: payroll 2026, admin password swordfish</body></html>"
@@ -232,19 +231,14 @@ class IntranetPage:
             def log_message(self, format, *args):
                 pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        host, port = self.httpd.server_address[:2]
-        self.uri = f"http://{host}:{port}/token"
+        self._listen(Handler, name="intranet-page")
+        self.uri = f"{self._origin}/token"
 
     def __enter__(self):
-        self.thread.start()
-        return self
+        return self.start()
 
     def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join(timeout=5)
+        self.stop()
 
 
 def test_an_allowed_endpoint_answering_html_shows_only_its_status(settings):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from jobs.models import JobStatus
 
+from .formats.rows import quoted
+
 # Exceptions whose message is written for the operator: the name adds nothing.
 OPERATOR_ERRORS = ("ImportRejected: ",)
 
@@ -49,7 +51,7 @@ def what_was_read(report: dict) -> list[str]:
     lines = []
     if source.get("sheet"):
         others = source.get("other_sheets") or []
-        also = f" (the workbook also has {_quoted(others)})" if others else ""
+        also = f" (the workbook also has {quoted(others)})" if others else ""
         lines.append(f"Sheet read: '{source['sheet']}'{also}.")
     used = source.get("columns_used")
     if isinstance(used, list) and used:
@@ -57,13 +59,8 @@ def what_was_read(report: dict) -> list[str]:
                                                   for pair in used if len(pair) == 2) + ".")
     ignored = source.get("columns_ignored")
     if isinstance(ignored, list):
-        lines.append(f"Columns ignored: {_quoted(ignored)}." if ignored else "Columns ignored: none.")
+        lines.append(f"Columns ignored: {quoted(ignored)}." if ignored else "Columns ignored: none.")
     order = source.get("date_order")
     if isinstance(order, dict) and order.get("text"):
         lines.append(str(order["text"]))
     return lines
-
-
-def _quoted(names, limit: int = 20) -> str:
-    shown = ", ".join(f"'{name}'" for name in list(names)[:limit])
-    return shown + (", …" if len(names) > limit else "")

@@ -90,7 +90,7 @@ class RowSource:
             if where:
                 message = message.replace("no URL column:", f"no URL column{where}:", 1)
             if other_sheets:
-                message += f" (the workbook also has {_names(other_sheets)}: choose the sheet to read)"
+                message += f" (the workbook also has {quoted(other_sheets, 10)}: choose the sheet to read)"
             raise UnreadableFile(message)
         self.kind = kind
         self.headers = table.headers
@@ -172,7 +172,8 @@ class RowSource:
                 yield convert(number, record)
 
 
-def _names(names: Sequence[str], limit: int = 10) -> str:
+def quoted(names: Sequence[str], limit: int = 20) -> str:
+    """``'a', 'b', …``: the first ``limit`` names, quoted, for a message."""
     shown = ", ".join(f"'{name}'" for name in names[:limit])
     return shown + (", …" if len(names) > limit else "")
 

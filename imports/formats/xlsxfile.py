@@ -19,7 +19,7 @@ from openpyxl.utils.exceptions import InvalidFileException
 from openpyxl.workbook.workbook import Workbook
 
 from .headers import map_columns
-from .rows import NoSuchSheet, UnreadableFile, is_blank
+from .rows import NoSuchSheet, UnreadableFile, is_blank, quoted
 
 Opener = Callable[[], AbstractContextManager[BinaryIO]]
 
@@ -78,8 +78,7 @@ def choose_sheet(workbook: Workbook, wanted: str | None) -> str:
         match = next((name for name in names if name == wanted), None) or next(
             (name for name in names if name.casefold().strip() == wanted.casefold().strip()), None)
         if match is None:
-            listed = ", ".join(f"'{name}'" for name in names[:20]) + (", …" if len(names) > 20 else "")
-            raise NoSuchSheet(f"the workbook has no sheet '{wanted}': its sheets are {listed}")
+            raise NoSuchSheet(f"the workbook has no sheet '{wanted}': its sheets are {quoted(names)}")
         return match
     if not names:
         raise UnreadableFile("the Excel workbook has no worksheet")

@@ -15,7 +15,7 @@ from imports.models import Import, ImportStatus
 from jobs.worker import Worker
 from tests.factories import OrgFactory, SiteFactory, SiteTargetFactory, UserFactory
 from tests.support.processes import ManagedProcess, process_env
-from tests.support.tmpfs import mounted_tmpfs
+from tests.support.tmpfs import media_tmpfs, mounted_tmpfs  # noqa: F401  (media_tmpfs: a fixture)
 
 
 def export(size: int) -> bytes:
@@ -32,20 +32,13 @@ def target(db):
     return SiteTargetFactory(site=SiteFactory(org=org, domain="acme.example"), url_prefix="https://acme.example/")
 
 
-@pytest.fixture
-def disk(settings, tmp_path):
-    with mounted_tmpfs(tmp_path / "media", "1m") as mounted:
-        settings.MEDIA_ROOT = mounted.path
-        yield mounted
-        settings.MEDIA_ROOT = tmp_path / "after"
-
-
 def upload(client, target, name: str, content: bytes):
     return client.post("/imports/", {"file": SimpleUploadedFile(name, content, content_type="text/csv"),
                                      "site_target": target.pk})
 
 
-def test_a_full_disk_answers_507_and_keeps_nothing_then_the_next_upload_is_imported(client, target, disk):
+def test_a_full_disk_answers_507_and_keeps_nothing_then_the_next_upload_is_imported(client, target, media_tmpfs):
+    disk = media_tmpfs
     client.force_login(UserFactory(username="ana", org=target.site.org))
 
     response = upload(client, target, "Big.csv", export(1_500_000))
@@ -90,25 +83,24 @@ def test_a_full_spool_disk_answers_507_even_when_csrf_reads_the_body_first(targe
         settings.FILE_UPLOAD_TEMP_DIR = None
 
 
-def test_importfile_on_a_full_disk_says_so_in_one_line_and_exits_non_zero(transactional_db, tmp_path, settings):
+def test_importfile_on_a_full_disk_says_so_in_one_line_and_exits_non_zero(transactional_db, tmp_path, media_tmpfs):
+    disk = media_tmpfs
     org = OrgFactory(id="acme")
     target = SiteTargetFactory(site=SiteFactory(org=org, domain="acme.example"), url_prefix="https://acme.example/")
     big, small = tmp_path / "Big.csv", tmp_path / "Small.csv"
     big.write_bytes(export(1_500_000))
     small.write_bytes(export(40_000))
-    with mounted_tmpfs(tmp_path / "media", "1m") as disk:
-        env = process_env(MEDIA_ROOT=str(disk.path), LOG_LEVEL="WARNING")
+    env = process_env(MEDIA_ROOT=str(disk.path), LOG_LEVEL="WARNING")
 
-        command = ManagedProcess("importfile", str(big), "--target", str(target.pk), env=env)
-        assert command.wait(timeout=60) != 0
-        assert command.output().strip().splitlines() == [f"CommandError: {OUT_OF_SPACE}"]
-        assert not Import.objects.exists() and disk.files() == []
+    command = ManagedProcess("importfile", str(big), "--target", str(target.pk), env=env)
+    assert command.wait(timeout=60) != 0
+    assert command.output().strip().splitlines() == [f"CommandError: {OUT_OF_SPACE}"]
+    assert not Import.objects.exists() and disk.files() == []
 
-        command = ManagedProcess("importfile", str(small), "--target", str(target.pk), env=env)
-        assert command.wait(timeout=60) == 0, command.output()
-        imp = Import.objects.get()
-        assert (disk.path / imp.file.name).read_bytes() == small.read_bytes()
-        settings.MEDIA_ROOT = tmp_path / "after"
+    command = ManagedProcess("importfile", str(small), "--target", str(target.pk), env=env)
+    assert command.wait(timeout=60) == 0, command.output()
+    imp = Import.objects.get()
+    assert (disk.path / imp.file.name).read_bytes() == small.read_bytes()
 
 
 def test_an_import_whose_stored_file_was_cut_short_is_refused_not_read(client, target, settings, tmp_path):

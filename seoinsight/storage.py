@@ -107,7 +107,7 @@ def write_atomic(path: Path | str, chunks: Iterable[bytes]) -> tuple[int, str]:
 def _write_atomic(path: Path, chunks: Iterable[bytes]) -> int:
     """``write_atomic`` without hashing (the caller knows the hash or needs none); returns the size written."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        _make_directories(path.parent)
     except OSError as exc:
         if is_out_of_space(exc):
             raise _out_of_space(exc, path) from exc
@@ -144,7 +144,7 @@ def move_atomic(source: Path | str, path: Path | str) -> int:
     """
     source, path = Path(source), Path(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        _make_directories(path.parent)
         with open(source, "rb") as handle:
             os.fsync(handle.fileno())
         if settings.FILE_UPLOAD_PERMISSIONS is not None:
@@ -275,6 +275,19 @@ def _unlink(path: Path) -> None:
         os.unlink(path)
     except FileNotFoundError:
         pass
+
+
+def _make_directories(directory: Path) -> None:
+    """``mkdir -p``, each directory it creates made durable in its parent (else a crash could lose the
+    new directory, and every file renamed into it with it)."""
+    if directory.is_dir():
+        return
+    _make_directories(directory.parent)
+    try:
+        directory.mkdir()
+    except FileExistsError:
+        return  # a concurrent writer made it (and syncs its parent)
+    _fsync_directory(directory.parent)
 
 
 def _fsync_directory(directory: Path) -> None:

@@ -108,3 +108,22 @@ def test_move_atomic_renames_on_one_file_system_and_copies_across(tmp_path):
     with mounted_tmpfs(tmp_path / "other", "1m") as other:
         assert storage.move_atomic(source, other.path / "file") == len(DATA)  # EXDEV: copied whole
         assert (other.path / "file").read_bytes() == DATA and leftovers(other.path) == []
+
+
+@pytest.mark.parametrize("write", ["write_atomic", "move_atomic"])
+def test_each_directory_a_write_creates_is_synced_into_its_parent(tmp_path, monkeypatch, write):
+    """A new directory is durable before the file renamed into it counts as stored."""
+    synced = []
+    real = storage._fsync_directory
+    monkeypatch.setattr(storage, "_fsync_directory", lambda d: (synced.append(d), real(d)))
+    (tmp_path / "media").mkdir()
+    target = tmp_path / "media" / "mail" / "ab" / "file"
+    if write == "write_atomic":
+        storage.write_atomic(target, [b"bytes"])
+    else:
+        source = tmp_path / "spooled"
+        source.write_bytes(b"bytes")
+        storage.move_atomic(source, target)
+    assert target.read_bytes() == b"bytes"
+    # mail/ in media/, ab/ in mail/, then the file's rename in ab/; media/ existed already
+    assert synced == [tmp_path / "media", tmp_path / "media" / "mail", tmp_path / "media" / "mail" / "ab"]

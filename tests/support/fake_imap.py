@@ -24,7 +24,8 @@ import socket
 import threading
 import time
 
-HOST = "127.0.0.1"
+from tests.support.loopback import Listener, close_socket
+
 UIDVALIDITY = 7
 _COMMAND = re.compile(rb"^(\S+) (?:UID )?(\S+) ?(.*)$", re.IGNORECASE)
 
@@ -48,9 +49,8 @@ class FakeImapServer:
         self._lock = threading.Lock()
         self._conns: set[socket.socket] = set()
         self._closed = threading.Event()
-        self._listener = socket.create_server((HOST, 0))
-        self.host, self.port = HOST, self._listener.getsockname()[1]
-        threading.Thread(target=self._accept_loop, name="fake-imap", daemon=True).start()
+        self._listener = Listener("fake-imap", self._accepted)
+        self.host, self.port = self._listener.host, self._listener.port
 
     def __enter__(self) -> FakeImapServer:
         return self
@@ -60,15 +60,11 @@ class FakeImapServer:
 
     def close(self) -> None:
         self._closed.set()
-        try:
-            self._listener.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
         self._listener.close()
         with self._lock:
             conns = list(self._conns)
         for conn in conns:
-            _close(conn)
+            close_socket(conn)
 
     def wait_for_connections(self, n: int, timeout: float = 10) -> bool:
         deadline = time.monotonic() + timeout
@@ -80,18 +76,13 @@ class FakeImapServer:
 
     # -- serving ------------------------------------------------------------------
 
-    def _accept_loop(self) -> None:
-        while not self._closed.is_set():
-            try:
-                conn, _ = self._listener.accept()
-            except OSError:
-                return
-            with self._lock:
-                self.accepted += 1
-                self.open_now += 1
-                self.max_open = max(self.max_open, self.open_now)
-                self._conns.add(conn)
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+    def _accepted(self, conn: socket.socket) -> None:
+        with self._lock:
+            self.accepted += 1
+            self.open_now += 1
+            self.max_open = max(self.max_open, self.open_now)
+            self._conns.add(conn)
+        threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     def _serve(self, conn: socket.socket) -> None:
         try:
@@ -112,7 +103,7 @@ class FakeImapServer:
             with self._lock:
                 self.open_now -= 1
                 self._conns.discard(conn)
-            _close(conn)
+            close_socket(conn)
 
     def _idle(self, conn: socket.socket) -> None:
         """Hold the connection open, answering nothing, until the client or the test closes it."""
@@ -205,11 +196,3 @@ def _uids(uid_set: bytes, messages: dict[int, bytes]) -> list[int]:
         elif int(part) in messages:
             wanted.append(int(part))
     return wanted
-
-
-def _close(conn: socket.socket) -> None:
-    try:
-        conn.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
-    conn.close()

@@ -11,21 +11,19 @@ from __future__ import annotations
 import socket
 import threading
 
-HOST = "127.0.0.1"
+from tests.support.loopback import HOST, Listener, close_socket
 
 
 class HoldingProxy:
     def __init__(self, upstream_port: int, upstream_host: str = HOST):
         self.upstream = (upstream_host, upstream_port)
-        self._listener = socket.create_server((HOST, 0))
-        self.host, self.port = HOST, self._listener.getsockname()[1]
         self._lock = threading.Lock()
         self._marker: bytes | None = None
         self._held = threading.Event()
         self._released = threading.Event()
         self._socks: list[socket.socket] = []
-        self._closed = False
-        threading.Thread(target=self._accept_loop, name="holding-proxy", daemon=True).start()
+        self._listener = Listener("holding-proxy", self._accepted)
+        self.host, self.port = self._listener.host, self._listener.port
 
     def __enter__(self) -> HoldingProxy:
         return self
@@ -47,38 +45,24 @@ class HoldingProxy:
         self._released.set()
 
     def close(self) -> None:
-        self._closed = True
         self._released.set()
-        try:
-            self._listener.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
         self._listener.close()
         with self._lock:
             socks, self._socks = self._socks, []
         for sock in socks:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            sock.close()
+            close_socket(sock)
 
-    def _accept_loop(self) -> None:
-        while not self._closed:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            try:
-                upstream = socket.create_connection(self.upstream, timeout=5)
-            except OSError:
-                client.close()
-                continue
-            upstream.settimeout(None)
-            with self._lock:
-                self._socks += [client, upstream]
-            threading.Thread(target=self._pump, args=(client, upstream, False), daemon=True).start()
-            threading.Thread(target=self._pump, args=(upstream, client, True), daemon=True).start()
+    def _accepted(self, client: socket.socket) -> None:
+        try:
+            upstream = socket.create_connection(self.upstream, timeout=5)
+        except OSError:
+            client.close()
+            return
+        upstream.settimeout(None)
+        with self._lock:
+            self._socks += [client, upstream]
+        threading.Thread(target=self._pump, args=(client, upstream, False), daemon=True).start()
+        threading.Thread(target=self._pump, args=(upstream, client, True), daemon=True).start()
 
     def _pump(self, src: socket.socket, dst: socket.socket, from_server: bool) -> None:
         tail = b""

@@ -20,25 +20,23 @@ import socket
 import threading
 from pathlib import Path
 
-HOST = "127.0.0.1"
+from tests.support.loopback import HOST, Listener, close_socket
 
 
 class PgProxy:
     def __init__(self, socket_dir: str | Path, port: int = 5432):
         self.upstream = str(Path(socket_dir) / f".s.PGSQL.{port}")
-        self._listener = socket.create_server((HOST, 0))
-        self.port = self._listener.getsockname()[1]
         self._lock = threading.Lock()
         self._open = threading.Event()  # set: bytes flow
         self._open.set()
         self._connect = threading.Event()  # set: new connections go upstream
         self._connect.set()
         self._refusing = False
-        self._closed = False
         self._live: set[socket.socket] = set()
         self.held = 0  # connections waiting in hold_new()
         self.accepted = 0
-        threading.Thread(target=self._accept_loop, name="pg-proxy", daemon=True).start()
+        self._listener = Listener("pg-proxy", self._accepted)
+        self.port = self._listener.port
 
     def __enter__(self) -> PgProxy:
         return self
@@ -64,7 +62,7 @@ class PgProxy:
         with self._lock:
             live, self._live = list(self._live), set()
         for sock in live:
-            _close(sock)
+            close_socket(sock)
 
     def hold_new(self) -> None:
         self._connect.clear()
@@ -76,33 +74,20 @@ class PgProxy:
         self._open.set()
 
     def close(self) -> None:
-        self._closed = True
         self.restore()
-        try:
-            self._listener.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
         self._listener.close()
-        with self._lock:
-            live, self._live = list(self._live), set()
-        for sock in live:
-            _close(sock)
+        self.drop()
 
     # -- plumbing ----------------------------------------------------------------------
-    def _accept_loop(self) -> None:
-        while not self._closed:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+    def _accepted(self, client: socket.socket) -> None:
+        threading.Thread(target=self._serve, args=(client,), daemon=True).start()
 
     def _serve(self, client: socket.socket) -> None:
         with self._lock:
             self.accepted += 1
             refusing = self._refusing
         if refusing:
-            _close(client)
+            close_socket(client)
             return
         if not self._connect.is_set():
             with self._lock:
@@ -114,13 +99,13 @@ class PgProxy:
         try:
             upstream.connect(self.upstream)
         except OSError:
-            _close(client)
-            _close(upstream)
+            close_socket(client)
+            close_socket(upstream)
             return
         with self._lock:
             if self._refusing:
-                _close(client)
-                _close(upstream)
+                close_socket(client)
+                close_socket(upstream)
                 return
             self._live.update((client, upstream))
         threading.Thread(target=self._pump, args=(client, upstream), daemon=True).start()
@@ -139,13 +124,6 @@ class PgProxy:
         with self._lock:
             self._live.discard(src)
             self._live.discard(dst)
-        _close(src)
-        _close(dst)
+        close_socket(src)
+        close_socket(dst)
 
-
-def _close(sock: socket.socket) -> None:
-    try:
-        sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
-    sock.close()

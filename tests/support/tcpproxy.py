@@ -5,7 +5,8 @@ from __future__ import annotations
 import socket
 import threading
 
-HOST = "127.0.0.1"
+from tests.support.loopback import HOST, Listener, close_socket
+
 
 class DroppingProxy:
     """A TCP proxy on 127.0.0.1 to an upstream server that can cut its connections.
@@ -18,17 +19,14 @@ class DroppingProxy:
 
     def __init__(self, upstream_port: int, upstream_host: str = HOST):
         self.upstream = (upstream_host, upstream_port)
-        self._listener = socket.create_server((HOST, 0))
-        self.host, self.port = HOST, self._listener.getsockname()[1]
         self.accepted = 0
         self.cuts = 0
         self._lock = threading.Lock()
         self._live: set[tuple[socket.socket, socket.socket]] = set()
         self._trigger: tuple[bytes, int] | None = None
-        self._closed = False
         self._cut_done = threading.Event()
-        self._thread = threading.Thread(target=self._accept_loop, name="dropping-proxy", daemon=True)
-        self._thread.start()
+        self._listener = Listener("dropping-proxy", self._accepted)
+        self.host, self.port = self._listener.host, self._listener.port
 
     def __enter__(self) -> DroppingProxy:
         return self
@@ -55,34 +53,22 @@ class DroppingProxy:
         return len(live)
 
     def close(self) -> None:
-        self._closed = True
-        # close() alone does not wake a thread blocked in accept(); shutdown() does.
-        try:
-            self._listener.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
         self._listener.close()
         self.drop_all()
-        self._thread.join(timeout=5)
 
-    def _accept_loop(self) -> None:
-        while not self._closed:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return  # listener closed
-            try:
-                upstream = socket.create_connection(self.upstream, timeout=5)
-            except OSError:
-                client.close()
-                continue
-            upstream.settimeout(None)
-            pair = (client, upstream)
-            with self._lock:
-                self.accepted += 1
-                self._live.add(pair)
-            threading.Thread(target=self._pump, args=(client, upstream, pair, False), daemon=True).start()
-            threading.Thread(target=self._pump, args=(upstream, client, pair, True), daemon=True).start()
+    def _accepted(self, client: socket.socket) -> None:
+        try:
+            upstream = socket.create_connection(self.upstream, timeout=5)
+        except OSError:
+            client.close()
+            return
+        upstream.settimeout(None)
+        pair = (client, upstream)
+        with self._lock:
+            self.accepted += 1
+            self._live.add(pair)
+        threading.Thread(target=self._pump, args=(client, upstream, pair, False), daemon=True).start()
+        threading.Thread(target=self._pump, args=(upstream, client, pair, True), daemon=True).start()
 
     def _pump(self, src: socket.socket, dst: socket.socket, pair, from_server: bool) -> None:
         # Per connection: None until it owns the armed trigger, then the bytes left to pass.
@@ -136,8 +122,4 @@ class DroppingProxy:
 
 def _close_pair(pair: tuple[socket.socket, socket.socket]) -> None:
     for sock in pair:
-        try:
-            sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        sock.close()
+        close_socket(sock)

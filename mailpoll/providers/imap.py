@@ -42,14 +42,12 @@ class ImapProvider(MailProvider):
                 if mb.security not in ("tls", "starttls", "none"):
                     # The CHECK constraint refuses such a row; never let one fall through to plaintext.
                     raise ProviderError(f"{mb.host}:{mb.port}: unknown security {mb.security!r}; refusing to connect")
-                if mb.security == "tls":
-                    self.client = BoundedIMAPClient(mb.host, channel=self.channel, port=mb.port, ssl=True,
-                                                    ssl_context=ssl.create_default_context(), timeout=timeout)
-                else:
-                    self.client = BoundedIMAPClient(mb.host, channel=self.channel, port=mb.port, ssl=False,
-                                                    timeout=timeout)
-                    if mb.security == "starttls":
-                        self.client.starttls(ssl.create_default_context())
+                tls = mb.security == "tls"
+                self.client = BoundedIMAPClient(mb.host, channel=self.channel, port=mb.port, ssl=tls,
+                                                ssl_context=ssl.create_default_context() if tls else None,
+                                                timeout=timeout)
+                if mb.security == "starttls":
+                    self.client.starttls(ssl.create_default_context())
                 self.client.login(mb.username, mb.get_secret())
             except LoginError as exc:
                 self.close()

@@ -7,6 +7,7 @@ only when that transaction commits.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -84,6 +85,33 @@ def enqueue_many(type: str, *, org_id: str, items: list[tuple[dict, str | None]]
         return len(cursor.fetchall())
 
 
+@dataclass(frozen=True)
+class ClaimPlan:
+    """What a claim sends, derived from the registry once per registry generation."""
+
+    params: dict
+    guards: dict  # type -> its one_running_per key, for the guarded types
+    guarded: str | None  # the type-by-type claim (sql.claim_guarded); None: no guarded type
+
+
+@functools.lru_cache(maxsize=1)
+def _plan(generation: int) -> ClaimPlan:
+    types = registry.all_types().values()
+    guards = {t.name: t.one_running_per for t in types if t.one_running_per}
+    params = {
+        "types": [t.name for t in types],
+        "plain_types": [t.name for t in types if not t.one_running_per],
+        "guard_types": list(guards),
+        "guard_keys": list(guards.values()),
+        "active_scoped": [t.name for t in types if t.dedup_scope == DedupScope.ACTIVE],
+    }
+    return ClaimPlan(params, guards, sql.claim_guarded(tuple(guards.items())) if guards else None)
+
+
+def claim_plan() -> ClaimPlan:
+    return _plan(registry.generation())
+
+
 def claim() -> Job | None:
     """Take the oldest runnable job of a registered type, mark it running, commit. None if there is none.
 
@@ -92,26 +120,17 @@ def claim() -> Job | None:
     claim that loses a guard race looks again (the next statement sees the
     winner running), it never gives up with claimable work queued.
     """
-    types = registry.all_types()
-    guarded = tuple((t.name, t.one_running_per) for t in types.values() if t.one_running_per)
-    params = {
-        "types": list(types),
-        "plain_types": [t.name for t in types.values() if not t.one_running_per],
-        "guard_types": [name for name, _ in guarded],
-        "guard_keys": [key for _, key in guarded],
-        "active_scoped": [t.name for t in types.values() if t.dedup_scope == DedupScope.ACTIVE],
-    }
-    if not guarded:
+    plan = claim_plan()
+    if plan.guarded is None:
         # One statement is its own transaction: no BEGIN/COMMIT round trips.
-        return _one(sql.CLAIM_UNGUARDED, params)
-    statement = sql.claim_guarded(guarded)
+        return _one(sql.CLAIM_UNGUARDED, plan.params)
     while True:
         with transaction.atomic():
             # The front of the queue first; type by type only when it is all blocked.
-            job = _one(sql.CLAIM_WINDOWED, params) or _one(statement, params)
+            job = _one(sql.CLAIM_WINDOWED, plan.params) or _one(plan.guarded, plan.params)
             if job is None:
                 return None
-            key = types[job.type].one_running_per
+            key = plan.guards.get(job.type)
             if not key or not _guard_conflict(job, key):
                 return job
             # Another worker claimed a job with the same value while our snapshot

@@ -51,6 +51,9 @@ class JobType:
 
 
 _types: dict[str, JobType] = {}
+# Bumped by every change to _types: what callers derive from the types (the
+# claim's parameters, jobs.queue.claim_plan) is computed once per generation.
+_generation = 0
 
 
 def register(
@@ -92,7 +95,9 @@ def register(
         if existing is not None and existing.handler is not fn:
             if _qualname(existing.handler) != _qualname(fn):
                 raise ValueError(f"job type {name!r} is already registered to {_qualname(existing.handler)}")
+        global _generation
         _types[name] = job_type
+        _generation += 1
         return fn
 
     return decorate(handler) if handler is not None else decorate
@@ -100,7 +105,14 @@ def register(
 
 def unregister(name: str) -> None:
     """Remove a type (tests that register throw-away types clean up with this)."""
-    _types.pop(name, None)
+    global _generation
+    if _types.pop(name, None) is not None:
+        _generation += 1
+
+
+def generation() -> int:
+    """Changes whenever a type is registered or removed."""
+    return _generation
 
 
 def get(name: str) -> JobType:

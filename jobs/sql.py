@@ -6,8 +6,6 @@ lost its job — swept as a zombie and re-claimed elsewhere, or failed by an
 operator — cannot overwrite its successor. Zero rows updated means exactly that.
 """
 
-import functools
-
 # Queued rows the guarded claim looks at in order before it looks type by type.
 GUARD_WINDOW = 32
 
@@ -77,7 +75,6 @@ RETURNING {_RETURNING}
 """
 # For a registry without one_running_per types: one statement, one index scan.
 CLAIM_UNGUARDED = _CANDIDATE + _CLAIM
-CLAIM = CLAIM_UNGUARDED
 
 # With one_running_per types, first the cheap way: the oldest job in the first
 # GUARD_WINDOW queued rows that no running job blocks (values compared as jsonb,
@@ -206,7 +203,6 @@ def _literal(text: str) -> str:
     return "'" + text.replace("'", "''").replace("%", "%%") + "'"
 
 
-@functools.lru_cache(maxsize=32)
 def claim_guarded(guards: tuple[tuple[str, str], ...]) -> str:
     """The claim for a registry with one_running_per types: ``guards`` is ((type, key), ...).
 

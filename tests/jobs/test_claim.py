@@ -143,20 +143,13 @@ def fill_blocked_backlog(n: int) -> None:
 def claim_buffers() -> tuple[int, str]:
     """Shared buffers a guarded claim's statements touch (the front of the queue, then type by type),
     run for real under EXPLAIN ANALYZE and rolled back."""
-    types = registry.all_types()
-    guards = tuple((t.name, t.one_running_per) for t in types.values() if t.one_running_per)
-    params = {
-        "types": list(types),
-        "plain_types": [t.name for t in types.values() if not t.one_running_per],
-        "guard_types": [name for name, _ in guards],
-        "guard_keys": [key for _, key in guards],
-        "active_scoped": [],
-    }
+    claim = queue.claim_plan()
+    assert claim.guarded is not None  # test_guarded is registered
     total, plans = 0, []
-    for statement in (sql.CLAIM_WINDOWED, sql.claim_guarded(guards)):
+    for statement in (sql.CLAIM_WINDOWED, claim.guarded):
         with connection.cursor() as cursor:
             cursor.execute("SAVEPOINT explain")
-            cursor.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + statement, params)
+            cursor.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + statement, claim.params)
             (plan,) = cursor.fetchone()
             cursor.execute("ROLLBACK TO SAVEPOINT explain")
         plan = plan if isinstance(plan, list) else json.loads(plan)

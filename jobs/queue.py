@@ -544,13 +544,18 @@ def _one(statement: str, params: dict) -> Job | None:
         row = cursor.fetchone()
     if row is None:
         return None
-    values = []
-    for name, value in zip(_JOB_FIELDS, row):
-        model_field = Job._meta.get_field(name)
-        if value is not None and hasattr(model_field, "from_db_value"):
-            value = model_field.from_db_value(value, None, connection)
-        values.append(value)
+    values = list(row)
+    for i, convert in _converters():
+        if values[i] is not None:
+            values[i] = convert(values[i], None, connection)
     return Job.from_db(connection.alias, _JOB_FIELDS, values)
+
+
+@functools.cache
+def _converters() -> list:
+    """``(position, from_db_value)`` of the ``_JOB_FIELDS`` that convert what the driver returns (the JSON ones)."""
+    fields = [Job._meta.get_field(name) for name in _JOB_FIELDS]
+    return [(i, f.from_db_value) for i, f in enumerate(fields) if hasattr(f, "from_db_value")]
 
 
 def _json(value) -> str:

@@ -11,6 +11,7 @@ from datetime import timedelta
 
 from django.db import models
 from django.db.models import F, Q
+from django.db.models.expressions import RawSQL
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Greatest, Now
 from django.utils import timezone
@@ -66,11 +67,11 @@ class JobQuerySet(models.QuerySet):
     def stale(self):
         """Running jobs whose heartbeat is older than their type's ``stale_after``: zombies.
 
-        Mirrors the sweep's SQL for the admin, on the database's clock (never the
-        web server's); the sweep itself runs ``sql.SWEEP_STALE``, which also
-        waits for a sweeper that was itself cut off.
+        The sweep's rule (``sql.SILENT_SINCE``) for the admin, on the database's
+        clock (never the web server's); the sweep itself runs ``sql.SWEEP_STALE``,
+        which also waits for a sweeper that was itself cut off.
         """
-        from . import registry
+        from . import registry, sql
 
         known = registry.all_types()
         condition = Q()
@@ -79,9 +80,7 @@ class JobQuerySet(models.QuerySet):
         condition |= ~Q(type__in=list(known)) & Q(
             silent_since__lt=Now() - timedelta(seconds=registry.default_stale_after())
         )
-        # Silence counts from the database's own start at the earliest, as in the sweep.
-        started = models.Func(function="pg_postmaster_start_time", output_field=models.DateTimeField())
-        silent_since = Greatest("heartbeat_at", started)
+        silent_since = RawSQL(sql.SILENT_SINCE.format(not_before="NULL"), (), output_field=models.DateTimeField())
         return self.running().with_heartbeat().annotate(silent_since=silent_since).filter(condition)
 
 

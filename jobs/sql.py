@@ -325,13 +325,18 @@ WHERE id = %(id)s AND status = 'running' AND attempts = %(attempt)s
 # workers that do (they know its threshold). Locked with SKIP LOCKED so several
 # workers sweeping at once each take different rows, and a row a worker is
 # finishing right now is left to it.
-SWEEP_STALE = """
+#
+# SILENT_SINCE is that rule, shared with the operator's requeue (OPERATOR_INSPECT)
+# and the admin's zombie list (JobQuerySet.stale), which have no not_before
+# (NULL: GREATEST ignores it). Columns unqualified: of the jobs row.
+SILENT_SINCE = """GREATEST(started_at, (progress ->> 'updated_at')::timestamptz,
+               pg_postmaster_start_time(), {not_before}::timestamptz)"""
+SWEEP_STALE = f"""
 SELECT j.id, j.type, j.attempts
 FROM jobs AS j
 JOIN unnest(%(types)s::text[], %(stale_after)s::float8[]) AS cfg(type, stale_after) ON cfg.type = j.type
 WHERE j.status = 'running'
-  AND GREATEST(j.started_at, (j.progress ->> 'updated_at')::timestamptz,
-               pg_postmaster_start_time(), %(not_before)s::timestamptz)
+  AND {SILENT_SINCE.format(not_before="%(not_before)s")}
       < now() - make_interval(secs => cfg.stale_after)
 ORDER BY j.started_at
 LIMIT 1000
@@ -343,13 +348,12 @@ FOR UPDATE OF j SKIP LOCKED
 # so a job that moved meanwhile is left alone.
 
 # An operator's view of one job before a requeue: locked, and judged stale
-# as the sweep judges it (SWEEP_STALE: latest sign of life, or the database's
-# own start, older than the type's stale_after, on the database clock). Keep
-# the two in step.
-OPERATOR_INSPECT = """
+# as the sweep judges it (SILENT_SINCE older than the type's stale_after, on the
+# database clock).
+OPERATOR_INSPECT = f"""
 SELECT status, attempts, uncounted_attempts, outages, enqueued_key,
        status = 'running'
-       AND GREATEST(started_at, (progress ->> 'updated_at')::timestamptz, pg_postmaster_start_time())
+       AND {SILENT_SINCE.format(not_before="NULL")}
            < now() - make_interval(secs => %(stale_after)s) AS stale
 FROM jobs
 WHERE id = %(id)s

@@ -5,25 +5,12 @@ database cut off is not charged like a crash."""
 import pytest
 from django.db import connection
 
-from jobs import queue, registry
+from jobs import queue
 from jobs.models import Job, JobStatus
-from jobs.worker import Worker
 from tests.factories import JobFactory
+from tests.support.processes import run_burst
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("zombies_possible")]  # zombies: tests/conftest.py
-
-
-@pytest.fixture
-def temporary_type():
-    names = []
-
-    def register(name, handler, **options):
-        registry.register(name, handler, **options)
-        names.append(name)
-
-    yield register
-    for name in names:
-        registry.unregister(name)
 
 
 def test_a_run_failed_by_an_operator_then_requeued_never_passes_the_new_runs_fence():
@@ -135,7 +122,7 @@ def test_runs_cut_off_by_the_database_do_not_use_up_the_budget(transactional_db,
     temporary_type("test_outage_victim", cut_off_twice, max_attempts=1)
     job = queue.enqueue("test_outage_victim", org_id="demo")
 
-    assert Worker(burst=True, listen=False).run() == 3
+    assert run_burst() == 3
 
     job = Job.objects.get(pk=job.id)
     assert (job.status, job.report, job.error) == (JobStatus.DONE, {"run": 3}, None)
@@ -149,7 +136,7 @@ def test_a_job_that_keeps_losing_its_database_ends_failed_saying_why(transaction
     temporary_type("test_outage_victim", always_cut_off, max_attempts=1)
     job = queue.enqueue("test_outage_victim", org_id="demo")
 
-    Worker(burst=True, listen=False).run()
+    run_burst()
 
     job = Job.objects.get(pk=job.id)
     outages = queue.FREE_OUTAGES + 1
@@ -180,7 +167,7 @@ def test_a_run_cut_off_inside_a_transaction_is_an_outage_not_a_failure(transacti
     temporary_type("test_outage_victim", cut_off_mid_batch, max_attempts=1)
     job = queue.enqueue("test_outage_victim", org_id="demo")
 
-    Worker(burst=True, listen=False).run()
+    run_burst()
 
     job = Job.objects.get(pk=job.id)
     assert (job.status, job.report, job.outages) == (JobStatus.DONE, {"run": 2}, 1)

@@ -11,30 +11,12 @@ import signal
 import pytest
 from django.db import connection
 
-from jobs import queue, registry, sweep
+from jobs import queue, sweep
 from jobs.models import Job, JobStatus
-from jobs.worker import Worker
 from tests.factories import JobFactory
-from tests.support.processes import runjobs, wait_for
+from tests.support.processes import run_burst, runjobs, wait_for
 
 pytestmark = pytest.mark.usefixtures("zombies_possible")  # some tests build zombies: tests/conftest.py
-
-
-def run_burst(**kwargs) -> int:
-    return Worker(burst=True, listen=False, **kwargs).run()
-
-
-@pytest.fixture
-def temporary_type():
-    names = []
-
-    def register(name, handler, **options):
-        registry.register(name, handler, **options)
-        names.append(name)
-
-    yield register
-    for name in names:
-        registry.unregister(name)
 
 
 def run_one(temporary_type, handler, **options) -> Job:

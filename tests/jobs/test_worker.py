@@ -7,28 +7,12 @@ import pytest
 from django.db import connection
 
 import tests.support.handlers
-from jobs import queue, registry, sweep
+from jobs import queue, sweep
 from jobs.heartbeat import fence_after
 from jobs.models import Job, JobStatus
 from jobs.worker import Worker
 from tests.factories import JobFactory
-
-
-def run_burst(**kwargs) -> int:
-    return Worker(burst=True, listen=False, **kwargs).run()
-
-
-@pytest.fixture
-def temporary_type():
-    names = []
-
-    def register(name, handler, **options):
-        registry.register(name, handler, **options)
-        names.append(name)
-
-    yield register
-    for name in names:
-        registry.unregister(name)
+from tests.support.processes import run_burst
 
 
 def test_handler_failure_fails_the_job_calls_on_fail_and_the_worker_goes_on(executions):

@@ -1,4 +1,4 @@
-"""Real OS processes for concurrency tests: workers started with `manage.py runjobs`."""
+"""Real OS processes for concurrency tests: workers started with `manage.py runjobs` (and ``run_burst``, one in-process)."""
 
 from __future__ import annotations
 
@@ -102,3 +102,10 @@ def wait_for(condition, timeout: float = 30, interval: float = 0.05, message: st
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {message}")
         time.sleep(interval)
+
+
+def run_burst(**kwargs) -> int:
+    """A worker in this process until nothing is claimable; returns jobs processed."""
+    from jobs.worker import Worker
+
+    return Worker(burst=True, listen=False, **kwargs).run()

@@ -15,3 +15,13 @@ def temporary_type():
     yield register
     for name in names:
         registry.unregister(name)
+
+
+@pytest.fixture
+def no_guarded_types():
+    """The registry without its one guarded type (test_guarded): claims take the unguarded path."""
+    guarded = registry.get("test_guarded")
+    registry.unregister("test_guarded")
+    assert not any(t.one_running_per for t in registry.all_types().values())
+    yield
+    registry.register(guarded.name, guarded.handler, one_running_per=guarded.one_running_per)

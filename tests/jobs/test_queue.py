@@ -253,21 +253,16 @@ def test_operator_requeue_moves_a_zombie_back_now():
     assert Job.objects.get(pk=zombie.id).status == JobStatus.QUEUED
 
 
-def test_without_guarded_types_a_claim_is_one_statement():
+def test_without_guarded_types_a_claim_is_one_statement(no_guarded_types):
     """The common case pays no BEGIN/COMMIT: the claim statement is its own transaction."""
     from django.test.utils import CaptureQueriesContext
 
-    guarded = registry.get("test_guarded")
-    registry.unregister("test_guarded")
-    try:
-        job = queue.enqueue("noop", org_id="demo")
-        with CaptureQueriesContext(connection) as queries:
-            claimed = queue.claim()
-        assert claimed.id == job.id and claimed.status == JobStatus.RUNNING
-        assert isinstance(claimed.payload, dict) and claimed.attempts == 1
-        assert len(queries) == 1, [q["sql"] for q in queries]
-    finally:
-        registry.register(guarded.name, guarded.handler, one_running_per=guarded.one_running_per)
+    job = queue.enqueue("noop", org_id="demo")
+    with CaptureQueriesContext(connection) as queries:
+        claimed = queue.claim()
+    assert claimed.id == job.id and claimed.status == JobStatus.RUNNING
+    assert isinstance(claimed.payload, dict) and claimed.attempts == 1
+    assert len(queries) == 1, [q["sql"] for q in queries]
 
 
 # -- requeues and the dedup scopes: never two queued jobs with one key; for 'active',

@@ -53,21 +53,16 @@ def test_a_recent_heartbeat_keeps_an_old_job_alive(settings):
     assert Job.objects.get(pk=long_running.id).status == JobStatus.RUNNING
 
 
-def test_the_threshold_is_per_type(settings):
-    from jobs import registry
-
+def test_the_threshold_is_per_type(settings, temporary_type):
     settings.JOBS_STALE_AFTER = 3600
-    registry.register("test_short_fuse", lambda job: None, stale_after=5)
-    try:
-        ten_seconds_ago = timezone.now() - timedelta(seconds=10)
-        short = JobFactory(type="test_short_fuse", running=True, started_at=ten_seconds_ago)
-        default = JobFactory(type="noop", running=True, started_at=ten_seconds_ago)
-        result = sweep.run_once()
-        assert [j.id for j in result.requeued] == [short.id]
-        assert Job.objects.get(pk=default.id).status == JobStatus.RUNNING
-        assert list(Job.objects.stale()) == []  # the admin's view agrees with the sweep
-    finally:
-        registry.unregister("test_short_fuse")
+    temporary_type("test_short_fuse", lambda job: None, stale_after=5)
+    ten_seconds_ago = timezone.now() - timedelta(seconds=10)
+    short = JobFactory(type="test_short_fuse", running=True, started_at=ten_seconds_ago)
+    default = JobFactory(type="noop", running=True, started_at=ten_seconds_ago)
+    result = sweep.run_once()
+    assert [j.id for j in result.requeued] == [short.id]
+    assert Job.objects.get(pk=default.id).status == JobStatus.RUNNING
+    assert list(Job.objects.stale()) == []  # the admin's view agrees with the sweep
 
 
 def test_the_admin_zombie_queryset_matches_the_sweep(settings):

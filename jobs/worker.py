@@ -218,8 +218,7 @@ class Worker:
         delay = self._next_backoff()
         fired = dbsession.timeout_fired(exc)
         log.warning("database unavailable (%s: %s%s); retrying in %.1fs", type(exc).__name__,
-                    str(exc).strip().splitlines()[0] if str(exc).strip() else "",
-                    f"; {fired} fired" if fired else "", delay)
+                    dbsession.first_line(exc), f"; {fired} fired" if fired else "", delay)
         dbsession.close_quietly()
         self.waker.close()
         self._sleep(delay)

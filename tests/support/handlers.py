@@ -47,27 +47,28 @@ def _sleep_from(job):
         time.sleep(seconds)
 
 
-@register("test_record")
-def record(job):
-    """Records its execution, optionally sleeps ``payload.sleep``."""
+def run_recorded(job) -> None:
+    """Record the run's start, sleep ``payload.sleep``, record its end."""
     execution = record_start(job)
     _sleep_from(job)
     record_finish(execution)
+
+
+@register("test_record")
+def record(job):
+    """Records its execution, optionally sleeps ``payload.sleep``."""
+    run_recorded(job)
     return {"pid": os.getpid()}
 
 
 @register("test_guarded", one_running_per="site_id")
 def guarded(job):
-    execution = record_start(job)
-    _sleep_from(job)
-    record_finish(execution)
+    run_recorded(job)
 
 
 @register("test_active", dedup_scope="active")
 def active(job):
-    execution = record_start(job)
-    _sleep_from(job)
-    record_finish(execution)
+    run_recorded(job)
 
 
 def _mark_on_fail(job):
@@ -86,9 +87,7 @@ def fail(job):
 @register("test_slow", max_attempts=2, on_fail=_mark_on_fail)
 def slow(job):
     """Records, then sleeps: the victim of kill -9 tests."""
-    execution = record_start(job)
-    _sleep_from(job)
-    record_finish(execution)
+    run_recorded(job)
 
 
 def _slow_on_fail(job):
@@ -101,9 +100,7 @@ def _slow_on_fail(job):
 @register("test_slow_on_fail", max_attempts=1, on_fail=_slow_on_fail)
 def slow_on_fail(job):
     """Records, then sleeps: as a zombie at its one attempt, the sweep fails it and runs the slow on_fail."""
-    execution = record_start(job)
-    _sleep_from(job)
-    record_finish(execution)
+    run_recorded(job)
 
 
 @register("test_exit")

@@ -52,7 +52,7 @@ def sleeps(monkeypatch):
 
 @pytest.fixture
 def target(db, token_server):
-    return keyed_site_target(PROPERTY, token_server)
+    return keyed_site_target(PROPERTY, token_server.uri)
 
 
 def run_jobs() -> int:

@@ -5,7 +5,6 @@ reached through the real ``httplib2.Http``; the token endpoint is TokenServer.
 """
 
 import http.client
-import json
 import socket
 from datetime import date
 
@@ -17,8 +16,7 @@ from imports import searchconsole
 from imports.models import ImportStatus, UrlMetric
 from jobs.models import Job, JobStatus
 from jobs.worker import Worker
-from tests.factories import SiteTargetFactory
-from tests.support.google import ApiServer, free_port, keyed_site_target, page, row, service_account_key
+from tests.support.google import ApiServer, free_port, keyed_site_target, page, row
 
 PROPERTY = "https://www.example.com/"
 START, END = date(2026, 10, 1), date(2026, 10, 3)
@@ -27,7 +25,7 @@ ROWS = [row(PROPERTY + "a", "2026-10-01"), row(PROPERTY + "b", "2026-10-02")]
 
 @pytest.fixture
 def target(db, token_server):
-    return keyed_site_target(PROPERTY, token_server)
+    return keyed_site_target(PROPERTY, token_server.uri)
 
 
 @pytest.fixture
@@ -133,9 +131,7 @@ def test_an_api_that_keeps_dropping_fails_after_the_retries_naming_the_endpoint(
 def test_a_refusing_token_endpoint_is_retried_then_named(db, settings, servers, endpoint, sleeps):
     token_uri = f"http://127.0.0.1:{free_port()}/token"
     settings.SEARCH_CONSOLE_TOKEN_URIS = [token_uri]
-    target = SiteTargetFactory(url_prefix=PROPERTY, search_console_property=PROPERTY)
-    target.set_service_account(json.dumps(service_account_key(token_uri)))
-    target.save()
+    target = keyed_site_target(PROPERTY, token_uri)
     api = servers([page(ROWS)])
     endpoint(api.uri)
 

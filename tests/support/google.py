@@ -47,12 +47,12 @@ def service_account_key(token_uri: str, email: str = ACCOUNT_EMAIL) -> dict:
     }
 
 
-def keyed_site_target(property_url: str, token_server: TokenServer):
-    """A SiteTarget of the Search Console property ``property_url``, whose key gets its tokens from ``token_server``."""
+def keyed_site_target(property_url: str, token_uri: str):
+    """A SiteTarget of the Search Console property ``property_url``, whose key gets its tokens at ``token_uri``."""
     from tests.factories import SiteTargetFactory  # Django models: only once a test runs
 
     target = SiteTargetFactory(url_prefix=property_url, search_console_property=property_url)
-    target.set_service_account(json.dumps(service_account_key(token_server.uri)))
+    target.set_service_account(json.dumps(service_account_key(token_uri)))
     target.save()
     return target
 

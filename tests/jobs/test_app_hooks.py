@@ -8,7 +8,7 @@ from django.db import transaction
 
 from imports.handlers import enqueue_import
 from imports.models import Import, ImportKind, ImportStatus
-from jobs import queue, registry
+from jobs import queue
 from jobs.models import Job, JobStatus
 from mailpoll.handlers import enqueue_processing
 from mailpoll.models import Attachment, AttachmentStatus, Request
@@ -61,16 +61,13 @@ def test_an_operator_requeue_brings_a_failed_attachment_back_to_pending():
     assert Job.objects.get(pk=job.id).dedup_key == f"process_attachment:{attachment.pk}"
 
 
-def test_a_requeue_whose_on_requeue_raises_is_undone():
+def test_a_requeue_whose_on_requeue_raises_is_undone(temporary_type):
     def broken(job):
         raise RuntimeError("domain row is gone")
 
-    registry.register("test_requeue_hook", lambda job: None, on_requeue=broken)
-    try:
-        job = JobFactory(type="test_requeue_hook", failed=True)
-        result = queue.requeue([job.id])
-    finally:
-        registry.unregister("test_requeue_hook")
+    temporary_type("test_requeue_hook", lambda job: None, on_requeue=broken)
+    job = JobFactory(type="test_requeue_hook", failed=True)
+    result = queue.requeue([job.id])
 
     assert result.refused == {job.id: "on_requeue raised RuntimeError: domain row is gone"}
     job.refresh_from_db()

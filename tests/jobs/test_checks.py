@@ -1,4 +1,3 @@
-from jobs import registry
 from jobs.checks import check_guard_indexes, check_heartbeat_against_staleness, check_postgresql, engine_errors
 
 
@@ -20,10 +19,7 @@ def test_only_postgresql_is_accepted():
     assert [m.id for m in engine_errors("django.db.backends.sqlite3")] == ["jobs.E001"]
 
 
-def test_a_guard_on_a_key_without_its_claim_index_is_flagged():
+def test_a_guard_on_a_key_without_its_claim_index_is_flagged(temporary_type):
     assert check_guard_indexes() == []  # test_guarded: site_id, indexed
-    registry.register("test_guarded_elsewhere", lambda job: None, one_running_per="mailbox_id")
-    try:
-        assert [(m.id, "'mailbox_id'" in m.msg) for m in check_guard_indexes()] == [("jobs.W002", True)]
-    finally:
-        registry.unregister("test_guarded_elsewhere")
+    temporary_type("test_guarded_elsewhere", lambda job: None, one_running_per="mailbox_id")
+    assert [(m.id, "'mailbox_id'" in m.msg) for m in check_guard_indexes()] == [("jobs.W002", True)]

@@ -105,7 +105,7 @@ class Waiter:
         self.width = width
 
     def run(self) -> Job:
-        last_line, failures, progress = None, 0, {}
+        last_line, failures = None, 0
         seen, seen_at = None, time.monotonic()
         while True:
             try:
@@ -115,7 +115,8 @@ class Waiter:
                 failures += 1
                 delay = reconnect_delay(failures)
                 close_quietly()  # the next query opens a new connection
-                last_line = self._draw(progress, f"database unavailable — retrying in {delay:g} s", last_line)
+                # The outage alone: the progress known is from before it, and the note must fit 40 columns.
+                last_line = self._draw({}, f"database unavailable — retrying in {delay:g} s", last_line)
                 time.sleep(delay)
                 continue
             failures = 0

@@ -58,17 +58,13 @@ class ImportRow:
         self.live = job is not None and job.status in (JobStatus.QUEUED, JobStatus.RUNNING)
         self.job_url = reverse("jobs:detail", args=[job.pk]) if job is not None else ""
         self.progress = job.progress if job is not None and isinstance(job.progress, dict) else {}
-        self.report = self._report(imp, job)
+        self.report = report_of(job)
         self.counts = {name: self.report.get(name, getattr(imp, name)) for name in COUNT_FIELDS}
         # The job is the fresher source until the import has its final state (the
         # job may be claimed before the handler marks the import running).
         finished = imp.status in (ImportStatus.DONE, ImportStatus.FAILED)
         self.status = imp.status if finished or job is None else job.status
         self.error = operator_error(imp.error or (job.error if job is not None else "") or "")
-
-    @staticmethod
-    def _report(imp, job) -> dict:
-        return report_of(job)
 
     @property
     def what_was_read(self) -> list[str]:

@@ -22,7 +22,7 @@ from seoinsight import storage
 from seoinsight.auth import NotAuthenticated, current_org_id
 from seoinsight.models import Org, SiteTarget
 
-from .forms import OUT_OF_SPACE, ImportUploadForm
+from .forms import OUT_OF_SPACE, ImportUploadForm, sentence
 from .models import Import, ImportStatus
 from .reports import notes, operator_error, report_of, what_was_read
 
@@ -137,7 +137,7 @@ def index(request, org):
             # once there is room.
             if not storage.is_out_of_space(exc):
                 raise
-            messages.error(request, OUT_OF_SPACE[0].upper() + OUT_OF_SPACE[1:] + ".")
+            messages.error(request, sentence(OUT_OF_SPACE))
             form, status = ImportUploadForm(org_id=org.pk), 507
     else:
         form = ImportUploadForm(org_id=org.pk)

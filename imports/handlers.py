@@ -39,9 +39,8 @@ def import_failed(job) -> None:
             status=ImportStatus.FAILED, error=job.error or "failed", finished_at=timezone.now()
         )
         site_target_id = job.payload.get("site_target_id")
-        wrote_rows = UrlMetric.objects.filter(site_target_id=site_target_id, page__isnull=True,
-                                              source_import_id=import_id).exists()
-        if failed and wrote_rows:
+        if failed and UrlMetric.objects.filter(site_target_id=site_target_id, page__isnull=True,
+                                               source_import_id=import_id).exists():
             enqueue_reconcile(job.org_id, site_target_id)
 
 

@@ -195,6 +195,8 @@ class DateOrder(NamedTuple):
 # A column that holds only yyyy-mm-dd or Excel dates this far has no a/b/yyyy
 # dates to decide for: the scan stops, so such a file is not read twice.
 PLAIN_DATES_SCANNED = 1000
+# Distinct a/b/yyyy texts remembered as deciding nothing: a file repeats each of its days.
+UNDECIDED_REMEMBERED = 1024
 
 
 def decide_date_order(cells: Iterable, *, chosen: str | None, default: str = DAY_FIRST) -> DateOrder:
@@ -215,7 +217,11 @@ def decide_date_order(cells: Iterable, *, chosen: str | None, default: str = DAY
         return DateOrder(chosen, "choice")
     ambiguous = ""
     plain = 0
+    # Texts already found to fit both orders or neither: seen again, they decide nothing again.
+    undecided: set[str] = set()
     for cell in cells:
+        if type(cell) is str and cell in undecided:
+            continue
         fits = date_fits(cell)
         if fits is None:
             if cell is not None and cell != "":
@@ -228,6 +234,8 @@ def decide_date_order(cells: Iterable, *, chosen: str | None, default: str = DAY
             return DateOrder(DAY_FIRST if day_first else MONTH_FIRST, "file", cell.strip())
         if day_first and not ambiguous:
             ambiguous = cell.strip()
+        if len(undecided) < UNDECIDED_REMEMBERED:
+            undecided.add(cell)
     return DateOrder(default, "default", ambiguous)
 
 

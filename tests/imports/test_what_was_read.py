@@ -26,6 +26,10 @@ def _source(path, **options):
     # yyyy-mm-dd, Excel dates, empty cells and impossible days decide nothing.
     (["2026-01-13", None, "", 45356, "31/31/2026", "5/6/2026"], None, "dmy", DateOrder("dmy", "default", "5/6/2026")),
     (["2026-01-13", "2026-01-14"], None, "dmy", DateOrder("dmy", "default", "")),
+    # Repeats of cells that decided nothing (remembered, not checked again) still decide nothing.
+    (["3/4/2026", "31/31/2026", "3/4/2026", "31/31/2026", "1/13/2026"], None, "dmy",
+     DateOrder("mdy", "file", "1/13/2026")),
+    (["3/4/2026", "1/2/2026", "3/4/2026"], None, "mdy", DateOrder("mdy", "default", "3/4/2026")),
     # The import's choice wins over the file.
     (["1/13/2026"], "dmy", "mdy", DateOrder("dmy", "choice", "")),
 ])

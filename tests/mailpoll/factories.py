@@ -6,6 +6,7 @@ from email.utils import make_msgid
 import factory
 
 from mailpoll.models import Mailbox
+from mailpoll.poller import Poller
 from tests.factories import OrgFactory, SiteTargetFactory
 
 
@@ -57,3 +58,10 @@ def mailbox_on(server, **fields) -> Mailbox:
     """A mailbox on a ``tests.support.fake_imap.FakeImapServer`` (plain IMAP, its password), first poll ``full``."""
     return MailboxFactory(host=server.host, port=server.port, security="none", username="agent",
                           password=server.password, initial_mode="full", **fields)
+
+
+def poll_now(mailbox, poller=None) -> None:
+    """One poll cycle, with this mailbox due whatever its interval; the mailbox is then read again."""
+    Mailbox.objects.filter(pk=mailbox.pk).update(last_polled_at=None)
+    (poller or Poller()).cycle()
+    mailbox.refresh_from_db()

@@ -17,13 +17,12 @@ import pytest
 
 from jobs.worker import Worker
 from mailpoll import watchdog
-from mailpoll.models import Attachment, AttachmentStatus, FolderCursor, Mailbox, Request
-from mailpoll.poller import Poller
+from mailpoll.models import Attachment, AttachmentStatus, FolderCursor, Request
 from mailpoll.store import store_message
 from seoinsight import storage
 from tests.mailpoll.corpus import tiny_pdf
-from tests.mailpoll.factories import MailboxFactory, mail
-from tests.support.processes import ManagedProcess, process_env
+from tests.mailpoll.factories import MailboxFactory, mail, poll_now
+from tests.support.processes import ManagedProcess, process_env, wait_for
 from tests.support.tmpfs import media_tmpfs  # noqa: F401  (fixture)
 
 
@@ -39,20 +38,6 @@ def csv_of(size: int) -> bytes:
 def content_path(media: Path, content: bytes) -> Path:
     digest = hashlib.sha256(content).hexdigest()
     return Path(media) / "mail" / digest[:2] / digest
-
-
-def poll(mailbox):
-    Mailbox.objects.filter(pk=mailbox.pk).update(last_polled_at=None)
-    Poller().cycle()
-    mailbox.refresh_from_db()
-
-
-def wait_for(predicate, timeout: float = 30, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 @pytest.mark.django_db
@@ -122,7 +107,7 @@ def test_a_writer_killed_by_sigkill_mid_file_leaves_nothing_under_the_final_name
     (Path(media) / "source").write_bytes(csv)
     writer = ManagedProcess("shell", "-c", code, env=process_env(MEDIA_ROOT=str(media)))
     try:
-        wait_for(lambda: marker.exists() or not writer.alive(), what="the writer's first chunk")
+        wait_for(lambda: marker.exists() or not writer.alive(), message="the writer's first chunk")
         assert writer.alive(), writer.output()
         writer.kill9()
     finally:
@@ -194,7 +179,7 @@ def test_a_full_disk_stores_nothing_partial_and_the_message_once_there_is_room(d
         mail("Small export", attachments=[("small.csv", small, "text/csv")]),
     ])
 
-    poll(mailbox)
+    poll_now(mailbox)
     # The big one is not stored and holds the cursor; the small one fits and is stored.
     assert list(Request.objects.values_list("subject", flat=True)) == ["Small export"]
     assert FolderCursor.objects.get(mailbox=mailbox).last_uid == 0
@@ -202,7 +187,7 @@ def test_a_full_disk_stores_nothing_partial_and_the_message_once_there_is_room(d
     assert disk.files() == [content_path(disk.path, small)]  # no partial file anywhere
 
     disk.resize("8m")  # the operator frees space
-    poll(mailbox)
+    poll_now(mailbox)
     assert sorted(Request.objects.values_list("subject", flat=True)) == ["Big export", "Small export"]
     assert FolderCursor.objects.get(mailbox=mailbox).last_uid == 2 and mailbox.consecutive_failures == 0
     assert content_path(disk.path, big).read_bytes() == big

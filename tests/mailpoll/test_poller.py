@@ -4,21 +4,14 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from mailpoll.models import FolderCursor, Mailbox, Request, RequestStatus
+from mailpoll.models import FolderCursor, Request, RequestStatus
 from mailpoll.poller import Poller
 from mailpoll.store import store_messages
 from tests.mailpoll.corpus import UNPARSEABLE, hostile_corpus, oversized_message
-from tests.mailpoll.factories import mail
+from tests.mailpoll.factories import mail, poll_now
 from tests.support.tcpproxy import DroppingProxy
 
 pytestmark = pytest.mark.django_db
-
-
-def cycle(mailbox, poller=None):
-    """One poll of this mailbox now, whatever its interval."""
-    Mailbox.objects.filter(pk=mailbox.pk).update(last_polled_at=None)
-    (poller or Poller()).cycle()
-    mailbox.refresh_from_db()
 
 
 def cursor_of(mailbox, folder="INBOX"):
@@ -33,13 +26,13 @@ def test_full_initial_mode_takes_everything_then_only_new_mail(dovecot, imap_mai
     mailbox = imap_mailbox(initial_mode="full")
     dovecot.append_many(mailbox.username, "INBOX", [mail(f"m{i}") for i in range(3)])
 
-    cycle(mailbox)
+    poll_now(mailbox)
     assert subjects() == ["m0", "m1", "m2"]
     assert cursor_of(mailbox).last_uid == 3
     assert mailbox.consecutive_failures == 0 and mailbox.last_success_at is not None
 
     dovecot.append(mailbox.username, "INBOX", mail("m3"))
-    cycle(mailbox)
+    poll_now(mailbox)
     assert subjects() == ["m0", "m1", "m2", "m3"]
     assert cursor_of(mailbox).last_uid == 4
 
@@ -47,12 +40,12 @@ def test_full_initial_mode_takes_everything_then_only_new_mail(dovecot, imap_mai
 def test_new_only_starts_the_corpus_now(dovecot, imap_mailbox):
     mailbox = imap_mailbox(initial_mode="new-only")
     dovecot.append_many(mailbox.username, "INBOX", [mail("old1"), mail("old2")])
-    cycle(mailbox)
+    poll_now(mailbox)
     assert subjects() == []
     assert cursor_of(mailbox).last_uid == 2 and cursor_of(mailbox).last_sync_ts is not None
 
     dovecot.append(mailbox.username, "INBOX", mail("new"))
-    cycle(mailbox)
+    poll_now(mailbox)
     assert subjects() == ["new"]
 
 
@@ -61,22 +54,22 @@ def test_since_takes_mail_from_that_date(dovecot, imap_mailbox):
     mailbox = imap_mailbox(initial_mode="since", initial_since=since.date())
     dovecot.append(mailbox.username, "INBOX", mail("before"), date=since - timedelta(days=3))
     dovecot.append(mailbox.username, "INBOX", mail("after"), date=since + timedelta(days=1))
-    cycle(mailbox)
+    poll_now(mailbox)
     assert subjects() == ["after"]
 
 
 def test_an_empty_tick_still_stamps_the_cursor(dovecot, imap_mailbox):
     mailbox = imap_mailbox()
-    cycle(mailbox)
+    poll_now(mailbox)
     first = cursor_of(mailbox).last_sync_ts
-    cycle(mailbox)
+    poll_now(mailbox)
     assert cursor_of(mailbox).last_sync_ts > first and cursor_of(mailbox).last_uid == 0
 
 
 def test_fetching_does_not_mark_mail_as_read(dovecot, imap_mailbox):
     mailbox = imap_mailbox()
     uid = dovecot.append(mailbox.username, "INBOX", mail("unread"))
-    cycle(mailbox)
+    poll_now(mailbox)
     assert Request.objects.count() == 1
     assert b"\\Seen" not in dovecot.flags(mailbox.username, "INBOX", uid)
 
@@ -84,12 +77,12 @@ def test_fetching_does_not_mark_mail_as_read(dovecot, imap_mailbox):
 def test_uidvalidity_change_sweeps_again_without_duplicates_or_losses(dovecot, imap_mailbox):
     mailbox = imap_mailbox()
     dovecot.append_many(mailbox.username, "INBOX", [mail(f"m{i}") for i in range(3)])
-    cycle(mailbox)
+    poll_now(mailbox)
     old = cursor_of(mailbox).uidvalidity
 
     new = dovecot.change_uidvalidity(mailbox.username, "INBOX")
     dovecot.append(mailbox.username, "INBOX", mail("after-reset"))
-    cycle(mailbox)
+    poll_now(mailbox)
     assert new != old and cursor_of(mailbox).uidvalidity == new
     assert subjects() == ["after-reset", "m0", "m1", "m2"]  # one each: dedup absorbed the sweep
 
@@ -99,10 +92,10 @@ def test_a_recreated_folder_is_swept_with_dedup(dovecot, imap_mailbox):
     dovecot.create_folder(mailbox.username, "Reports")
     kept = mail("kept")
     dovecot.append(mailbox.username, "Reports", kept)
-    cycle(mailbox)
+    poll_now(mailbox)
     dovecot.recreate_folder(mailbox.username, "Reports")
     dovecot.append_many(mailbox.username, "Reports", [kept, mail("fresh")])
-    cycle(mailbox)
+    poll_now(mailbox)
     assert subjects() == ["fresh", "kept"]
 
 
@@ -118,7 +111,7 @@ def test_a_polls_database_work_is_labelled_with_its_mailbox(dovecot, imap_mailbo
         labels.append(dbsession.current_label())
         return store_messages(mb, folder, fetched)
 
-    cycle(mailbox, Poller(store_messages=recording_store))
+    poll_now(mailbox, Poller(store_messages=recording_store))
     assert labels == [f"mailbox={mailbox.pk}"]
     assert dbsession.current_label() != labels[0]  # not left on the thread after the poll
 
@@ -132,12 +125,12 @@ def test_a_failed_store_stops_the_cursor_before_it_and_is_fetched_again(dovecot,
             raise OSError("disk full")
         return store_messages(mb, folder, fetched)
 
-    cycle(mailbox, Poller(store_messages=failing_on_m2))
+    poll_now(mailbox, Poller(store_messages=failing_on_m2))
     assert subjects() == ["m0", "m1", "m3", "m4"]  # the rest of the fetched batch is stored...
     assert cursor_of(mailbox).last_uid == 2  # ...but the cursor stops right before the failure
     assert mailbox.consecutive_failures == 1 and "disk full" in mailbox.last_error
 
-    cycle(mailbox)
+    poll_now(mailbox)
     assert subjects() == ["m0", "m1", "m2", "m3", "m4"]
     assert cursor_of(mailbox).last_uid == 5 and mailbox.consecutive_failures == 0
 
@@ -153,9 +146,9 @@ def test_later_successes_in_a_batch_are_not_stepped_over(dovecot, imap_mailbox, 
             raise OSError("transient")
         return store_messages(mb, folder, fetched)
 
-    cycle(mailbox, Poller(store_messages=failing_on_m1))
+    poll_now(mailbox, Poller(store_messages=failing_on_m1))
     assert subjects() == ["m0", "m2", "m3"] and cursor_of(mailbox).last_uid == 1
-    cycle(mailbox)
+    poll_now(mailbox)
     assert subjects() == ["m0", "m1", "m2", "m3"] and cursor_of(mailbox).last_uid == 4
 
 
@@ -169,7 +162,7 @@ def test_a_message_expunged_between_search_and_fetch_does_not_stall_the_cursor(d
             dovecot.expunge(mb.username, "INBOX", [uids[1]])
         return store_messages(mb, folder, fetched)
 
-    cycle(mailbox, Poller(store_messages=expunge_the_next_one))
+    poll_now(mailbox, Poller(store_messages=expunge_the_next_one))
     assert subjects() == ["m0", "m2"]
     assert cursor_of(mailbox).last_uid == uids[2] and mailbox.consecutive_failures == 0
 
@@ -178,7 +171,7 @@ def test_an_oversized_message_becomes_a_rejected_request(dovecot, imap_mailbox, 
     settings.MAILPOLL_MAX_MESSAGE_BYTES = 2000
     mailbox = imap_mailbox()
     dovecot.append_many(mailbox.username, "INBOX", [mail("big", body="x" * 5000), mail("small")])
-    cycle(mailbox)
+    poll_now(mailbox)
     big = Request.objects.get(subject="big")
     assert big.status == RequestStatus.REJECTED and "over the 2,000-byte limit" in big.reject_reason
     assert Request.objects.get(subject="small").status == RequestStatus.ACCEPTED
@@ -215,7 +208,7 @@ def test_large_messages_are_fetched_a_few_at_a_time(dovecot, imap_mailbox, setti
     fetched = []
     real_fetch = ImapProvider.fetch
     monkeypatch.setattr(ImapProvider, "fetch", lambda self, uids: fetched.append(list(uids)) or real_fetch(self, uids))
-    cycle(mailbox)
+    poll_now(mailbox)
     assert fetched == [[1, 2], [3, 4], [5]]  # about 5.3 KB each: two per 12 KB
     assert subjects() == [f"m{i}" for i in range(5)] and cursor_of(mailbox).last_uid == 5
 
@@ -225,10 +218,10 @@ def test_a_connection_dropped_mid_fetch_is_recorded_and_the_next_cycle_completes
         mailbox = imap_mailbox(port=proxy.port)
         dovecot.append_many(mailbox.username, "INBOX", [mail(f"m{i}", body="y" * 3000) for i in range(6)])
         proxy.cut_after(500, marker=b" FETCH (")
-        cycle(mailbox)
+        poll_now(mailbox)
         assert proxy.wait_cut(5)
         assert mailbox.consecutive_failures == 1 and mailbox.last_error
-        cycle(mailbox)
+        poll_now(mailbox)
     assert subjects() == [f"m{i}" for i in range(6)]
     assert mailbox.consecutive_failures == 0
     assert cursor_of(mailbox).last_uid == 6
@@ -238,10 +231,10 @@ def test_a_bad_password_is_a_recorded_failure_not_a_crash(dovecot, imap_mailbox)
     mailbox = imap_mailbox()
     mailbox.set_secret("wrong")
     mailbox.save()
-    cycle(mailbox)
+    poll_now(mailbox)
     assert mailbox.consecutive_failures == 1
     assert "login" in mailbox.last_error.lower() and "wrong" not in mailbox.last_error
-    cycle(mailbox)
+    poll_now(mailbox)
     assert mailbox.consecutive_failures == 2
 
 

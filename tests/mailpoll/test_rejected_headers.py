@@ -2,10 +2,10 @@
 
 import pytest
 
-from mailpoll.models import Mailbox, Request, RequestStatus
+from mailpoll.models import Request, RequestStatus
 from mailpoll.parse import message_ref
-from mailpoll.poller import Poller
 from tests.mailpoll.corpus import attachment, headers, mixed, text
+from tests.mailpoll.factories import poll_now
 
 pytestmark = pytest.mark.django_db
 
@@ -20,17 +20,12 @@ def oversized(message_id: str) -> bytes:
     return mixed(head + ENCODED, [text(), attachment("big.csv", b"Page,Clicks\n" * 20_000)])
 
 
-def poll(mailbox):
-    Mailbox.objects.filter(pk=mailbox.pk).update(last_polled_at=None)
-    Poller().cycle()
-
-
 def test_an_oversized_message_shows_its_decoded_subject_and_sender(dovecot, imap_mailbox, settings):
     settings.MAILPOLL_MAX_MESSAGE_BYTES = 100_000
     mailbox = imap_mailbox()
     dovecot.append(mailbox.username, "INBOX", oversized("big@client.example"))
 
-    poll(mailbox)
+    poll_now(mailbox)
 
     request = Request.objects.get()
     assert request.status == RequestStatus.REJECTED and "over the 100,000-byte limit" in request.reject_reason
@@ -48,6 +43,6 @@ def test_an_oversized_message_with_a_long_message_id_is_named_as_if_accepted(dov
     dovecot.append(mailbox.username, "Archive", b"Received: from relay.example; Mon, 06 Jan 2025 10:16:00 +0100\r\n"
                    + oversized(long_id))
 
-    poll(mailbox)
+    poll_now(mailbox)
 
     assert list(Request.objects.values_list("source_ref", flat=True)) == [message_ref(long_id)]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import socket
 import threading
 
-from tests.support.loopback import HOST, Listener, close_socket
+from tests.support.loopback import HOST, Listener, close_socket, connect_upstream
 
 
 class HoldingProxy:
@@ -53,12 +53,9 @@ class HoldingProxy:
             close_socket(sock)
 
     def _accepted(self, client: socket.socket) -> None:
-        try:
-            upstream = socket.create_connection(self.upstream, timeout=5)
-        except OSError:
-            client.close()
+        upstream = connect_upstream(client, self.upstream)
+        if upstream is None:
             return
-        upstream.settimeout(None)
         with self._lock:
             self._socks += [client, upstream]
         threading.Thread(target=self._pump, args=(client, upstream, False), daemon=True).start()

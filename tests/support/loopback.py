@@ -37,6 +37,17 @@ class Listener:
             on_accept(conn)
 
 
+def connect_upstream(client: socket.socket, address: tuple[str, int]) -> socket.socket | None:
+    """A proxy's blocking connection to ``address`` for the accepted ``client``; None, ``client`` closed, if none."""
+    try:
+        upstream = socket.create_connection(address, timeout=5)
+    except OSError:
+        client.close()
+        return None
+    upstream.settimeout(None)
+    return upstream
+
+
 def close_socket(sock: socket.socket) -> None:
     """Shut down (which wakes a thread blocked on it) and close, whatever state the socket is in."""
     try:

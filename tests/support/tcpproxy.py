@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 import threading
 
-from tests.support.loopback import HOST, Listener, close_socket
+from tests.support.loopback import HOST, Listener, close_socket, connect_upstream
 
 
 class DroppingProxy:
@@ -57,12 +57,9 @@ class DroppingProxy:
         self.drop_all()
 
     def _accepted(self, client: socket.socket) -> None:
-        try:
-            upstream = socket.create_connection(self.upstream, timeout=5)
-        except OSError:
-            client.close()
+        upstream = connect_upstream(client, self.upstream)
+        if upstream is None:
             return
-        upstream.settimeout(None)
         pair = (client, upstream)
         with self._lock:
             self.accepted += 1

@@ -131,7 +131,10 @@ class RunFence:
         self._proving = False
 
     def __call__(self, execute, sql, params, many, context):
-        if not self._proving:
+        # The normal case, read without the lock (each a single attribute): a
+        # heartbeat landed lately and none was refused. _check reads under it.
+        heartbeat = self.heartbeat
+        if (heartbeat._lost or time.monotonic() - heartbeat._last_landed > self.after) and not self._proving:
             self._check()
         return execute(sql, params, many, context)
 

@@ -22,9 +22,10 @@ from seoinsight import storage
 from seoinsight.auth import NotAuthenticated, current_org_id
 from seoinsight.models import Org, SiteTarget
 
-from .forms import OUT_OF_SPACE, ImportUploadForm, sentence
+from .forms import ImportUploadForm, sentence
 from .models import Import, ImportStatus
 from .reports import notes, operator_error, report_of, what_was_read
+from .services import OUT_OF_SPACE
 
 COUNT_FIELDS = ("read", "inserted", "updated", "skipped", "errors")
 IMPORTS_PER_PAGE = 25

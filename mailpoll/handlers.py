@@ -88,8 +88,8 @@ def process_attachment(job):
 
 
 def _to_import(attachment: Attachment) -> dict:
-    from imports.forms import create_import
     from imports.models import ImportOrigin
+    from imports.services import create_import
 
     if attachment.document_type == "xls":
         raise DocumentError(OLD_XLS)

@@ -10,8 +10,8 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
-from imports.forms import OUT_OF_SPACE
 from imports.models import Import, ImportStatus
+from imports.services import OUT_OF_SPACE
 from jobs.worker import Worker
 from tests.factories import OrgFactory, SiteFactory, SiteTargetFactory, UserFactory
 from tests.support.processes import ManagedProcess, process_env

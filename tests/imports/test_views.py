@@ -6,9 +6,9 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.utils import timezone
 
-from imports import forms
-from imports.forms import display_filename, kind_for
+from imports import services
 from imports.models import Import, ImportKind, ImportStatus
+from imports.services import display_filename, kind_for
 from jobs.models import Job, JobStatus
 from tests.factories import JobFactory, OrgFactory, SiteFactory, SiteTargetFactory, UserFactory
 from tests.imports import files
@@ -131,7 +131,7 @@ def test_no_import_and_no_stored_file_when_the_job_cannot_be_queued(client, memb
     def broken(imp):
         raise RuntimeError("queue down")
 
-    monkeypatch.setattr(forms, "enqueue_import", broken)
+    monkeypatch.setattr(services, "enqueue_import", broken)
     with pytest.raises(RuntimeError, match="queue down"):
         upload(client, target.pk)
     assert not Import.objects.exists()

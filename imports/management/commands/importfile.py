@@ -4,12 +4,11 @@ from django.core.files import File
 from django.core.management.base import BaseCommand, CommandError
 from django.db import OperationalError
 
-from imports.cli import (EXIT_FAILED, EXIT_NOT_QUEUED, EXIT_STOPPED, Waiter, failure_message, iso_date,
-                         print_report)
+from imports.cli import EXIT_FAILED, EXIT_NOT_QUEUED, EXIT_STOPPED, Waiter, failure_message, iso_date, print_report
 from imports.formats import UnreadableFile
-from imports.forms import (ACCEPTED, OUT_OF_SPACE, PERIOD_NEEDED, create_import, date_warning, inspect_file,
-                           kind_for)
+from imports.forms import PERIOD_NEEDED, date_warning, inspect_file
 from imports.models import DateOrder
+from imports.services import ACCEPTED, OUT_OF_SPACE, create_import, kind_for
 from jobs.dbsession import first_line
 from jobs.models import JobStatus
 from seoinsight import storage

@@ -1,33 +1,25 @@
-"""Mail intake settings (all from the environment through seoinsight.settings).
+"""Mail intake settings, each declared once; read them with ``get(name)`` (see seoinsight.conf)."""
 
-MAILPOLL_INTERVAL         seconds between poll cycles of `pollmail` (default 120)
-MAILPOLL_MAX_MESSAGE_BYTES  a message larger than this becomes a rejected Request (25 MB); no IMAP literal
-                          larger than this is read
-MAILPOLL_FETCH_BATCH      messages per IMAP FETCH (default 25)
-MAILPOLL_FETCH_MAX_BYTES  ...and at most this many bytes of them (50 MB): a batch of big messages is split
-MAILPOLL_STUCK_AFTER      seconds before an attachment stuck in `processing` is released (900)
-MAILPOLL_CLAIM_LIMIT      mailboxes claimed per cycle by one poller (10, seed 000)
-MAILPOLL_CONCURRENCY      mailboxes one poller polls at once, each on its own connections (4)
-MAILPOLL_POLL_DEADLINE    seconds one mailbox's poll may take in all; then its connection is cut (300)
-MAILPOLL_SOCKET_TIMEOUT   seconds one IMAP connect, read or write may wait (60)
-MAILPOLL_BACKOFF_MAX      longest wait, in seconds, before a failing mailbox is tried again (3600)
-"""
+from seoinsight.conf import Declarations, Setting
 
-from django.conf import settings
+SETTINGS = Declarations(
+    Setting("MAILPOLL_INTERVAL", float, 120.0, "seconds between poll cycles of `pollmail`"),
+    Setting("MAILPOLL_MAX_MESSAGE_BYTES", int, 25 * 1024 * 1024,
+            "a message larger than this becomes a rejected Request; no IMAP literal larger than this is read"),
+    Setting("MAILPOLL_FETCH_BATCH", int, 25, "messages per IMAP FETCH"),
+    Setting("MAILPOLL_FETCH_MAX_BYTES", int, 50 * 1024 * 1024,
+            "...and at most this many bytes of them: a batch of big messages is split"),
+    Setting("MAILPOLL_STUCK_AFTER", float, 900.0,
+            "seconds before an attachment stuck in `processing` is released"),
+    Setting("MAILPOLL_CLAIM_LIMIT", int, 10, "mailboxes claimed per cycle by one poller (seed 000)"),
+    Setting("MAILPOLL_CONCURRENCY", int, 4, "mailboxes one poller polls at once, each on its own connections"),
+    Setting("MAILPOLL_POLL_DEADLINE", float, 300.0,
+            "seconds one mailbox's poll may take in all; then its connection is cut"),
+    Setting("MAILPOLL_SOCKET_TIMEOUT", float, 60.0, "seconds one IMAP connect, read or write may wait"),
+    Setting("MAILPOLL_BACKOFF_MAX", float, 3600.0,
+            "longest wait, in seconds, before a failing mailbox is tried again"),
+)
 
-DEFAULTS = {
-    "MAILPOLL_INTERVAL": 120.0,
-    "MAILPOLL_MAX_MESSAGE_BYTES": 25 * 1024 * 1024,
-    "MAILPOLL_FETCH_BATCH": 25,
-    "MAILPOLL_FETCH_MAX_BYTES": 50 * 1024 * 1024,
-    "MAILPOLL_STUCK_AFTER": 900.0,
-    "MAILPOLL_CLAIM_LIMIT": 10,
-    "MAILPOLL_CONCURRENCY": 4,
-    "MAILPOLL_POLL_DEADLINE": 300.0,
-    "MAILPOLL_SOCKET_TIMEOUT": 60.0,
-    "MAILPOLL_BACKOFF_MAX": 3600.0,
-}
-
-
-def get(name: str):
-    return getattr(settings, name, DEFAULTS[name])
+get = SETTINGS.get
+# Read by help texts that show the default.
+DEFAULTS = SETTINGS.defaults()

@@ -46,6 +46,9 @@ class Declarations:
     def __contains__(self, name: str) -> bool:
         return name in self._by_name
 
+    def defaults(self) -> dict:
+        return {setting.name: setting.default for setting in self}
+
     def get(self, name: str):
         """The value of a declared setting; an undeclared name is a KeyError, not a silent default."""
         setting = self._by_name[name]

@@ -1,12 +1,21 @@
-"""Read-only admin for imports and metrics: they change only through their jobs."""
+"""Read-only admin for imports and metrics: they change only through their jobs.
 
-from django.contrib import admin
+Also the Search Console pull on the site target admin: the core's admin knows
+nothing of imports, so this app registers the site target admin again, with its action.
+"""
+
+from datetime import date, timedelta
+
+from django.contrib import admin, messages
 from django.urls import reverse
 from django.utils.html import format_html
 
+from seoinsight.admin import SiteTargetAdmin
+from seoinsight.models import SiteTarget
 from seoinsight.orgscope import OrgScopedAdmin
 
 from .models import Import, UrlMetric
+from .searchconsole import create_api_import
 
 
 class ReadOnlyAdmin(OrgScopedAdmin, admin.ModelAdmin):
@@ -52,3 +61,29 @@ class UrlMetricAdmin(ReadOnlyAdmin):
     show_full_result_count = False
     readonly_fields = list_display + ["url_normalized", "source_import", "updated_at"]
     fields = readonly_fields
+
+
+class SearchConsoleSiteTargetAdmin(SiteTargetAdmin):
+    """The core's site target admin, with the action that queues a Search Console pull."""
+
+    actions = [*SiteTargetAdmin.actions, "pull_search_console"]
+
+    @admin.action(description="Pull Search Console data (last 28 settled days)")
+    def pull_search_console(self, request, queryset):
+        end = date.today() - timedelta(days=3)
+        start = end - timedelta(days=27)
+        queued, refused = [], []
+        for target in queryset.select_related("site"):
+            if target.search_console_property and target.has_search_console_credentials:
+                queued.append(create_api_import(target, start, end, created_by=request.user))
+            else:
+                refused.append(str(target))
+        if queued:
+            self.message_user(request, f"{len(queued)} Search Console pull(s) queued for {start} to {end}.")
+        if refused:
+            self.message_user(request, "Needs a property and a service-account key first: " + ", ".join(refused),
+                              messages.WARNING)
+
+
+admin.site.unregister(SiteTarget)
+admin.site.register(SiteTarget, SearchConsoleSiteTargetAdmin)

@@ -1,7 +1,5 @@
-from datetime import date, timedelta
-
 from django import forms
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.contrib.auth import admin as auth_admin
 from django.contrib.auth.models import Group, User
 
@@ -128,31 +126,14 @@ class SiteTargetForm(forms.ModelForm):
 
 @admin.register(SiteTarget)
 class SiteTargetAdmin(OrgScopedAdmin, admin.ModelAdmin):
+    """The site target admin; apps above the core add their actions by subclassing it (imports.admin)."""
+
     form = SiteTargetForm
     list_display = ["__str__", "site", "search_console_property", "has_key", "created_at"]
     list_filter = ["site__org"]
     search_fields = ["url_prefix", "search_console_property", "site__domain"]
     autocomplete_fields = ["site"]
-    actions = ["pull_search_console"]
 
     @admin.display(boolean=True, description="service-account key")
     def has_key(self, target):
         return target.has_search_console_credentials
-
-    @admin.action(description="Pull Search Console data (last 28 settled days)")
-    def pull_search_console(self, request, queryset):
-        from imports.searchconsole import create_api_import
-
-        end = date.today() - timedelta(days=3)
-        start = end - timedelta(days=27)
-        queued, refused = [], []
-        for target in queryset.select_related("site"):
-            if target.search_console_property and target.has_search_console_credentials:
-                queued.append(create_api_import(target, start, end, created_by=request.user))
-            else:
-                refused.append(str(target))
-        if queued:
-            self.message_user(request, f"{len(queued)} Search Console pull(s) queued for {start} to {end}.")
-        if refused:
-            self.message_user(request, "Needs a property and a service-account key first: " + ", ".join(refused),
-                              messages.WARNING)

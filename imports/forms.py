@@ -9,18 +9,18 @@ from __future__ import annotations
 import io
 
 from django import forms
-from django.conf import settings
 from django.template.defaultfilters import filesizeformat
 
 from seoinsight.models import SiteTarget
 
+from . import conf
 from .formats import DATE_ORDERS, NoSuchSheet, RowSource, UnreadableFile, open_source
 from .models import DateOrder, Import
 from .services import ACCEPTED, KIND_BY_EXTENSION, create_import, display_filename, kind_for
 
 
 def max_upload_bytes() -> int:
-    return settings.IMPORT_MAX_UPLOAD_BYTES
+    return conf.get("IMPORT_MAX_UPLOAD_BYTES")
 
 
 # Said before anything is queued, by the form and by ``importfile``, each adding how to give it.
@@ -38,8 +38,8 @@ def inspect_file(path, filename: str, *, sheet: str = "", date_order: str = "") 
     is a path or an opener (``upload_opener``).
     """
     return open_source(path, filename, sheet=sheet or None, date_order=date_order or None,
-                       default_date_order=settings.IMPORT_DATE_ORDER,
-                       max_unzipped_bytes=settings.IMPORT_MAX_UNZIPPED_BYTES)
+                       default_date_order=conf.get("IMPORT_DATE_ORDER"),
+                       max_unzipped_bytes=conf.get("IMPORT_MAX_UNZIPPED_BYTES"))
 
 
 def upload_opener(upload):

@@ -38,7 +38,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # Before anything reads request.POST (the CSRF check does): an oversized upload is never spooled.
-    "seoinsight.middleware.UploadSizeLimitMiddleware",
+    "imports.middleware.UploadSizeLimitMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",

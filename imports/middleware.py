@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import logging
 
-from django.conf import settings
 from django.http import HttpResponse
 from django.template.defaultfilters import filesizeformat
+
+from . import conf
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +35,7 @@ class UploadSizeLimitMiddleware:
                 length = int(request.META.get("CONTENT_LENGTH") or 0)
             except ValueError:
                 length = 0  # Django reads no body at all then
-            limit = settings.IMPORT_MAX_UPLOAD_BYTES
+            limit = conf.get("IMPORT_MAX_UPLOAD_BYTES")
             if length > limit + MULTIPART_OVERHEAD:
                 log.warning("upload refused before reading: %s bytes to %s, over the %s-byte limit",
                             length, request.path, limit)

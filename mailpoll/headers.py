@@ -1,0 +1,166 @@
+"""A message's header block decoded: sender, subject, date and the Message-ID that names the message.
+
+Used on a whole message (``mailpoll.parse``) and on the header block of one too
+large to fetch (``parse_headers``), so both are named and shown alike. The
+parsing policy here also repairs what the stdlib trips on in any header,
+MIME headers included.
+"""
+
+from __future__ import annotations
+
+import binascii
+import email.header
+import email.parser
+import email.utils
+import hashlib
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.errors import HeaderParseError
+from email.message import Message
+from email.policy import Compat32
+
+from .text import clean_line, decode_bytes
+
+SUBJECT_MAX_CHARS = 1000
+SENDER_MAX_CHARS = 500
+MESSAGE_ID_MAX_CHARS = 250  # longer ones are named by the hash of the normalized id (message_ref)
+MESSAGE_ID_READ_CHARS = 100_000  # what is read of a Message-ID header at most, for its hash
+LONG_MESSAGE_ID_PREFIX = "message-id-sha256:"
+# A parameter name as the stdlib splits them: after a ';', ending at '=', ';' or the end.
+_STAR_PARAM = re.compile(r";\s*([A-Za-z0-9_]+)\*(\d*)\*?(?=\s*(?:[=;]|$))")
+# A raw 8-bit header byte, as the parser hands it over (surrogateescape).
+_ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
+
+
+@dataclass(frozen=True)
+class MessageHeaders:
+    """What a Request shows of a message, decoded the same way whether it is accepted or rejected."""
+
+    message_id: str | None  # normalized, whatever its length
+    source_ref: str | None  # message_ref(message_id); None without a usable Message-ID
+    sender: str  # the From address (display name dropped); "" if none
+    subject: str
+    date: datetime | None  # aware
+
+
+class Policy(Compat32):
+    """compat32 parsing, with two repairs on every header read (the parser reads through here too).
+
+    - Raw 8-bit bytes are decoded: compat32 wraps them in an 'unknown-8bit' Header
+      whose str() is U+FFFD; senders put UTF-8 or Windows-1252 there, so we guess.
+    - A parameter sent both as ``name*=`` and ``name*0=`` (RFC 2231) crashes the
+      stdlib (TypeError sorting None with 0), parser included: the unnumbered one is renamed.
+    """
+
+    def header_fetch_parse(self, name, value):
+        if _ESCAPED_BYTE.search(value):
+            value = decode_bytes(value.encode("ascii", "surrogateescape"), None)[0]
+        if name.lower().startswith("content-") and "*" in value:
+            value = _defuse_rfc2231(value)
+        return value
+
+
+def _defuse_rfc2231(value: str) -> str:
+    kinds: dict[str, set[bool]] = {}
+    for match in _STAR_PARAM.finditer(value):
+        kinds.setdefault(match.group(1).lower(), set()).add(bool(match.group(2)))
+    clashing = {name for name, numbered in kinds.items() if len(numbered) == 2}
+    if not clashing:
+        return value
+
+    def rename(match: re.Match) -> str:
+        if match.group(1).lower() in clashing and not match.group(2):
+            return match.group(0).replace("*", "-unnumbered*", 1)
+        return match.group(0)
+
+    return _STAR_PARAM.sub(rename, value)
+
+
+POLICY = Policy()
+
+
+def parse_headers(raw_headers: bytes) -> MessageHeaders:
+    """A header block alone (what a message too large to fetch shows), decoded as parse_message decodes it."""
+    return read_headers(email.parser.BytesHeaderParser(policy=POLICY).parsebytes(raw_headers))
+
+
+def read_headers(root: Message) -> MessageHeaders:
+    ids = root.get_all("message-id") or []
+    message_id = normalize_message_id(ids[0] if ids else None)
+    return MessageHeaders(
+        message_id=message_id,
+        source_ref=message_ref(message_id),
+        sender=_sender(root.get("from")),
+        subject=clean_line(decode_words(root.get("subject") or ""), SUBJECT_MAX_CHARS),
+        date=_date(root.get("date")),
+    )
+
+
+def decode_words(value: str) -> str:
+    """RFC 2047 encoded words decoded; undecodable words kept as they are."""
+    value = str(value)
+    if "=?" not in value:
+        return value
+    try:
+        chunks = email.header.decode_header(value)
+    except (HeaderParseError, binascii.Error, ValueError):
+        return value
+    out = []
+    for chunk, charset in chunks:
+        if isinstance(chunk, str):
+            out.append(chunk)
+        elif charset is None:
+            # decode_header turns the unencoded stretches into raw-unicode-escape bytes.
+            try:
+                out.append(chunk.decode("raw-unicode-escape"))
+            except UnicodeDecodeError:
+                out.append(chunk.decode("latin-1"))
+        else:
+            out.append(decode_bytes(chunk, charset.split("*", 1)[0])[0])  # "utf-8*en": RFC 2231 language
+    return "".join(out)
+
+
+def normalize_message_id(value: str | None) -> str | None:
+    """The Message-ID trimmed, angle brackets and inner whitespace gone, whatever its length; None if empty.
+
+    ``" <Abc@x>  (comment)"`` → ``"Abc@x"``. Two copies of one message (one more
+    ``Received:`` line, another folder) always give the same value.
+    """
+    value = clean_line(str(value or ""), MESSAGE_ID_READ_CHARS)
+    match = re.search(r"<([^<>]*)>", value)
+    value = re.sub(r"\s+", "", match.group(1) if match else value).strip("<>")
+    return value or None
+
+
+def message_ref(message_id: str | None) -> str | None:
+    """The source_ref of a normalized Message-ID: itself, or over MESSAGE_ID_MAX_CHARS the hash of it.
+
+    Hashing the id, never the raw bytes, keeps a resend of a long-id message a duplicate.
+    """
+    if not message_id:
+        return None
+    # An id that looks like one of our hash refs is hashed too, so it can never take another message's name.
+    if len(message_id) <= MESSAGE_ID_MAX_CHARS and not message_id.startswith(("sha256:", LONG_MESSAGE_ID_PREFIX)):
+        return message_id
+    return LONG_MESSAGE_ID_PREFIX + hashlib.sha256(message_id.encode("utf-8", "replace")).hexdigest()
+
+
+def _sender(value: str | None) -> str:
+    if not value:
+        return ""
+    _name, address = email.utils.parseaddr(str(value))
+    if address and "@" in address:
+        return clean_line(decode_words(address), SENDER_MAX_CHARS).replace(" ", "")
+    return clean_line(decode_words(value), SENDER_MAX_CHARS)
+
+
+def _date(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    try:
+        parsed = email.utils.parsedate_to_datetime(clean_line(str(value), 200))
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    # "-0000" (zone unknown) parses naive; RFC 5322 says the time is in UTC then.
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)

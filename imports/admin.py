@@ -15,7 +15,7 @@ from seoinsight.models import SiteTarget
 from seoinsight.orgscope import OrgScopedAdmin
 
 from .models import Import, UrlMetric
-from .searchconsole import create_api_import
+from .searchconsole_api import create_api_import
 
 
 class ReadOnlyAdmin(OrgScopedAdmin, admin.ModelAdmin):

@@ -1,4 +1,4 @@
-"""Job types of the Imports module: import_csv, map_reconcile (import_api lives in searchconsole.py)."""
+"""Job types of the Imports module: import_csv, map_reconcile (import_api lives in searchconsole_api.py)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from .models import Import, ImportStatus, UrlMetric
 log = logging.getLogger(__name__)
 
 # Registers import_api (Search Console), which shares this module's on_fail and reconcile.
-from . import searchconsole  # noqa: E402,F401
+from . import searchconsole_api  # noqa: E402,F401
 
 
 class ImportRejected(Exception):

@@ -20,7 +20,7 @@ from __future__ import annotations
 import zipfile
 from pathlib import Path
 
-from . import ole, searchconsole, xlsxfile
+from . import ole, searchconsole_export, xlsxfile
 from .csvfile import CsvTable
 from .rows import NoSuchSheet, ParsedRow, RowError, RowSource, UnreadableFile
 from .values import DATE_ORDERS, DAY_FIRST
@@ -95,13 +95,13 @@ def _open_zip(opener: Opener, max_unzipped_bytes: int, sheet: str | None, option
         if member in names:
             raise UnreadableFile(f"this is {what}, not a text or spreadsheet file")
     if "xl/workbook.xml" not in names:
-        return searchconsole.from_bundle(opener, members, max_unzipped_bytes, **options)
+        return searchconsole_export.from_bundle(opener, members, max_unzipped_bytes, **options)
     # openpyxl inflates what it reads: check every part before it does.
     for info in members:
-        searchconsole.check_member(info, max_unzipped_bytes)
+        searchconsole_export.check_member(info, max_unzipped_bytes)
     with xlsxfile.opened(opener) as workbook:
-        if searchconsole.is_export(workbook.sheetnames):
-            return searchconsole.from_workbook(opener, workbook, sheet=sheet, **options)
+        if searchconsole_export.is_export(workbook.sheetnames):
+            return searchconsole_export.from_workbook(opener, workbook, sheet=sheet, **options)
         read = xlsxfile.choose_sheet(workbook, sheet)
         others = [name for name in xlsxfile.sheet_names(workbook) if name != read]
         return RowSource("xlsx", xlsxfile.SheetTable(opener, workbook, read), sheet=read, other_sheets=others,

@@ -10,7 +10,7 @@ from cryptography.fernet import Fernet
 from django.core.management import CommandError, call_command
 from google.auth.exceptions import RefreshError, TransportError
 
-from imports import searchconsole
+from imports import searchconsole_api, searchconsole_client
 from jobs.worker import Worker
 from mailpoll.models import Mailbox
 from seoinsight import crypto
@@ -169,7 +169,7 @@ def test_googles_token_endpoint_is_accepted_and_the_setting_widens_the_list(sett
 
 
 def pull(target):
-    imp = searchconsole.create_api_import(target, date(2026, 10, 1), date(2026, 10, 3))
+    imp = searchconsole_api.create_api_import(target, date(2026, 10, 1), date(2026, 10, 3))
     Worker(burst=True, listen=False).run()
     imp.refresh_from_db()
     return imp
@@ -266,4 +266,4 @@ def test_an_allowed_endpoint_answering_html_shows_only_its_status(settings):
      "the token endpoint could not be reached (TransportError)"),
 ])
 def test_token_failure(exc, status, expected):
-    assert searchconsole.token_failure(exc, status) == expected
+    assert searchconsole_client.token_failure(exc, status) == expected

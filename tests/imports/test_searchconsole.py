@@ -10,7 +10,7 @@ from datetime import date
 import pytest
 from googleapiclient.http import HttpMockSequence
 
-from imports import ingest, searchconsole
+from imports import ingest, searchconsole_api, searchconsole_client
 from imports.models import Import, ImportStatus, UrlMetric
 from jobs import queue
 from jobs.models import Job, JobStatus
@@ -37,7 +37,7 @@ def api(monkeypatch):
 
     def respond(*responses):
         http = HttpMockSequence(list(responses))
-        monkeypatch.setattr(searchconsole, "http_factory", lambda: http)
+        monkeypatch.setattr(searchconsole_client, "http_factory", lambda: http)
         return http
 
     return respond
@@ -46,7 +46,7 @@ def api(monkeypatch):
 @pytest.fixture
 def sleeps(monkeypatch):
     slept = []
-    monkeypatch.setattr(searchconsole, "sleep", slept.append)
+    monkeypatch.setattr(searchconsole_client, "sleep", slept.append)
     return slept
 
 
@@ -61,7 +61,7 @@ def run_jobs() -> int:
 
 def pull(target, **options) -> tuple[Import, Job]:
     """Create an API import, run the queue dry (map_reconcile follows a success); return both, fresh."""
-    imp = searchconsole.create_api_import(target, START, END, **options)
+    imp = searchconsole_api.create_api_import(target, START, END, **options)
     run_jobs()
     imp.refresh_from_db()
     return imp, Job.objects.get(pk=imp.job_id)
@@ -127,11 +127,11 @@ def test_importing_the_same_period_again_updates_rows(target, api, sleeps):
 
 
 def test_a_resumed_run_continues_at_the_checkpointed_start_row(target, api, sleeps):
-    imp = searchconsole.create_api_import(target, START, END, row_limit=2)
+    imp = searchconsole_api.create_api_import(target, START, END, row_limit=2)
     # A first run committed page 1 (rows 1-2) with its checkpoint, then its worker died.
     counts = ingest.Counts()
     first_page = [row(PROPERTY + "a", "2026-10-01"), row(PROPERTY + "b", "2026-10-01")]
-    records = ingest.prepare(searchconsole.parsed_rows(first_page, 0), ingest.Scope(url_prefix=PROPERTY), counts)
+    records = ingest.prepare(searchconsole_api.parsed_rows(first_page, 0), ingest.Scope(url_prefix=PROPERTY), counts)
     counts.inserted, counts.updated, _ = ingest.upsert(target.pk, imp.pk, records)
     Job.objects.filter(pk=imp.job_id).update(progress={"done": 2, "start_row": 2, "counts": counts.as_dict()})
 
@@ -159,7 +159,7 @@ def test_429_waits_for_retry_after_then_goes_on(target, api, sleeps):
 
 
 def test_5xx_is_retried_with_backoff_then_fails_clearly(target, api, sleeps):
-    http = api(*[api_error(503, "Backend Error")] * searchconsole.MAX_ATTEMPTS)
+    http = api(*[api_error(503, "Backend Error")] * searchconsole_client.MAX_ATTEMPTS)
 
     imp, job = pull(target)
 
@@ -223,7 +223,7 @@ def test_a_target_without_credentials_fails_clearly(db, api, token_server):
 
 
 def test_an_operator_failing_the_job_fails_the_import(target):
-    imp = searchconsole.create_api_import(target, START, END)
+    imp = searchconsole_api.create_api_import(target, START, END)
 
     queue.mark_failed([imp.job_id], "stopped by operator")
 
@@ -235,12 +235,12 @@ def test_an_operator_failing_the_job_fails_the_import(target):
     (1, None, 1.0),
     (2, None, 2.0),
     (4, None, 8.0),
-    (10, None, searchconsole.BACKOFF_MAX),
+    (10, None, searchconsole_client.BACKOFF_MAX),
     (1, "7", 7.0),
     (3, "0", 0.0),
     (1, "-5", 0.0),
-    (1, "86400", searchconsole.RETRY_AFTER_MAX),
+    (1, "86400", searchconsole_client.RETRY_AFTER_MAX),
     (2, "Wed, 21 Oct 2026 07:28:00 GMT", 2.0),  # an HTTP date: fall back to the backoff
 ])
 def test_retry_delay(attempt, retry_after, expected):
-    assert searchconsole.retry_delay(attempt, retry_after) == expected
+    assert searchconsole_client.retry_delay(attempt, retry_after) == expected

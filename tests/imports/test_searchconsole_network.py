@@ -1,6 +1,6 @@
 """import_api against real sockets on loopback that drop or refuse connections.
 
-The API is ``tests.support.google.ApiServer`` (``searchconsole.api_endpoint``),
+The API is ``tests.support.google.ApiServer`` (``searchconsole_client.api_endpoint``),
 reached through the real ``httplib2.Http``; the token endpoint is TokenServer.
 """
 
@@ -12,7 +12,7 @@ import httplib2
 import pytest
 from google.auth.exceptions import TransportError
 
-from imports import searchconsole
+from imports import searchconsole_api, searchconsole_client
 from imports.models import ImportStatus, UrlMetric
 from jobs.models import Job, JobStatus
 from jobs.worker import Worker
@@ -46,7 +46,7 @@ def servers():
 @pytest.fixture
 def endpoint(monkeypatch):
     def point_at(uri: str) -> str:
-        monkeypatch.setattr(searchconsole, "api_endpoint", uri)
+        monkeypatch.setattr(searchconsole_client, "api_endpoint", uri)
         return uri
 
     return point_at
@@ -65,12 +65,12 @@ def sleeps(monkeypatch):
         slept.append(seconds)
         slept.then()
 
-    monkeypatch.setattr(searchconsole, "sleep", sleep)
+    monkeypatch.setattr(searchconsole_client, "sleep", sleep)
     return slept
 
 
 def pull(target):
-    imp = searchconsole.create_api_import(target, START, END)
+    imp = searchconsole_api.create_api_import(target, START, END)
     Worker(burst=True, listen=False).run()
     imp.refresh_from_db()
     return imp, Job.objects.get(pk=imp.job_id)
@@ -84,7 +84,7 @@ def test_dropped_connections_are_retried_then_the_pull_goes_on(target, servers, 
 
     assert job.status == JobStatus.DONE, job.error
     assert api.dropped == 3 and len(api.bodies) == 1
-    assert sleeps and sleeps == [searchconsole.retry_delay(n, None) for n in range(1, len(sleeps) + 1)]
+    assert sleeps and sleeps == [searchconsole_client.retry_delay(n, None) for n in range(1, len(sleeps) + 1)]
     assert UrlMetric.objects.filter(site_target=target).count() == 2
     assert imp.status == ImportStatus.DONE
 
@@ -110,7 +110,7 @@ def test_an_api_that_keeps_refusing_fails_after_the_retries_naming_the_endpoint(
 
     assert job.status == JobStatus.FAILED
     assert job.error.startswith(f"SearchConsoleError: could not reach the Search Console API at "
-                                f"http://127.0.0.1:{port} after {searchconsole.MAX_ATTEMPTS} attempts: "
+                                f"http://127.0.0.1:{port} after {searchconsole_client.MAX_ATTEMPTS} attempts: "
                                 f"connection refused (ConnectionRefusedError: ")
     assert sleeps == [1.0, 2.0, 4.0, 8.0]
     assert (imp.status, imp.error) == (ImportStatus.FAILED, job.error)
@@ -125,7 +125,7 @@ def test_an_api_that_keeps_dropping_fails_after_the_retries_naming_the_endpoint(
     assert job.status == JobStatus.FAILED
     assert f"could not reach the Search Console API at {api.uri.rstrip('/')} after 5 attempts" in job.error
     assert "connection closed without an answer (RemoteDisconnected" in job.error
-    assert len(sleeps) == searchconsole.MAX_ATTEMPTS - 1
+    assert len(sleeps) == searchconsole_client.MAX_ATTEMPTS - 1
 
 
 def test_a_refusing_token_endpoint_is_retried_then_named(db, settings, servers, endpoint, sleeps):
@@ -140,7 +140,7 @@ def test_a_refusing_token_endpoint_is_retried_then_named(db, settings, servers, 
     assert job.status == JobStatus.FAILED
     assert (f"could not reach Google's token endpoint at {token_uri.removesuffix('/token')} after 5 attempts: "
             "connection refused") in job.error
-    assert len(sleeps) == searchconsole.MAX_ATTEMPTS - 1 and api.bodies == []
+    assert len(sleeps) == searchconsole_client.MAX_ATTEMPTS - 1 and api.bodies == []
 
 
 @pytest.mark.parametrize("error, expected", [
@@ -156,5 +156,5 @@ def test_a_refusing_token_endpoint_is_retried_then_named(db, settings, servers, 
     (ValueError("not the network"), None),
 ])
 def test_network_failure(error, expected):
-    found = searchconsole.network_failure(error)
+    found = searchconsole_client.network_failure(error)
     assert found == expected if expected is None else found.startswith(expected)

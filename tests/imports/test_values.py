@@ -2,7 +2,7 @@ from datetime import date, datetime
 
 import pytest
 
-from imports.formats.searchconsole import parse_period
+from imports.formats.searchconsole_export import parse_period
 from imports.formats.values import parse_count, parse_ctr, parse_date, parse_position
 
 

@@ -172,7 +172,7 @@ def query_bodies(http) -> list[dict]:
 # -- A Search Analytics API on loopback, for faults of the network itself -------
 
 class ApiServer(_LoopbackServer):
-    """The Search Console API on 127.0.0.1, in a thread, for ``searchconsole.api_endpoint``.
+    """The Search Console API on 127.0.0.1, in a thread, for ``searchconsole_client.api_endpoint``.
 
     Each query gets the next of ``answers`` (``(headers, body)`` pairs, as ``page()``
     makes). While ``drop`` is above zero, a query is read and its connection

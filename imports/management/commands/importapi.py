@@ -3,7 +3,7 @@ from datetime import date, timedelta
 from django.core.management.base import BaseCommand, CommandError
 
 from imports.cli import Waiter, iso_date, print_report
-from imports.searchconsole import ROW_LIMIT, create_api_import
+from imports.searchconsole_api import ROW_LIMIT, create_api_import
 from jobs.models import JobStatus
 from seoinsight.models import SiteTarget
 

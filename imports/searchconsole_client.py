@@ -1,11 +1,6 @@
-"""Search Console Search Analytics into ``UrlMetric``: the ``import_api`` job.
+"""The Search Console API client: the access token, ``searchanalytics.query``, retries.
 
-One API import pulls ``searchanalytics.query`` for a site target's property over
-the Import's period, by page (and by date unless ``by_date`` is false), page after
-page of ``row_limit`` rows until a page comes back short. ``startRow`` is the
-checkpoint: each page's rows and ``progress.start_row`` (with the running counts)
-commit in one transaction, so a run killed at any point resumes at the first page
-not yet written, and the natural key keeps a re-fetched page from doubling rows.
+What ``searchconsole_api`` (the ``import_api`` job) pulls pages through.
 
 Transport, and why tests need no patching. Production and tests run the same code:
 
@@ -42,28 +37,19 @@ import ssl
 import time
 from datetime import date
 from urllib.parse import urlsplit
-from uuid import uuid4
 
 import google_auth_httplib2
 import httplib2
-from django.db import transaction
-from django.utils import timezone
 from google.auth.exceptions import GoogleAuthError, TransportError
 from google.oauth2 import service_account
 from googleapiclient.discovery import build
 from googleapiclient.errors import HttpError
 
-from jobs.queue import enqueue
 from seoinsight.models import check_token_uri
-from jobs.registry import register
-
-from . import ingest
-from .models import Import, ImportKind, ImportOrigin, ImportStatus
 
 log = logging.getLogger(__name__)
 
 SCOPES = ["https://www.googleapis.com/auth/webmasters.readonly"]
-ROW_LIMIT = 25000  # the API's maximum rows per query
 MAX_ATTEMPTS = 5
 BACKOFF_FIRST = 1.0
 BACKOFF_MAX = 60.0
@@ -299,116 +285,3 @@ class SearchAnalytics:
             if len(rows) < row_limit:
                 return
             start_row += len(rows)
-
-
-def parsed_rows(rows: list[dict], first_row: int):
-    """API rows as ``ingest.prepare`` reads them; ``number`` counts from 1 over the whole result."""
-    for offset, row in enumerate(rows):
-        keys = row["keys"]
-        yield ingest.ParsedRow(
-            number=first_row + offset + 1,
-            url=keys[0],
-            date=date.fromisoformat(keys[1]) if len(keys) > 1 else None,
-            clicks=int(row.get("clicks", 0)),
-            impressions=int(row.get("impressions", 0)),
-            ctr=float(row["ctr"]) if "ctr" in row else None,  # already a fraction
-            position=float(row["position"]) if "position" in row else None,
-        )
-
-
-def import_failed(job) -> None:
-    """on_fail: the same as import_csv's (imported here, late: the handlers module imports this one)."""
-    from .handlers import import_failed as mark_import_failed
-
-    mark_import_failed(job)
-
-
-def import_requeued(job) -> None:
-    """on_requeue: the same as import_csv's."""
-    from .handlers import import_requeued as mark_import_queued
-
-    mark_import_queued(job)
-
-
-def create_api_import(site_target, period_start: date, period_end: date, *, created_by=None,
-                      by_date: bool = True, row_limit: int = ROW_LIMIT) -> Import:
-    """Create an API Import and its job, in one transaction."""
-    with transaction.atomic():
-        imp = Import.objects.create(
-            org_id=site_target.org_id, site_target=site_target, kind=ImportKind.API,
-            origin=ImportOrigin.API, uid=uuid4().hex, period_start=period_start, period_end=period_end,
-            created_by=created_by,
-        )
-        enqueue_api_import(imp, by_date=by_date, row_limit=row_limit)
-    return imp
-
-
-def enqueue_api_import(imp: Import, *, by_date: bool = True, row_limit: int = ROW_LIMIT):
-    """Queue the job for an API Import; call inside the transaction that created it."""
-    job = enqueue("import_api", org_id=imp.org_id,
-                  payload={"import_id": imp.pk, "site_target_id": imp.site_target_id,
-                           "by_date": by_date, "row_limit": row_limit},
-                  dedup_key=f"import_api:{imp.pk}")
-    Import.objects.filter(pk=imp.pk).update(job=job)
-    imp.job = job
-    return job
-
-
-@register("import_api", dedup_scope="active", on_fail=import_failed, on_requeue=import_requeued)
-def import_api(job):
-    """Pull Search Analytics for the Import's period into UrlMetric, page by page, resumably."""
-    from .handlers import enqueue_reconcile
-
-    imp = Import.objects.select_related("site_target").get(pk=job.payload["import_id"], org_id=job.org_id)
-    target = imp.site_target
-    if imp.kind != ImportKind.API:
-        raise SearchConsoleError(f"import {imp.pk} is a {imp.get_kind_display()} import, not an API pull")
-    if imp.period_start is None or imp.period_end is None:
-        raise SearchConsoleError("an API import needs a period (period_start and period_end)")
-    if not target.search_console_property:
-        raise SearchConsoleError(f"site target {target.pk} ({target}) has no Search Console property")
-    account_info = target.service_account_info()
-    if account_info is None:
-        raise SearchConsoleError(f"site target {target.pk} ({target}) has no Search Console credentials")
-    by_date = bool(job.payload.get("by_date", True))
-    row_limit = int(job.payload.get("row_limit", ROW_LIMIT))
-    if not 1 <= row_limit <= ROW_LIMIT:
-        raise SearchConsoleError(f"row_limit must be between 1 and {ROW_LIMIT}, not {row_limit}")
-
-    Import.objects.filter(pk=imp.pk, status=ImportStatus.QUEUED).update(status=ImportStatus.RUNNING)
-    checkpoint = job.progress or {}
-    start_row = int(checkpoint.get("start_row", 0))
-    counts = ingest.Counts.from_dict(checkpoint.get("counts"))
-    scope = ingest.Scope(
-        url_prefix=target.url_prefix,
-        search_console_property=target.search_console_property,
-        period=(imp.period_start, imp.period_end),  # for rows without a date (by_date false)
-    )
-    if start_row:
-        log.info("job=%s import=%s resuming at startRow %s", job.id, imp.pk, start_row)
-
-    client = SearchAnalytics.connect(target.search_console_property, account_info, job_id=job.id)
-    pages = client.pages(imp.period_start, imp.period_end, by_date=by_date, row_limit=row_limit,
-                         start_row=start_row)
-    for first_row, rows in pages:
-        if not rows:
-            break
-        next_row = first_row + len(rows)
-
-        def write_page():
-            # One upsert for the page: one statement takes its locks in key order (see ingest).
-            records = ingest.prepare(parsed_rows(rows, first_row), scope, counts)
-            ingest.write(imp.site_target_id, imp.pk, records, counts, scope)
-            # Same transaction as the rows: the checkpoint never runs ahead of the data.
-            job.report_progress(done=next_row, start_row=next_row, counts=counts.as_dict())
-
-        ingest.write_batch(write_page, counts, job_id=job.id, what=f"API rows {first_row + 1} to {next_row}")
-        log.info("job=%s import=%s startRow %s: %s rows", job.id, imp.pk, first_row, len(rows))
-
-    with transaction.atomic():
-        Import.objects.filter(pk=imp.pk).update(
-            status=ImportStatus.DONE, read=counts.read, inserted=counts.inserted, updated=counts.updated,
-            skipped=counts.skipped, errors=counts.errors, error="", finished_at=timezone.now(),
-        )
-        enqueue_reconcile(imp.org_id, imp.site_target_id)
-    return counts.as_dict()

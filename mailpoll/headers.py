@@ -1,9 +1,12 @@
-"""A message's header block decoded: sender, subject, date and the Message-ID that names the message.
+"""A message's header block decoded: sender, subject, date, and the name a message is deduplicated by.
 
 Used on a whole message (``mailpoll.parse``) and on the header block of one too
 large to fetch (``parse_headers``), so both are named and shown alike. The
 parsing policy here also repairs what the stdlib trips on in any header,
 MIME headers included.
+
+The dedup key (``Request.source_ref``, unique per org) is defined here and only
+here: ``dedup_ref``.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ SENDER_MAX_CHARS = 500
 MESSAGE_ID_MAX_CHARS = 250  # longer ones are named by the hash of the normalized id (message_ref)
 MESSAGE_ID_READ_CHARS = 100_000  # what is read of a Message-ID header at most, for its hash
 LONG_MESSAGE_ID_PREFIX = "message-id-sha256:"
+RAW_REF_PREFIX = "sha256:"  # the source_ref of a message without a usable Message-ID (raw_ref)
 # A parameter name as the stdlib splits them: after a ';', ending at '=', ';' or the end.
 _STAR_PARAM = re.compile(r";\s*([A-Za-z0-9_]+)\*(\d*)\*?(?=\s*(?:[=;]|$))")
 # A raw 8-bit header byte, as the parser hands it over (surrogateescape).
@@ -141,9 +145,22 @@ def message_ref(message_id: str | None) -> str | None:
     if not message_id:
         return None
     # An id that looks like one of our hash refs is hashed too, so it can never take another message's name.
-    if len(message_id) <= MESSAGE_ID_MAX_CHARS and not message_id.startswith(("sha256:", LONG_MESSAGE_ID_PREFIX)):
+    if len(message_id) <= MESSAGE_ID_MAX_CHARS and not message_id.startswith((RAW_REF_PREFIX, LONG_MESSAGE_ID_PREFIX)):
         return message_id
     return LONG_MESSAGE_ID_PREFIX + hashlib.sha256(message_id.encode("utf-8", "replace")).hexdigest()
+
+
+def dedup_ref(message_id: str | None, raw: bytes) -> str:
+    """What a message is deduplicated by in its org: ``message_ref`` of its Message-ID, else ``raw_ref(raw)``.
+
+    ``raw`` is the message's bytes, or for one too large to fetch, its header block and size.
+    """
+    return message_ref(message_id) or raw_ref(raw)
+
+
+def raw_ref(raw: bytes) -> str:
+    """The source_ref of a message without Message-ID."""
+    return RAW_REF_PREFIX + hashlib.sha256(raw).hexdigest()
 
 
 def _sender(value: str | None) -> str:

@@ -14,13 +14,13 @@ empty ``winmail.dat``, is a Part with a ``skip_reason``.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from datetime import datetime
 
 from .headers import (
     MESSAGE_ID_MAX_CHARS,
     MessageHeaders,
+    dedup_ref,
     message_ref,
     normalize_message_id,
     parse_headers,
@@ -72,7 +72,7 @@ def parse_message(raw: bytes, *, max_depth: int = MAX_DEPTH, max_parts: int = MA
         walker.defect(f"Message-ID over {MESSAGE_ID_MAX_CHARS} characters: named by its hash")
     return ParsedMessage(
         message_id=head.message_id,
-        source_ref=head.source_ref or "sha256:" + hashlib.sha256(raw).hexdigest(),
+        source_ref=dedup_ref(head.message_id, raw),
         sender=head.sender,
         subject=head.subject,
         date=head.date,

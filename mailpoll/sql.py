@@ -28,7 +28,7 @@ RETURNING m.id
 # wait from the attempt's start doubles with each consecutive failure — 1, 2, 4 …
 # poll_intervals — up to %(backoff_max)s seconds, never below poll_interval;
 # without (the server answered, a folder or a message failed) the mailbox stays on
-# its interval. A success resets both (the poller's _record_success).
+# its interval. A success resets both (``MailboxPoll.record_success``).
 # A failure kept through a database outage is written late, so it is guarded by
 # its own time: it never overwrites a newer error, and when a success came after
 # it, it leaves only its trace (error and time), neither a count nor a backoff.

@@ -34,6 +34,7 @@ from seoinsight import storage
 
 from . import sql
 from .handlers import enqueue_processing
+from .headers import dedup_ref
 from .models import AttachmentKind, AttachmentStatus, RequestStatus
 from .parse import ParsedMessage, UnparseableMessage, parse_headers, parse_message
 from .triage import triage
@@ -67,11 +68,6 @@ class _Row:
     attachments: list[dict] = field(default_factory=list)
 
 
-def raw_ref(raw: bytes) -> str:
-    """The source_ref of a message without Message-ID."""
-    return "sha256:" + hashlib.sha256(raw).hexdigest()
-
-
 def save_content(content: bytes) -> tuple[str, str]:
     """Store bytes under their hash (``mail/<2 hex>/<sha256>``); returns (storage name, sha256). Idempotent."""
     return storage.save_content("mail", content)
@@ -90,7 +86,7 @@ def store_messages(mailbox, folder: str, fetched: list[tuple[int | None, bytes]]
         except UnparseableMessage as exc:
             # Its header block may still say who sent what: decoded as an accepted message's, same name too.
             head = parse_headers(raw)
-            parsed.append(_Row(uid, head.source_ref or raw_ref(raw), RequestStatus.REJECTED,
+            parsed.append(_Row(uid, dedup_ref(head.message_id, raw), RequestStatus.REJECTED,
                                reject_reason=f"unparseable message: {exc}", sender=head.sender, subject=head.subject,
                                received_at=head.date, size=len(raw)))
     seen = stored_refs(mailbox.org_id, [message.source_ref for message in parsed])

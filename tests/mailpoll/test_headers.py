@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from mailpoll.headers import message_ref, normalize_message_id, parse_headers
+from mailpoll.headers import dedup_ref, message_ref, normalize_message_id, parse_headers
 from mailpoll.parse import parse_message
 from tests.mailpoll import corpus
 from tests.mailpoll.corpus import hostile_corpus
@@ -79,6 +79,23 @@ LONG_ID = "a" * 300 + "@x"
 ])
 def test_message_ref(message_id, expected):
     assert message_ref(message_id) == expected
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@pytest.mark.parametrize("message_id, raw, expected", [
+    ("abc@x", b"one copy", "abc@x"),
+    ("abc@x", b"another copy, one more Received: line", "abc@x"),
+    (None, b"no Message-ID", "sha256:" + sha256(b"no Message-ID")),
+    ("", b"an empty one", "sha256:" + sha256(b"an empty one")),
+    (LONG_ID, b"any bytes", "message-id-sha256:" + sha256(LONG_ID.encode())),
+    ("sha256:" + sha256(b"x"), b"x", "message-id-sha256:" + sha256(("sha256:" + sha256(b"x")).encode())),
+])
+def test_dedup_ref(message_id, raw, expected):
+    """The one dedup key: the Message-ID's ref whatever the bytes, the bytes' hash only without an id."""
+    assert dedup_ref(message_id, raw) == expected
 
 
 def test_a_long_message_id_names_every_copy_of_the_message_alike():

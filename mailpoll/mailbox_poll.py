@@ -1,0 +1,196 @@
+"""Polling one mailbox: every folder within the poll's deadline, and the outcome recorded on the mailbox.
+
+Each poll has an overall deadline (``MAILPOLL_POLL_DEADLINE``): a watcher thread
+shuts the poll's socket down when it passes, or a few seconds after SIGTERM, so
+neither a server that never answers nor one that trickles can hold the others
+or the shutdown. Any exception of a mailbox is recorded on it and swallowed. A
+mailbox that fails is retried later and later (``sql.RECORD_POLL_FAILURE``); a
+failure that cannot be written (the database is down) is kept and written at
+the next cycle.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from datetime import datetime
+
+from django.db import connection
+from django.utils import timezone
+
+from jobs import dbsession
+
+from . import conf, sql
+from .folder_sync import FolderResult, FolderSync, reset_connection_if_broken
+from .models import Mailbox, Request
+from .providers import FolderError, ProviderError, for_mailbox
+
+log = logging.getLogger(__name__)
+
+# After SIGTERM, a poll has this long to end on its own (between batches) before its connection is cut.
+STOP_GRACE = 2.0
+
+
+class MailboxPoll:
+    """Polls a mailbox per call, from several threads at once; reads its folders through ``folders``."""
+
+    def __init__(self, folders: FolderSync, stop: threading.Event):
+        self.folders = folders
+        self._stop = stop
+        # Failures that could not be written (the database was down), by mailbox id: written at the next cycle.
+        self._unrecorded: dict[int, tuple[str, datetime, bool]] = {}
+        self._unrecorded_lock = threading.Lock()
+
+    def poll(self, mailbox: Mailbox) -> list[FolderResult]:
+        """Poll every folder of one mailbox within its deadline; record success or the error on the mailbox."""
+        # So a statement the database stops answering is logged with its mailbox (jobs.dbsession).
+        dbsession.set_label(f"mailbox={mailbox.pk}")
+        try:
+            return self._poll(mailbox)
+        finally:
+            dbsession.set_label(None)
+
+    def _poll(self, mailbox: Mailbox) -> list[FolderResult]:
+        results = []
+        started = timezone.now()
+        watch = None
+        try:
+            provider = for_mailbox(mailbox)
+            watch = _Watch(provider, conf.get("MAILPOLL_POLL_DEADLINE"), self._stop)
+            with watch, provider:
+                for folder in mailbox.folder_list:
+                    try:
+                        results.append(self.folders.sync_folder(provider, mailbox, folder))
+                    except FolderError as exc:
+                        # The server refused this folder (renamed, deleted): the session is fine and so are
+                        # the other folders. Reported on the mailbox below, but no reason to back it off.
+                        results.append(self.folders.folder_failed(mailbox, folder, exc))
+        except Exception as exc:
+            reset_connection_if_broken()
+            # A provider's error names its server and folder already; anything else is named by its type.
+            error = str(exc) if isinstance(exc, ProviderError) else f"{type(exc).__name__}: {exc}"
+            cause = watch.cause if watch else None
+            if cause == _Watch.STOPPING:
+                log.info("mailbox=%s poll cut short by the shutdown: %s", mailbox.pk, error)
+                return results
+            backoff = True
+            if cause == _Watch.DEADLINE:
+                stored = _stored_since(mailbox, started)
+                # A poll that was getting somewhere (a first sweep of a big folder) resumes from its cursor
+                # next time, at the usual interval; one that stored nothing is a server to back off from.
+                backoff = not stored
+                error = f"{error} ({stored} new message(s) stored before it)"
+            self.record_failure(mailbox, error, backoff=backoff)
+            log.warning("mailbox=%s poll failed: %s", mailbox.pk, error)
+            return results
+        failures = {f"{r.folder} uid {uid}": err for r in results for uid, err in r.failed.items()}
+        problems = [f"folder {r.folder} could not be read: {r.error}" for r in results if r.error]
+        if failures:
+            first = next(iter(failures.items()))
+            problems.append(f"{len(failures)} message(s) not stored; first: {first[0]}: {first[1]}")
+        if problems:
+            # The server answered: a folder or a message failed, not the mailbox. No backoff.
+            self.record_failure(mailbox, "; ".join(problems), backoff=False)
+        else:
+            self.record_success(mailbox)
+        for r in results:
+            log.info("mailbox=%s folder=%s mode=%s fetched=%s stored=%s duplicates=%s rejected=%s failed=%s "
+                     "last_uid=%s", mailbox.pk, r.folder, r.mode, r.fetched, r.stored, r.duplicates, r.rejected,
+                     len(r.failed), r.last_uid)
+        return results
+
+    def record_success(self, mailbox: Mailbox) -> None:
+        # A success ends any backoff: the mailbox is back on its poll_interval.
+        try:
+            Mailbox.objects.filter(pk=mailbox.pk).update(last_success_at=timezone.now(), consecutive_failures=0,
+                                                         next_attempt_at=None)
+        except Exception:
+            log.exception("mailbox=%s could not record its success", mailbox.pk)
+            dbsession.close_quietly()
+
+    def record_failure(self, mailbox: Mailbox, error: str, *, backoff: bool = True,
+                       failed_at: datetime | None = None) -> bool:
+        """Write a failure on the mailbox; if the database is down, keep it for the next cycle. True if written."""
+        failed_at = failed_at or timezone.now()
+        try:
+            with connection.cursor() as cur:
+                cur.execute(sql.RECORD_POLL_FAILURE, {
+                    "id": mailbox.pk, "error": error[:2000], "failed_at": failed_at, "backoff": backoff,
+                    "backoff_max": conf.get("MAILPOLL_BACKOFF_MAX"),
+                })
+        except Exception as exc:
+            log.error("mailbox=%s could not record its failure (%s: %s); kept, to be recorded once the database "
+                      "answers: %s", mailbox.pk, type(exc).__name__, exc, error)
+            dbsession.close_quietly()
+            with self._unrecorded_lock:
+                self._unrecorded[mailbox.pk] = (error, failed_at, backoff)
+            return False
+        return True
+
+    def record_unrecorded(self) -> None:
+        """Write the failures kept through a database outage (the first that fails again waits for the next)."""
+        with self._unrecorded_lock:
+            kept = sorted(self._unrecorded.items(), key=lambda item: item[1][1])
+            self._unrecorded.clear()
+        for n, (pk, (error, failed_at, backoff)) in enumerate(kept):
+            if not self.record_failure(Mailbox(pk=pk), error, backoff=backoff, failed_at=failed_at):
+                with self._unrecorded_lock:
+                    for later_pk, later in kept[n + 1:]:
+                        self._unrecorded.setdefault(later_pk, later)
+                return
+            log.info("mailbox=%s failure of %s recorded after the database came back", pk, failed_at.isoformat())
+
+
+class _Watch:
+    """Ends one poll from outside: at its deadline, or ``STOP_GRACE`` seconds after the poller is told to stop.
+
+    It shuts the provider's connection down (``MailProvider.interrupt``), which wakes
+    whatever the poll is blocked in; ``cause`` then says why the poll failed.
+    """
+
+    DEADLINE, STOPPING = "deadline", "stopping"
+    TICK = 0.1
+
+    def __init__(self, provider, deadline: float, stop: threading.Event):
+        self.provider = provider
+        self.deadline = deadline
+        self.stop = stop
+        self.cause: str | None = None
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="pollmail-watch", daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._done.set()
+        self._thread.join()
+
+    def _watch(self) -> None:
+        ends = time.monotonic() + self.deadline
+        stop_seen = None
+        while not self._done.wait(self.TICK):
+            now = time.monotonic()
+            if self.stop.is_set():
+                stop_seen = stop_seen or now
+            if now >= ends:
+                self._cut(self.DEADLINE, f"the poll's deadline of {self.deadline:g} s passed")
+                return
+            if stop_seen is not None and now - stop_seen >= STOP_GRACE:
+                self._cut(self.STOPPING, "pollmail is stopping")
+                return
+
+    def _cut(self, cause: str, reason: str) -> None:
+        self.cause = cause
+        self.provider.interrupt(reason)
+
+
+def _stored_since(mailbox: Mailbox, started: datetime) -> int:
+    """Requests this mailbox stored since ``started`` (0 if the database cannot say)."""
+    try:
+        return Request.objects.filter(mailbox_id=mailbox.pk, created_at__gte=started).count()
+    except Exception:
+        reset_connection_if_broken()
+        return 0

@@ -2,6 +2,7 @@
 
 from django.conf import settings
 from django.core import checks
+from django.db.utils import load_backend
 
 from . import conf, registry, sql
 
@@ -12,7 +13,9 @@ def check_postgresql(app_configs=None, **kwargs):
 
 
 def engine_errors(engine: str) -> list:
-    if "postgresql" not in engine:
+    # The backend's vendor, not its dotted path: the embedded server's backend (seoinsight.embedded_db)
+    # is PostgreSQL's under another name.
+    if load_backend(engine).DatabaseWrapper.vendor != "postgresql":
         return [
             checks.Error(
                 f"The job queue needs PostgreSQL (SKIP LOCKED, advisory locks, LISTEN/NOTIFY); got {engine}.",

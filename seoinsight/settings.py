@@ -1,8 +1,9 @@
-"""Settings, all from the environment (django-environ).
+"""Django's settings, from the environment (django-environ); they only declare, nothing starts here.
 
 Development defaults are safe to run locally; production sets ``DEBUG=0``,
 ``SECRET_KEY``, ``ALLOWED_HOSTS`` and ``DATABASE_URL`` and passes
-``manage.py check --deploy``.
+``manage.py check --deploy``. The apps' own settings (JOBS_*, IMPORT_*, MAILPOLL_*)
+are declared in their ``conf.py`` and read from the environment there.
 """
 
 from pathlib import Path
@@ -73,9 +74,10 @@ if env("DATABASE_URL", default=""):
     # (postgres://user@%2Fvar%2Frun%2Fpostgresql/db); django-environ leaves it encoded.
     DATABASES["default"]["HOST"] = unquote(DATABASES["default"].get("HOST") or "")
 else:
-    from seoinsight.embedded_db import database_settings
+    # The embedded server, started or attached by its backend on a process's first connection.
+    from seoinsight.embedded_db import settings_entry
 
-    DATABASES = {"default": database_settings(BASE_DIR / ".data" / "postgres")}
+    DATABASES = {"default": settings_entry(BASE_DIR / ".data" / "postgres")}
 DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=0))
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DATABASES["default"].setdefault("TEST", {})
@@ -127,44 +129,6 @@ SECRETS_KEYS = env.list("SECRETS_KEYS", default=[])
 SECRET_KEY_FALLBACKS = env.list("SECRET_KEY_FALLBACKS", default=[])
 # Where a service-account key may fetch its access tokens (exact URIs); Google's endpoint only by default.
 SEARCH_CONSOLE_TOKEN_URIS = env.list("SEARCH_CONSOLE_TOKEN_URIS", default=["https://oauth2.googleapis.com/token"])
-
-# --- Imports --------------------------------------------------------------------
-# Uploads larger than this are refused with a message naming the limit (imports.forms).
-IMPORT_MAX_UPLOAD_BYTES = env.int("IMPORT_MAX_UPLOAD_BYTES", default=200 * 1024 * 1024)
-# A zip member (bundle CSV, workbook part) that would inflate past this is refused.
-IMPORT_MAX_UNZIPPED_BYTES = env.int("IMPORT_MAX_UNZIPPED_BYTES", default=1024 * 1024 * 1024)
-# Rows per transaction (and per progress checkpoint) in import_csv.
-IMPORTS_BATCH_SIZE = env.int("IMPORTS_BATCH_SIZE", default=5000)
-# How a/b/yyyy dates are read when every one of a file's fits both orders and the import chose none:
-# "dmy" (day first) or "mdy" (month first). A file whose dates fit one order only is read that way.
-IMPORT_DATE_ORDER = env.str("IMPORT_DATE_ORDER", default="dmy")
-
-# --- Mail intake ------------------------------------------------------------------
-# Read through mailpoll.conf, which documents each one.
-MAILPOLL_INTERVAL = env.float("MAILPOLL_INTERVAL", default=120.0)
-MAILPOLL_MAX_MESSAGE_BYTES = env.int("MAILPOLL_MAX_MESSAGE_BYTES", default=25 * 1024 * 1024)
-MAILPOLL_FETCH_BATCH = env.int("MAILPOLL_FETCH_BATCH", default=25)
-MAILPOLL_FETCH_MAX_BYTES = env.int("MAILPOLL_FETCH_MAX_BYTES", default=50 * 1024 * 1024)
-MAILPOLL_STUCK_AFTER = env.float("MAILPOLL_STUCK_AFTER", default=900.0)
-MAILPOLL_CLAIM_LIMIT = env.int("MAILPOLL_CLAIM_LIMIT", default=10)
-MAILPOLL_CONCURRENCY = env.int("MAILPOLL_CONCURRENCY", default=4)
-MAILPOLL_POLL_DEADLINE = env.float("MAILPOLL_POLL_DEADLINE", default=300.0)
-MAILPOLL_SOCKET_TIMEOUT = env.float("MAILPOLL_SOCKET_TIMEOUT", default=60.0)
-MAILPOLL_BACKOFF_MAX = env.float("MAILPOLL_BACKOFF_MAX", default=3600.0)
-
-# --- Jobs ---------------------------------------------------------------------
-# Read through jobs.conf, which documents each one.
-JOBS_HANDLER_MODULES = env.list("JOBS_HANDLER_MODULES", default=[])
-JOBS_LISTEN_NOTIFY = env.bool("JOBS_LISTEN_NOTIFY", default=True)
-JOBS_POLL_INTERVAL = env.float("JOBS_POLL_INTERVAL", default=1.5)
-JOBS_HEARTBEAT_INTERVAL = env.float("JOBS_HEARTBEAT_INTERVAL", default=10.0)
-JOBS_STALE_AFTER = env.float("JOBS_STALE_AFTER", default=60.0)
-JOBS_SWEEP_INTERVAL = env.float("JOBS_SWEEP_INTERVAL", default=30.0)
-# Database timeouts of runjobs and pollmail only (jobs.dbsession); the web keeps DATABASES' own.
-JOBS_DB_CONNECT_TIMEOUT = env.float("JOBS_DB_CONNECT_TIMEOUT", default=10.0)
-JOBS_DB_KEEPALIVES_IDLE = env.float("JOBS_DB_KEEPALIVES_IDLE", default=30.0)
-JOBS_DB_STATEMENT_TIMEOUT = env.float("JOBS_DB_STATEMENT_TIMEOUT", default=300.0)
-JOBS_DB_LOCK_TIMEOUT = env.float("JOBS_DB_LOCK_TIMEOUT", default=30.0)
 
 # --- Logging ------------------------------------------------------------------
 LOG_LEVEL = env("LOG_LEVEL", default="INFO")

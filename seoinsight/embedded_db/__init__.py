@@ -6,11 +6,16 @@ to need it starts it; later ones attach. It is left running on exit on purpose:
 other local processes may still be using it (``make stopdb`` stops it).
 
 It listens on a Unix socket only, never on a TCP port.
+
+Nothing starts at import or in the settings: they name this package as the
+database ENGINE (``settings_entry``), and its backend (``base.DatabaseWrapper``)
+attaches on a process's first connection.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import warnings
 from pathlib import Path
 
@@ -28,17 +33,43 @@ def _server(pgdata: Path):
     return pgserver.get_server(pgdata, cleanup_mode=None)
 
 
-def database_settings(pgdata: Path, name: str = DEFAULT_DATABASE) -> dict:
-    """Start or attach to the embedded server and return a Django DATABASES entry.
+_attach_lock = threading.Lock()
+_attached: dict[tuple[Path, str], tuple[str, str]] = {}
 
-    The application database is created on first use; a concurrent creator is
-    not an error (two processes may start at once on a fresh machine).
+
+def settings_entry(pgdata: Path, name: str = DEFAULT_DATABASE) -> dict:
+    """A DATABASES entry for the embedded server that starts nothing until a connection is opened."""
+    return {
+        "ENGINE": "seoinsight.embedded_db",
+        "NAME": name,
+        "USER": "postgres",
+        "PASSWORD": "",
+        "HOST": "",  # the server's socket directory, filled in on first connect (base.DatabaseWrapper)
+        "PORT": "",
+        "EMBEDDED": {"PGDATA": str(pgdata), "DATABASE": name},
+    }
+
+
+def attach(pgdata: Path, name: str = DEFAULT_DATABASE) -> tuple[str, str]:
+    """Start or attach to the embedded server, once per process; (host, port) to connect to.
+
+    Threads of one process (pollmail's pollers) connect at once: one of them attaches.
     """
-    server = _server(pgdata)
-    info = server.get_postmaster_info()
-    host = str(info.socket_dir) if info.socket_dir else "127.0.0.1"
-    port = str(info.port or 5432)
-    _ensure_database(host, port, name)
+    key = (Path(pgdata), name)
+    with _attach_lock:
+        if key not in _attached:
+            host, port = _address(key[0])
+            _ensure_database(host, port, name)
+            _attached[key] = host, port
+        return _attached[key]
+
+
+def database_settings(pgdata: Path, name: str = DEFAULT_DATABASE) -> dict:
+    """Start or attach to the embedded server now and return a Django DATABASES entry naming it.
+
+    For scripts that need the address at once (the benchmarks); settings use ``settings_entry``.
+    """
+    host, port = attach(pgdata, name)
     return {
         "ENGINE": "django.db.backends.postgresql",
         "NAME": name,
@@ -49,7 +80,14 @@ def database_settings(pgdata: Path, name: str = DEFAULT_DATABASE) -> dict:
     }
 
 
+def _address(pgdata: Path) -> tuple[str, str]:
+    info = _server(pgdata).get_postmaster_info()
+    return (str(info.socket_dir) if info.socket_dir else "127.0.0.1"), str(info.port or 5432)
+
+
 def _ensure_database(host: str, port: str, name: str) -> None:
+    """The application database is created on first use; a concurrent creator is
+    not an error (two processes may start at once on a fresh machine)."""
     import psycopg
     from psycopg import errors, sql
 

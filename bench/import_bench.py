@@ -405,8 +405,7 @@ def main() -> int:
         parser.error("--rows must be at least 1000, and --small-rows 0 or from 1000 to less than --rows")
 
     with app_bench_database(BENCH_DB, "import-bench-") as (server, url, media):
-        from django.conf import settings
-
+        from imports import conf
         from imports.models import Import, ImportKind
         from seoinsight.models import Org, Site, SiteTarget
 
@@ -414,7 +413,7 @@ def main() -> int:
         target = SiteTarget.objects.create(site=Site.objects.create(org=org, domain=HOST), url_prefix=PREFIX)
         # The ceiling's rows need an import to point to (the FK): a plain row, no job.
         for_copy = Import.objects.create(org=org, site_target=target, kind=ImportKind.CSV, uid=uuid.uuid4().hex)
-        results = {"files": {}, "batch_size": settings.IMPORTS_BATCH_SIZE}
+        results = {"files": {}, "batch_size": conf.get("IMPORT_BATCH_SIZE")}
         files = media / "imports"
         files.mkdir()
         for size in (args.small_rows, args.rows):

@@ -5,6 +5,8 @@ from seoinsight.conf import Declarations, Setting
 SETTINGS = Declarations(
     Setting("IMPORT_MAX_UPLOAD_BYTES", int, 200 * 1024 * 1024,
             "uploads larger than this are refused with a message naming the limit"),
+    # Per zip member (a bundle's CSV, a workbook's sheet): far above a real export
+    # (Search Console stops at 1,000 rows), far below a zip bomb.
     Setting("IMPORT_MAX_UNZIPPED_BYTES", int, 1024 * 1024 * 1024,
             "a zip member (bundle CSV, workbook part) that would inflate past this is refused"),
     Setting("IMPORT_BATCH_SIZE", int, 5000,

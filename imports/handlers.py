@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -12,7 +11,7 @@ from jobs.queue import enqueue
 from jobs.registry import register
 from seoinsight import storage
 
-from . import ingest, reconcile
+from . import conf, ingest, reconcile
 from .formats import UnreadableFile, open_source
 from .models import Import, ImportStatus, UrlMetric
 
@@ -75,8 +74,8 @@ def import_csv(job):
         # A truncated or altered copy is refused, never read as "empty" or as other data.
         storage.check_stored(imp.file.name, imp.size, imp.sha256 or None)
         source = open_source(imp.file.path, imp.original_filename, sheet=imp.sheet or None,
-                             date_order=imp.date_order or None, default_date_order=settings.IMPORT_DATE_ORDER,
-                             max_unzipped_bytes=settings.IMPORT_MAX_UNZIPPED_BYTES)
+                             date_order=imp.date_order or None, default_date_order=conf.get("IMPORT_DATE_ORDER"),
+                             max_unzipped_bytes=conf.get("IMPORT_MAX_UNZIPPED_BYTES"))
     except storage.DamagedFile as exc:
         raise ImportRejected(f"{exc}: upload the file again") from None
     except UnreadableFile as exc:
@@ -100,7 +99,7 @@ def import_csv(job):
     )
     if done:
         log.info("job=%s import=%s resuming after row %s", job.id, imp.pk, done)
-    for rows in ingest.batched(source.rows(skip=done), settings.IMPORTS_BATCH_SIZE):
+    for rows in ingest.batched(source.rows(skip=done), conf.get("IMPORT_BATCH_SIZE")):
         end = done + len(rows)
 
         def write_rows():

@@ -17,11 +17,11 @@ from datetime import date
 
 from django.db import connection, transaction
 
+from . import conf
 from .conflicts import WriteConflict, retry_conflicts
 from .formats import ParsedRow, RowError
 from .urlnorm import InvalidUrl, in_scope, normalize_url
 
-BATCH_SIZE = 5000
 MAX_ERROR_SAMPLES = 20
 
 # A batch goes to the server with COPY into a staging table that lives for
@@ -335,7 +335,9 @@ def write(site_target_id: int, import_id: int, records: dict[tuple, tuple], coun
         counts.duplicate(KEYWORD_NOTE if scope.keyword_rows else DUPLICATE_NOTE, folded)
 
 
-def batched(iterable, size: int = BATCH_SIZE):
+def batched(iterable, size: int | None = None):
+    """Lists of ``size`` items (default: IMPORT_BATCH_SIZE), the last one shorter."""
+    size = size or conf.get("IMPORT_BATCH_SIZE")
     batch = []
     for item in iterable:
         batch.append(item)
@@ -346,5 +348,5 @@ def batched(iterable, size: int = BATCH_SIZE):
         yield batch
 
 
-__all__ = ["BATCH_SIZE", "Counts", "LocatedUrls", "ParsedRow", "RowError", "Scope", "WriteConflict",
+__all__ = ["Counts", "LocatedUrls", "ParsedRow", "RowError", "Scope", "WriteConflict",
            "batch_transaction", "batched", "fold", "position_weight", "prepare", "upsert", "write", "write_batch"]

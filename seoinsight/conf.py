@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import environ
 from django.conf import settings
+from django.core import checks
 
 
 @dataclass(frozen=True)
@@ -71,8 +72,8 @@ class Declarations:
             if hasattr(settings, old) or old in os.environ
         ]
 
-    def unparsable(self) -> list[tuple[str, str, Exception]]:
-        """(name, raw text, error) for every environment value its declared type cannot read."""
+    def unparsable(self) -> list[tuple[str, str, Setting]]:
+        """(variable, its text, its Setting) for every environment value its declared type cannot read."""
         found = []
         for setting in self:
             for each in (setting.name, *setting.old_names):
@@ -81,9 +82,39 @@ class Declarations:
                     continue
                 try:
                     parse(raw, setting.type)
-                except (TypeError, ValueError) as exc:
-                    found.append((each, raw, exc))
+                except (TypeError, ValueError):
+                    found.append((each, raw, setting))
         return found
+
+    # The checks every app runs on its own settings, under its own ids.
+
+    def environment_errors(self, check_id: str) -> list[checks.Error]:
+        """An environment text the declared type cannot read: ``get`` would raise in the middle of work."""
+        return [
+            checks.Error(f"{variable} is {raw!r} in the environment; it must be {_KINDS[setting.type]}.",
+                         hint=f"{setting.name}: {setting.meaning}.", id=check_id)
+            for variable, raw, setting in self.unparsable()
+        ]
+
+    def not_positive_errors(self, names, check_id: str) -> list[checks.Error]:
+        """Each of ``names`` that is not above zero (call only once ``environment_errors`` found none)."""
+        return [
+            checks.Error(f"{name} is {self.get(name)!r}; it must be above zero.",
+                         hint=f"{name}: {self._by_name[name].meaning}.", id=check_id)
+            for name in names
+            if not isinstance(self.get(name), (int, float)) or self.get(name) <= 0
+        ]
+
+    def former_name_warnings(self, check_id: str) -> list[checks.Warning]:
+        return [
+            checks.Warning(f"{old} is the former name of {current}; it is still read, for now.",
+                           hint=f"Rename {old} to {current} (environment or settings).", id=check_id)
+            for old, current in self.old_names_in_use()
+        ]
+
+
+_KINDS = {int: "a whole number", float: "a number", bool: "1 or 0 (true/false, yes/no)",
+          list: "a comma-separated list", str: "text"}
 
 
 def parse(raw: str, kind: type):

@@ -20,18 +20,15 @@ from __future__ import annotations
 import zipfile
 from pathlib import Path
 
+from .. import conf
 from . import ole, searchconsole_export, xlsxfile
 from .csvfile import CsvTable
 from .rows import NoSuchSheet, ParsedRow, RowError, RowSource, UnreadableFile
 from .values import DATE_ORDERS, DAY_FIRST
 from .xlsxfile import Opener
 
-__all__ = ["DATE_ORDERS", "DEFAULT_MAX_UNZIPPED_BYTES", "NoSuchSheet", "ParsedRow", "RowError", "RowSource",
+__all__ = ["DATE_ORDERS", "NoSuchSheet", "ParsedRow", "RowError", "RowSource",
            "UnreadableFile", "open_source"]
-
-# Per zip member (a bundle's CSV, a workbook's sheet): far above a real export
-# (Search Console stops at 1,000 rows), far below a zip bomb.
-DEFAULT_MAX_UNZIPPED_BYTES = 1 << 30
 
 _ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")  # a member first, or an empty archive
 _ZIP_NAMES = (".xlsx", ".xlsm", ".zip")
@@ -39,7 +36,7 @@ _ZIP_NAMES = (".xlsx", ".xlsm", ".zip")
 
 def open_source(
     path: str | Path | Opener, filename: str, *, sheet: str | None = None, date_order: str | None = None,
-    default_date_order: str = DAY_FIRST, max_unzipped_bytes: int = DEFAULT_MAX_UNZIPPED_BYTES,
+    default_date_order: str = DAY_FIRST, max_unzipped_bytes: int | None = None,
 ) -> RowSource:
     """Recognise an uploaded file (stored at ``path``, uploaded as ``filename``) and its columns.
 
@@ -48,10 +45,13 @@ def open_source(
     worksheet to read (default: the Pages sheet of a Search Console export,
     else the first sheet naming a URL column); ``date_order`` ("dmy", "mdy")
     is the import's choice for a/b/yyyy dates, None to decide from the file,
-    with ``default_date_order`` when its dates fit both. Raises
+    with ``default_date_order`` when its dates fit both; ``max_unzipped_bytes``
+    is per zip member (default: IMPORT_MAX_UNZIPPED_BYTES). Raises
     ``UnreadableFile`` when the file cannot be an import.
     """
     opener = path if callable(path) else _path_opener(Path(path))
+    if max_unzipped_bytes is None:
+        max_unzipped_bytes = conf.get("IMPORT_MAX_UNZIPPED_BYTES")
     options = {"date_order": date_order, "default_date_order": default_date_order}
     with opener() as file:
         magic = file.read(8)

@@ -4,8 +4,6 @@ Also the Search Console pull on the site target admin: the core's admin knows
 nothing of imports, so this app registers the site target admin again, with its action.
 """
 
-from datetime import date, timedelta
-
 from django.contrib import admin, messages
 from django.urls import reverse
 from django.utils.html import format_html
@@ -15,7 +13,7 @@ from seoinsight.models import SiteTarget
 from seoinsight.orgscope import OrgScopedAdmin
 
 from .models import Import, UrlMetric
-from .searchconsole_api import create_api_import
+from .searchconsole_api import DEFAULT_DAYS, create_api_import, settled_period
 
 
 class ReadOnlyAdmin(OrgScopedAdmin, admin.ModelAdmin):
@@ -68,10 +66,9 @@ class SearchConsoleSiteTargetAdmin(SiteTargetAdmin):
 
     actions = [*SiteTargetAdmin.actions, "pull_search_console"]
 
-    @admin.action(description="Pull Search Console data (last 28 settled days)")
+    @admin.action(description=f"Pull Search Console data (last {DEFAULT_DAYS} settled days)")
     def pull_search_console(self, request, queryset):
-        end = date.today() - timedelta(days=3)
-        start = end - timedelta(days=27)
+        start, end = settled_period()
         queued, refused = [], []
         for target in queryset.select_related("site"):
             if target.search_console_property and target.has_search_console_credentials:

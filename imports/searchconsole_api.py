@@ -13,7 +13,7 @@ The HTTP and token side (retries, errors, the test hooks) is ``searchconsole_cli
 from __future__ import annotations
 
 import logging
-from datetime import date
+from datetime import date, timedelta
 from uuid import uuid4
 
 from django.db import transaction
@@ -29,6 +29,16 @@ from .searchconsole_client import SearchAnalytics, SearchConsoleError
 log = logging.getLogger(__name__)
 
 ROW_LIMIT = 25000  # the API's maximum rows per query
+# Search Console data settles after about two days; the default period ends before that.
+DEFAULT_DAYS = 28
+SETTLING_DAYS = 3
+
+
+def settled_period(start: date | None = None, end: date | None = None) -> tuple[date, date]:
+    """The period a pull covers by default: up to the last settled day, DEFAULT_DAYS long (both ends included)."""
+    end = end or date.today() - timedelta(days=SETTLING_DAYS)
+    start = start or end - timedelta(days=DEFAULT_DAYS - 1)
+    return start, end
 
 
 def parsed_rows(rows: list[dict], first_row: int):

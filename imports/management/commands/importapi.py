@@ -1,15 +1,9 @@
-from datetime import date, timedelta
-
 from django.core.management.base import BaseCommand, CommandError
 
 from imports.cli import Waiter, iso_date, print_report
-from imports.searchconsole_api import ROW_LIMIT, create_api_import
+from imports.searchconsole_api import DEFAULT_DAYS, ROW_LIMIT, SETTLING_DAYS, create_api_import, settled_period
 from jobs.models import JobStatus
 from seoinsight.models import SiteTarget
-
-# Search Console data settles after about two days; the default period ends before that.
-DEFAULT_DAYS = 28
-SETTLING_DAYS = 3
 
 
 class Command(BaseCommand):
@@ -40,8 +34,7 @@ class Command(BaseCommand):
             raise CommandError(f"site target {target} has no Search Console property")
         if not site_target.has_search_console_credentials:
             raise CommandError(f"site target {target} has no service-account key: add one in the admin")
-        end = end or date.today() - timedelta(days=SETTLING_DAYS)
-        start = start or end - timedelta(days=DEFAULT_DAYS - 1)
+        start, end = settled_period(start, end)
         if end < start:
             raise CommandError("--end is before --start")
         if not 1 <= row_limit <= ROW_LIMIT:

@@ -13,8 +13,9 @@ variable ``JOBS_HANDLER_MODULES``::
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable
 
 from django.utils.module_loading import autodiscover_modules
 
@@ -45,6 +46,15 @@ class JobType:
     # Seconds without heartbeat before a running job is a zombie; None = JOBS_STALE_AFTER.
     stale_after_seconds: float | None = None
 
+    def __post_init__(self):
+        if self.dedup_scope not in DedupScope.values:
+            raise ValueError(f"dedup_scope must be one of {DedupScope.values}, not {self.dedup_scope!r}")
+        if self.max_attempts < 1:
+            raise ValueError("max_attempts must be at least 1")
+        for hook, value in (("on_fail", self.on_fail), ("on_requeue", self.on_requeue)):
+            if value is not None and not callable(value):
+                raise ValueError(f"{hook} must be callable, not {value!r}")
+
     @property
     def stale_after(self) -> float:
         return self.stale_after_seconds if self.stale_after_seconds is not None else default_stale_after()
@@ -72,35 +82,25 @@ def register(
     Registering the same name twice with a different handler is a programming
     error (two modules fighting over one type) and raises.
     """
-    if dedup_scope not in DedupScope.values:
-        raise ValueError(f"dedup_scope must be one of {DedupScope.values}, not {dedup_scope!r}")
-    if max_attempts < 1:
-        raise ValueError("max_attempts must be at least 1")
-    for hook, value in (("on_fail", on_fail), ("on_requeue", on_requeue)):
-        if value is not None and not callable(value):
-            raise ValueError(f"{hook} must be callable, not {value!r}")
+    options = dict(max_attempts=max_attempts, dedup_scope=dedup_scope, on_fail=on_fail, on_requeue=on_requeue,
+                   one_running_per=one_running_per, stale_after_seconds=stale_after)
 
     def decorate(fn: Handler) -> Handler:
-        job_type = JobType(
-            name=name,
-            handler=fn,
-            max_attempts=max_attempts,
-            dedup_scope=dedup_scope,
-            on_fail=on_fail,
-            on_requeue=on_requeue,
-            one_running_per=one_running_per,
-            stale_after_seconds=stale_after,
-        )
-        existing = _types.get(name)
-        if existing is not None and existing.handler is not fn:
-            if _qualname(existing.handler) != _qualname(fn):
-                raise ValueError(f"job type {name!r} is already registered to {_qualname(existing.handler)}")
-        global _generation
-        _types[name] = job_type
-        _generation += 1
+        add(JobType(name=name, handler=fn, **options))
         return fn
 
     return decorate(handler) if handler is not None else decorate
+
+
+def add(job_type: JobType) -> None:
+    """Register a ready-made ``JobType``; same rule as ``register`` for a name already taken."""
+    existing = _types.get(job_type.name)
+    if existing is not None and existing.handler is not job_type.handler:
+        if _qualname(existing.handler) != _qualname(job_type.handler):
+            raise ValueError(f"job type {job_type.name!r} is already registered to {_qualname(existing.handler)}")
+    global _generation
+    _types[job_type.name] = job_type
+    _generation += 1
 
 
 def unregister(name: str) -> None:
@@ -108,6 +108,25 @@ def unregister(name: str) -> None:
     global _generation
     if _types.pop(name, None) is not None:
         _generation += 1
+
+
+@contextmanager
+def registered(*job_types: JobType):
+    """Register ``job_types`` for the ``with`` block, then put back what each name held before.
+
+    For tests: their job types exist for one test, so every other test sees the
+    registry the apps build (the claim's plan follows through ``generation``).
+    """
+    before = {t.name: _types.get(t.name) for t in job_types}
+    try:
+        for job_type in job_types:
+            add(job_type)
+        yield
+    finally:
+        for name, previous in before.items():
+            unregister(name)
+            if previous is not None:
+                add(previous)
 
 
 def generation() -> int:

@@ -4,7 +4,6 @@ import time
 import pytest
 from django.db import connection
 
-import tests.support.handlers  # noqa: F401  registers the test job types here too
 from tests.support.handlers import EXECUTIONS_DDL
 from tests.support.processes import ManagedProcess
 
@@ -69,9 +68,9 @@ def zombies_possible(django_db_setup, django_db_blocker):
     started_at. Session-scoped, so it runs before any test's transaction begins
     (now() inside that transaction is what the zombie rule reads).
     """
-    from django.conf import settings
+    from jobs import conf
 
-    threshold = float(settings.JOBS_STALE_AFTER) + 1
+    threshold = float(conf.get("JOBS_STALE_AFTER")) + 1
     with django_db_blocker.unblock(), connection.cursor() as cursor:
         cursor.execute("SELECT EXTRACT(EPOCH FROM clock_timestamp() - pg_postmaster_start_time())")
         (up,) = cursor.fetchone()

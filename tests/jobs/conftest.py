@@ -1,6 +1,21 @@
 import pytest
 
 from jobs import registry
+from tests.support import handlers
+
+
+@pytest.fixture
+def test_types():
+    """The test job types of tests/support/handlers.py, none guarded, registered for this test only."""
+    with registry.registered(*handlers.TYPES):
+        yield
+
+
+@pytest.fixture
+def guarded_type(test_types):
+    """Also ``test_guarded`` (one_running_per="site_id"): this test's claims take the guarded path."""
+    with registry.registered(handlers.GUARDED):
+        yield
 
 
 @pytest.fixture
@@ -15,13 +30,3 @@ def temporary_type():
     yield register
     for name in names:
         registry.unregister(name)
-
-
-@pytest.fixture
-def no_guarded_types():
-    """The registry without its one guarded type (test_guarded): claims take the unguarded path."""
-    guarded = registry.get("test_guarded")
-    registry.unregister("test_guarded")
-    assert not any(t.one_running_per for t in registry.all_types().values())
-    yield
-    registry.register(guarded.name, guarded.handler, one_running_per=guarded.one_running_per)

@@ -8,9 +8,9 @@ from django.utils.html import escape
 
 from jobs.admin import readable_duration
 from jobs.models import Job, JobStatus
-from tests.factories import OrgFactory, JobFactory, UserFactory
+from tests.factories import JobFactory, OrgFactory, UserFactory
 
-pytestmark = pytest.mark.usefixtures("zombies_possible")  # some tests build zombies: tests/conftest.py
+pytestmark = pytest.mark.usefixtures("zombies_possible", "test_types")  # zombies: tests/conftest.py
 
 JOBS_URL = reverse("admin:jobs_job_changelist")
 ZOMBIES_URL = reverse("admin:jobs_zombiejob_changelist")

@@ -19,7 +19,7 @@ def test_only_postgresql_is_accepted():
     assert [m.id for m in engine_errors("django.db.backends.sqlite3")] == ["jobs.E001"]
 
 
-def test_a_guard_on_a_key_without_its_claim_index_is_flagged(temporary_type):
+def test_a_guard_on_a_key_without_its_claim_index_is_flagged(guarded_type, temporary_type):
     assert check_guard_indexes() == []  # test_guarded: site_id, indexed
     temporary_type("test_guarded_elsewhere", lambda job: None, one_running_per="mailbox_id")
     assert [(m.id, "'mailbox_id'" in m.msg) for m in check_guard_indexes()] == [("jobs.W002", True)]

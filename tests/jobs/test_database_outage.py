@@ -21,7 +21,7 @@ from tests.support.pgproxy import PgProxy
 from tests.support.postgres import private_server
 from tests.support.processes import runjobs, wait_for
 
-pytestmark = pytest.mark.processes
+pytestmark = [pytest.mark.processes, pytest.mark.usefixtures("test_types")]
 
 
 def terminate_other_sessions() -> int:

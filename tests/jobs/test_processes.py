@@ -23,7 +23,7 @@ from jobs.queue import enqueue
 from tests.support.pgproxy import PgProxy
 from tests.support.processes import database_url, runjobs, wait_for
 
-pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("test_types")]
 
 ORG = "proc"
 
@@ -211,7 +211,7 @@ def test_sigterm_stops_an_idle_listening_worker_without_waiting_out_its_poll(pro
 
 # -- one_running_per -------------------------------------------------------------------
 
-def test_one_running_per_site_never_overlaps_but_sites_run_in_parallel(executions, processes):
+def test_one_running_per_site_never_overlaps_but_sites_run_in_parallel(executions, processes, guarded_type):
     a = processes(runjobs)
     b = processes(runjobs)
     wait_for(lambda: started(a) and started(b), timeout=20, message="both workers to start")
@@ -243,7 +243,7 @@ def test_one_running_per_site_never_overlaps_but_sites_run_in_parallel(execution
     assert {r[1] for r in rows} == {a.pid, b.pid}
 
 
-def test_one_running_per_holds_when_claims_race(executions, processes):
+def test_one_running_per_holds_when_claims_race(executions, processes, guarded_type):
     workers = [processes(runjobs) for _ in range(3)]
     wait_for(lambda: all(started(w) for w in workers), timeout=20, message="the workers to start")
 

@@ -1,7 +1,6 @@
 """The zombie sweep (seed 001 §2.5)."""
 
-from datetime import datetime, timedelta
-from datetime import timezone as dt_timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.db import connection
@@ -12,7 +11,7 @@ from jobs.models import Job, JobStatus
 from jobs.worker import Worker
 from tests.factories import JobFactory
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("zombies_possible")]  # zombies: tests/conftest.py
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("zombies_possible", "test_types")]  # zombies: tests/conftest.py
 
 
 def test_a_zombie_with_attempts_left_is_requeued_and_the_next_claim_counts_again():
@@ -72,7 +71,7 @@ def test_the_admin_zombie_queryset_matches_the_sweep(settings):
     assert [j.id for j in Job.objects.stale()] == [stale.id]
 
 
-T = datetime(2026, 1, 1, 12, 0, 0, tzinfo=dt_timezone.utc)
+T = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 GAP = timedelta(seconds=40)
 
 

@@ -14,6 +14,8 @@ from jobs.worker import Worker
 from tests.factories import JobFactory
 from tests.support.processes import run_burst
 
+pytestmark = pytest.mark.usefixtures("test_types")
+
 
 def test_handler_failure_fails_the_job_calls_on_fail_and_the_worker_goes_on(executions):
     bad = queue.enqueue("test_fail", org_id="demo", payload={"name": "broken.csv"})

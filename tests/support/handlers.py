@@ -1,5 +1,7 @@
-"""Job types used by the tests, in the pytest process and in worker subprocesses
-(loaded there through JOBS_HANDLER_MODULES=tests.support.handlers).
+"""Job types used by the tests, declared here and registered by whoever needs them: per test
+in the pytest process (the ``test_types`` and ``guarded_type`` fixtures, tests/jobs/conftest.py),
+for a process's life in worker subprocesses (tests/support/worker_types.py, loaded through
+JOBS_HANDLER_MODULES). Importing this module registers nothing.
 
 Handlers that matter for concurrency write to ``test_executions`` — a record
 of what actually ran, independent of the statuses the queue reports.
@@ -11,7 +13,7 @@ import time
 
 from django.db import connection
 
-from jobs.registry import register
+from jobs.registry import JobType
 
 EXECUTIONS_DDL = """
 CREATE TABLE IF NOT EXISTS test_executions (
@@ -54,19 +56,16 @@ def run_recorded(job) -> None:
     record_finish(execution)
 
 
-@register("test_record")
 def record(job):
     """Records its execution, optionally sleeps ``payload.sleep``."""
     run_recorded(job)
     return {"pid": os.getpid()}
 
 
-@register("test_guarded", one_running_per="site_id")
 def guarded(job):
     run_recorded(job)
 
 
-@register("test_active", dedup_scope="active")
 def active(job):
     run_recorded(job)
 
@@ -79,12 +78,10 @@ def _mark_on_fail(job):
         )
 
 
-@register("test_fail", on_fail=_mark_on_fail)
 def fail(job):
     raise ValueError(f"bad input in {job.payload.get('name', 'job')}")
 
 
-@register("test_slow", max_attempts=2, on_fail=_mark_on_fail)
 def slow(job):
     """Records, then sleeps: the victim of kill -9 tests."""
     run_recorded(job)
@@ -97,13 +94,27 @@ def _slow_on_fail(job):
     time.sleep(float((job.payload or {}).get("on_fail_sleep") or 0))
 
 
-@register("test_slow_on_fail", max_attempts=1, on_fail=_slow_on_fail)
 def slow_on_fail(job):
     """Records, then sleeps: as a zombie at its one attempt, the sweep fails it and runs the slow on_fail."""
     run_recorded(job)
 
 
-@register("test_exit")
 def exits(job):
     """Calls sys.exit(): a handler's SystemExit fails its job, never the worker."""
     raise SystemExit(4)
+
+
+# Registered per test by the ``test_types`` fixture. None is guarded, as none of
+# the apps' types is: with these alone a claim takes the unguarded statement.
+TYPES = (
+    JobType("test_record", record),
+    JobType("test_active", active, dedup_scope="active"),
+    JobType("test_fail", fail, on_fail=_mark_on_fail),
+    JobType("test_slow", slow, max_attempts=2, on_fail=_mark_on_fail),
+    JobType("test_slow_on_fail", slow_on_fail, max_attempts=1, on_fail=_slow_on_fail),
+    JobType("test_exit", exits),
+)
+
+# One running job per site_id: registered by the ``guarded_type`` fixture, so
+# only the tests of the guard take the guarded claim.
+GUARDED = JobType("test_guarded", guarded, one_running_per="site_id")

@@ -30,7 +30,7 @@ def process_env(**overrides) -> dict:
     env.update(
         {
             "DATABASE_URL": database_url(),
-            "JOBS_HANDLER_MODULES": "tests.support.handlers",
+            "JOBS_HANDLER_MODULES": "tests.support.worker_types",
             "JOBS_HEARTBEAT_INTERVAL": "0.5",
             "JOBS_STALE_AFTER": "3",
             "JOBS_SWEEP_INTERVAL": "1",

@@ -1,6 +1,6 @@
 """Read-only admin for the job queue, plus the two operator transitions.
 
-No field can be edited here: a job changes state only through ``jobs.queue``'s
+No field can be edited here: a job changes state only through ``jobs.operator_actions``'
 guarded statements, which the "requeue" and "mark failed" actions call.
 """
 
@@ -18,7 +18,7 @@ from django.utils.html import format_html
 from seoinsight.models import Org
 from seoinsight.orgscope import OrgScopedAdmin
 
-from . import queue, registry
+from . import operator_actions, registry
 from .models import Job, JobStatus, ZombieJob
 
 STATUS_COLOURS = {
@@ -215,14 +215,15 @@ class JobAdmin(OrgScopedAdmin, admin.ModelAdmin):
 
     @admin.action(description="Requeue selected jobs", permissions=["operate"])
     def requeue_jobs(self, request, queryset):
-        self.report_requeue(request, queue.requeue(list(queryset.values_list("pk", flat=True))))
+        self.report_requeue(request, operator_actions.requeue(list(queryset.values_list("pk", flat=True))))
 
     @admin.action(description="Requeue selected jobs with a fresh budget (earlier attempts stop counting)",
                   permissions=["operate"])
     def requeue_jobs_with_fresh_budget(self, request, queryset):
-        self.report_requeue(request, queue.requeue(list(queryset.values_list("pk", flat=True)), fresh_budget=True))
+        ids = list(queryset.values_list("pk", flat=True))
+        self.report_requeue(request, operator_actions.requeue(ids, fresh_budget=True))
 
-    def report_requeue(self, request, result: queue.RequeueResult) -> None:
+    def report_requeue(self, request, result: operator_actions.RequeueResult) -> None:
         """What the requeue did to each job, and why it left the others alone."""
         parts = [f"{plural_jobs(len(result.requeued))} requeued"]
         if result.failed:
@@ -239,7 +240,7 @@ class JobAdmin(OrgScopedAdmin, admin.ModelAdmin):
     @admin.action(description="Mark selected jobs failed", permissions=["operate"])
     def mark_jobs_failed(self, request, queryset):
         ids = list(queryset.values_list("pk", flat=True))
-        changed = queue.mark_failed(ids, f"marked failed by {request.user.get_username()}")
+        changed = operator_actions.mark_failed(ids, f"marked failed by {request.user.get_username()}")
         self.report(request, f"{plural_jobs(len(changed))} marked failed", len(ids) - len(changed),
                     "only queued or running jobs can be failed")
 

@@ -27,8 +27,8 @@ from datetime import datetime, timedelta
 from django.db import DatabaseError, connection, transaction
 
 from . import dbsession, registry, sql
+from .finish import interrupt
 from .models import Job
-from .queue import interrupt
 
 log = logging.getLogger(__name__)
 

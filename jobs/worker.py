@@ -18,7 +18,7 @@ import traceback
 import psycopg
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, reset_queries
 
-from . import conf, dbsession, queue, registry
+from . import conf, dbsession, queue, registry, storable
 from .heartbeat import Heartbeat
 from .models import Job
 from .sweep import Sweeper
@@ -140,7 +140,7 @@ class Worker:
         try:
             outcome = Outcome.done(job_type.handler(job))
         except queue.JobLost as exc:
-            outcome = Outcome.lost(queue.describe(exc))
+            outcome = Outcome.lost(storable.describe(exc))
         except BaseException as exc:
             # SystemExit, KeyboardInterrupt and the like from a handler fail its
             # job like any error; only this worker's own exit (a second signal) passes.
@@ -148,9 +148,9 @@ class Worker:
                 raise
             if isinstance(exc, Exception) and _is_connection_loss(exc):
                 dbsession.close_quietly()  # so recording the outcome reconnects
-                outcome = Outcome.interrupted(queue.describe(exc))
+                outcome = Outcome.interrupted(storable.describe(exc))
             else:
-                outcome = Outcome.failed(queue.describe(exc), _format_traceback())
+                outcome = Outcome.failed(storable.describe(exc), _format_traceback())
         finally:
             self.heartbeat.unwatch()
         self._record(job, outcome, started)
@@ -178,12 +178,12 @@ class Worker:
                 refused = exc
             if refusals > 2:
                 log.error("job=%s type=%s outcome could not be recorded: %s", job.id, job.type,
-                          queue.describe(refused))
+                          storable.describe(refused))
                 return
             log.error("job=%s type=%s the database refused the %s outcome: %s", job.id, job.type,
-                      outcome.status, queue.describe(refused))
+                      outcome.status, storable.describe(refused))
             outcome = Outcome.failed(
-                f"the run's {outcome.status} result could not be stored: {queue.describe(refused)}"
+                f"the run's {outcome.status} result could not be stored: {storable.describe(refused)}"
                 if refusals == 1 else "the run's result could not be stored (see the worker's log)"
             )
 
@@ -191,7 +191,7 @@ class Worker:
         if outcome.status == "done":
             try:
                 recorded = queue.finish_done(job, outcome.report)
-            except queue.UnstorableReport as exc:
+            except storable.UnstorableReport as exc:
                 outcome = Outcome.failed(f"handler returned a report that is not JSON: {exc}")
                 return self._apply(job, outcome, elapsed)
             if recorded:
@@ -202,7 +202,7 @@ class Worker:
             # on_fail runs inside finish_failed's transaction.
             if queue.finish_failed(job, outcome.error, outcome.traceback):
                 log.error("job=%s type=%s failed after %.3fs: %s", job.id, job.type, elapsed,
-                          queue.storable_text(outcome.error, queue.MAX_ERROR_CHARS))
+                          storable.storable_text(outcome.error, storable.MAX_ERROR_CHARS))
             else:
                 log.warning("job=%s type=%s failed but was no longer ours: %s", job.id, job.type, outcome.error)
         elif outcome.status == "interrupted":

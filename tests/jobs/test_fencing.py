@@ -5,12 +5,12 @@ database cut off is not charged like a crash."""
 import pytest
 from django.db import connection
 
-from jobs import queue
+from jobs import finish, operator_actions, queue
 from jobs.models import Job, JobStatus
 from tests.factories import JobFactory
 from tests.support.processes import run_burst
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("zombies_possible")]  # zombies: tests/conftest.py
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("zombies_possible", "test_types")]  # zombies: tests/conftest.py
 
 
 def test_a_run_failed_by_an_operator_then_requeued_never_passes_the_new_runs_fence():
@@ -50,7 +50,7 @@ def test_requeue_keeps_the_used_budget_and_refuses_a_job_without_attempts_left()
     result = queue.requeue([spent.id, one_left.id])
 
     assert result.requeued == [one_left.id]
-    assert result.refused == {spent.id: queue.NO_BUDGET}
+    assert result.refused == {spent.id: operator_actions.NO_BUDGET}
     assert Job.objects.get(pk=spent.id).status == JobStatus.FAILED
     again = Job.objects.get(pk=one_left.id)
     assert (again.status, again.attempts, again.counted_attempts) == (JobStatus.QUEUED, 1, 1)
@@ -83,26 +83,26 @@ def test_requeue_with_a_fresh_budget_forgives_the_earlier_attempts_only_when_ask
     ],
 )
 def test_after_interruption(attempts, uncounted, outages, max_attempts, by_database, expected):
-    assert queue.after_interruption(attempts, uncounted, outages, max_attempts, by_database=by_database) == expected
+    assert finish.after_interruption(attempts, uncounted, outages, max_attempts, by_database=by_database) == expected
 
 
 @pytest.mark.parametrize(
     "status, counted, max_attempts, stale, fresh, expected",
     [
-        ("failed", 1, 3, False, False, queue.REQUEUE),
-        ("failed", 3, 3, False, False, queue.NO_BUDGET),
-        ("failed", 3, 3, False, True, queue.REQUEUE),
-        ("running", 1, 3, True, False, queue.REQUEUE),   # a zombie with attempts left: back now
-        ("running", 3, 3, True, False, queue.FAIL),      # out of attempts: failed, as the sweep does
-        ("running", 3, 3, True, True, queue.REQUEUE),
-        ("running", 1, 3, False, False, queue.NOT_REQUEUEABLE),  # alive
-        ("running", 1, 3, False, True, queue.NOT_REQUEUEABLE),
-        ("queued", 0, 3, False, False, queue.NOT_REQUEUEABLE),
-        ("done", 1, 3, False, True, queue.NOT_REQUEUEABLE),
+        ("failed", 1, 3, False, False, operator_actions.REQUEUE),
+        ("failed", 3, 3, False, False, operator_actions.NO_BUDGET),
+        ("failed", 3, 3, False, True, operator_actions.REQUEUE),
+        ("running", 1, 3, True, False, operator_actions.REQUEUE),   # a zombie with attempts left: back now
+        ("running", 3, 3, True, False, operator_actions.FAIL),      # out of attempts: failed, as the sweep does
+        ("running", 3, 3, True, True, operator_actions.REQUEUE),
+        ("running", 1, 3, False, False, operator_actions.NOT_REQUEUEABLE),  # alive
+        ("running", 1, 3, False, True, operator_actions.NOT_REQUEUEABLE),
+        ("queued", 0, 3, False, False, operator_actions.NOT_REQUEUEABLE),
+        ("done", 1, 3, False, True, operator_actions.NOT_REQUEUEABLE),
     ],
 )
 def test_operator_requeue_rules(status, counted, max_attempts, stale, fresh, expected):
-    assert queue.operator_requeue(status, counted, max_attempts, stale=stale, fresh=fresh) == expected
+    assert operator_actions.operator_requeue(status, counted, max_attempts, stale=stale, fresh=fresh) == expected
 
 
 # -- database outages and the budget ----------------------------------------------------
@@ -139,7 +139,7 @@ def test_a_job_that_keeps_losing_its_database_ends_failed_saying_why(transaction
     run_burst()
 
     job = Job.objects.get(pk=job.id)
-    outages = queue.FREE_OUTAGES + 1
+    outages = finish.FREE_OUTAGES + 1
     assert job.status == JobStatus.FAILED
     assert job.error == f"max attempts exceeded; interrupted by database outages ({outages})"
     assert (job.attempts, job.outages) == (outages, outages)

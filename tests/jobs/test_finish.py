@@ -11,12 +11,12 @@ import signal
 import pytest
 from django.db import connection
 
-from jobs import queue, sweep
+from jobs import finish, operator_actions, queue, storable, sweep
 from jobs.models import Job, JobStatus
 from tests.factories import JobFactory
 from tests.support.processes import run_burst, runjobs, wait_for
 
-pytestmark = pytest.mark.usefixtures("zombies_possible")  # some tests build zombies: tests/conftest.py
+pytestmark = pytest.mark.usefixtures("zombies_possible", "test_types")  # zombies: tests/conftest.py
 
 
 def run_one(temporary_type, handler, **options) -> Job:
@@ -26,9 +26,10 @@ def run_one(temporary_type, handler, **options) -> Job:
     return Job.objects.get(pk=job.id)
 
 
-def test_the_pure_rules_of_the_queue_hold_their_worked_examples():
-    failures, tried = doctest.testmod(queue)
-    assert tried >= 8 and failures == 0
+@pytest.mark.parametrize("module, examples", [(storable, 2), (finish, 4), (operator_actions, 4)])
+def test_the_pure_rules_of_the_queue_hold_their_worked_examples(module, examples):
+    failures, tried = doctest.testmod(module)
+    assert tried >= examples and failures == 0
 
 
 # -- what PostgreSQL refuses ------------------------------------------------------------
@@ -55,7 +56,7 @@ def test_a_report_nested_deeper_than_the_limit_is_cut_not_lost(db, temporary_typ
     depth, node = 0, job.report
     while isinstance(node, dict):
         node, depth = node.get("next", node.get("tree")), depth + 1
-    assert node == "…" and depth <= queue.MAX_REPORT_DEPTH + 1
+    assert node == "…" and depth <= storable.MAX_REPORT_DEPTH + 1
 
 
 def test_an_absurdly_large_report_is_replaced_by_a_note_saying_so(db, temporary_type):
@@ -85,8 +86,8 @@ def test_an_absurdly_long_error_is_capped(db, temporary_type):
     job = run_one(temporary_type, raises)
 
     assert job.status == JobStatus.FAILED
-    assert job.error.startswith("RuntimeError: xxx") and len(job.error) == queue.MAX_ERROR_CHARS
-    assert len(job.traceback) <= queue.MAX_TRACEBACK_CHARS
+    assert job.error.startswith("RuntimeError: xxx") and len(job.error) == storable.MAX_ERROR_CHARS
+    assert len(job.traceback) <= storable.MAX_TRACEBACK_CHARS
 
 
 def test_an_exception_whose_message_cannot_be_read_still_fails_its_job(db, temporary_type):

@@ -6,13 +6,13 @@ import psycopg
 import pytest
 from django.db import connection, transaction
 
-from jobs import queue, registry
+from jobs import finish, queue, registry
 from jobs import sql as jobs_sql
 from jobs.models import Job, JobStatus
 from tests.factories import JobFactory
 from tests.support.processes import database_url
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("zombies_possible")]  # zombies: tests/conftest.py
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("zombies_possible", "test_types")]  # zombies: tests/conftest.py
 
 
 def test_second_enqueue_with_same_key_returns_the_existing_job():
@@ -148,7 +148,7 @@ def test_concurrent_claims_take_different_jobs(transactional_db):
     assert queue.claim() is None
 
 
-def test_one_running_per_skips_jobs_whose_key_is_already_running():
+def test_one_running_per_skips_jobs_whose_key_is_already_running(guarded_type):
     JobFactory(type="test_guarded", running=True, payload={"site_id": "1"})
     JobFactory(type="test_guarded", payload={"site_id": "1"})
     other_site = JobFactory(type="test_guarded", payload={"site_id": "2"})
@@ -193,7 +193,7 @@ def test_a_stale_run_cannot_finish_a_job_reclaimed_by_a_later_attempt():
     [(1, 3, "queued"), (2, 3, "queued"), (3, 3, "failed"), (4, 3, "failed"), (1, 1, "failed"), (1, 2, "queued")],
 )
 def test_retry_or_fail(attempts, max_attempts, expected):
-    assert queue.retry_or_fail(attempts, max_attempts) == expected
+    assert finish.retry_or_fail(attempts, max_attempts) == expected
 
 
 def test_database_enforces_the_state_machine_columns():
@@ -205,28 +205,6 @@ def test_database_enforces_the_state_machine_columns():
         JobFactory(status=JobStatus.DONE)  # a finished job needs finished_at
     with pytest.raises(IntegrityError), transaction.atomic():
         JobFactory(status=JobStatus.RUNNING)  # a running job needs started_at
-
-
-def test_claim_uses_the_partial_index_on_a_table_of_finished_jobs():
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            INSERT INTO jobs (org_id, type, status, attempts, started_at, finished_at, created_at)
-            SELECT 'demo', 'noop', 'done', 1, now(), now(), now() - make_interval(secs => g)
-            FROM generate_series(1, 20000) AS g
-            """
-        )
-        cursor.execute("ANALYZE jobs")
-    queue.enqueue("noop", org_id="demo")
-    params = {"types": ["noop"], "plain_types": ["noop"], "guard_types": [], "guard_keys": [],
-              "active_scoped": []}
-    from jobs import sql
-
-    with connection.cursor() as cursor:
-        cursor.execute("EXPLAIN " + sql.CLAIM_UNGUARDED, params)
-        plan = "\n".join(row[0] for row in cursor.fetchall())
-    assert "jobs_live_status_created" in plan, plan
-    assert "Seq Scan on jobs" not in plan, plan
 
 
 def test_operator_requeue_leaves_a_zombie_that_was_reclaimed_meanwhile(transactional_db):
@@ -253,7 +231,7 @@ def test_operator_requeue_moves_a_zombie_back_now():
     assert Job.objects.get(pk=zombie.id).status == JobStatus.QUEUED
 
 
-def test_without_guarded_types_a_claim_is_one_statement(no_guarded_types):
+def test_without_guarded_types_a_claim_is_one_statement():
     """The common case pays no BEGIN/COMMIT: the claim statement is its own transaction."""
     from django.test.utils import CaptureQueriesContext
 

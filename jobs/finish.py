@@ -1,0 +1,163 @@
+"""How a run ends: done, failed (with ``on_fail``), or interrupted — back to the queue,
+folded into the queued job that holds its key, or failed out of attempts.
+
+Every write is one of ``jobs.sql``'s statements fenced on the run's attempt, so
+a run that lost its job changes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import IntegrityError, connection, transaction
+
+from . import registry, rows, sql
+from .models import Job
+from .storable import MAX_ERROR_CHARS, MAX_TRACEBACK_CHARS, storable_report, storable_text
+
+log = logging.getLogger(__name__)
+
+
+def finish_done(job: Job, report: dict | None) -> bool:
+    """Record the handler's result; False if this run no longer owns the job."""
+    return rows.update(sql.FINISH_DONE, job, report=storable_report(report))
+
+
+def finish_failed(job: Job, error: str, traceback: str | None = None) -> bool:
+    """Fail the run and run ``on_fail``, in one transaction; False if this run no longer owns the job.
+
+    A crash or a lost connection before the commit leaves the job running (the
+    sweep or this worker's retry takes it from there), never failed with its
+    domain row still untouched.
+    """
+    with transaction.atomic():
+        failed = rows.update(sql.FINISH_FAILED, job, error=storable_text(error, MAX_ERROR_CHARS),
+                             traceback=storable_text(traceback, MAX_TRACEBACK_CHARS, keep="tail")
+                             if traceback is not None else None)
+        if failed:
+            call_on_fail(job)
+    return failed
+
+
+# Runs the database may cut off (connection lost, server shut down) before
+# further ones count against max_attempts: a job that kills its own database
+# (a query that crashes the server) must still end.
+FREE_OUTAGES = 5
+
+
+def retry_or_fail(attempts: int, max_attempts: int) -> str:
+    """What becomes of an interrupted run, given the claims counted against its budget.
+
+    The run that was interrupted already counted as an attempt at its claim:
+
+    >>> retry_or_fail(1, 3), retry_or_fail(2, 3), retry_or_fail(3, 3), retry_or_fail(1, 1)
+    ('queued', 'queued', 'failed', 'failed')
+    """
+    return "queued" if attempts < max_attempts else "failed"
+
+
+def after_interruption(attempts: int, uncounted: int, outages: int, max_attempts: int, *,
+                       by_database: bool) -> tuple[str, bool]:
+    """``(new status, spared)`` for a run cut off by a dead worker or by the database.
+
+    A crash counts. A run the database cut off is spared (not counted) for the
+    first FREE_OUTAGES outages of the job; later ones count like crashes.
+
+    >>> after_interruption(3, 0, 0, 3, by_database=False), after_interruption(3, 0, 0, 3, by_database=True)
+    (('failed', False), ('queued', True))
+    >>> after_interruption(7, 5, 5, 3, by_database=True)  # spared 5 times already: this one counts
+    ('queued', False)
+    """
+    spared = by_database and outages < FREE_OUTAGES
+    counted = attempts - uncounted - (1 if spared else 0)
+    return retry_or_fail(counted, max_attempts), spared
+
+
+def exhausted_error(outages: int) -> str:
+    """``error`` of a job out of attempts.
+
+    >>> exhausted_error(0), exhausted_error(3)
+    ('max attempts exceeded', 'max attempts exceeded; interrupted by database outages (3)')
+    """
+    return "max attempts exceeded" + (f"; interrupted by database outages ({outages})" if outages else "")
+
+
+def interrupt(job: Job, max_attempts: int, *, by_database: bool = False) -> str | None:
+    """Put an interrupted run back in the queue, or fail it if it has no attempts left.
+
+    ``by_database``: the worker itself saw the database cut the run off (see
+    ``after_interruption``). Back in the queue, the job holds its key again; if a
+    newer queued job holds it, this one is folded into that one (``done``,
+    ``report.superseded_by``). A failure runs ``on_fail`` in the same transaction.
+    Returns the new status, or None if the run no longer owned the job.
+    """
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(sql.INTERRUPTED_RUN, {"id": job.id, "attempt": job.attempts})
+            row = cursor.fetchone()
+        if row is None:
+            return None
+        attempts, uncounted, outages = row
+        outcome, spared = after_interruption(attempts, uncounted, outages, max_attempts, by_database=by_database)
+        outage = 1 if by_database else 0
+        if outcome == "failed":
+            rows.update(sql.FAIL_EXHAUSTED, job, error=exhausted_error(outages + outage), outage=outage)
+            call_on_fail(job)
+            return "failed"
+        return put_back(job, sql.REQUEUE_INTERRUPTED, spared=int(spared), outage=outage)[0]
+
+
+def put_back(job: Job, statement: str, **params):
+    """Run a put-back statement, the job taking its key back; ``(status, holder)``.
+
+    If another job holds the key (a queued one, enqueued while this one ran),
+    this one is folded into it: ``("done", holder)``. ``(None, None)`` if the run
+    no longer owned the job.
+    """
+    for _ in range(rows.ENQUEUE_TRIES):
+        try:
+            with transaction.atomic():
+                return ("queued" if rows.update(statement, job, **params) else None), None
+        except IntegrityError as exc:
+            if getattr(exc.__cause__, "sqlstate", None) != rows.UNIQUE_VIOLATION:
+                raise
+        holder = holder_of(job)
+        if holder is not None:
+            folded = rows.update(sql.SUPERSEDE, job, holder=str(holder), outage=params.get("outage", 0))
+            log.warning("job=%s folded into job=%s, which holds its key %r", job.id, holder, job.enqueued_key)
+            return ("done" if folded else None), holder
+        # The holder finished meanwhile: the key is free again.
+    raise rows.EnqueueRace(f"job {job.id}: its key {job.enqueued_key!r} kept changing hands")
+
+
+def holder_of(job: Job):
+    """The other job holding this job's key, if any."""
+    if job.enqueued_key is None:
+        job.enqueued_key = Job.objects.filter(pk=job.pk).values_list("enqueued_key", flat=True).first()
+    if job.enqueued_key is None:
+        return None
+    return Job.objects.filter(dedup_key=job.enqueued_key).exclude(pk=job.pk).values_list("pk", flat=True).first()
+
+
+def call_on_fail(job: Job) -> None:
+    """Run the type's ``on_fail`` inside the failing transaction, under a savepoint.
+
+    Its own errors are logged and undo only its own writes, never the failure;
+    a lost connection undoes both, and whoever failed the job retries.
+    """
+    try:
+        job_type = registry.get(job.type)
+    except registry.UnknownJobType:
+        return
+    if job_type.on_fail is None:
+        return
+    try:
+        with transaction.atomic():
+            job.refresh_from_db()
+            job_type.on_fail(job)
+    except Exception:
+        if connection.needs_rollback:
+            # The savepoint could not be restored (the connection is gone), so
+            # the failure cannot commit either: let the caller see it.
+            raise
+        log.exception("job=%s on_fail of %s raised", job.id, job.type)

@@ -1,8 +1,9 @@
 """The ``jobs`` table (seed 001 §1) and its state machine.
 
 Transitions are not done by saving a model: they are the guarded statements in
-``jobs.sql`` run by ``jobs.queue`` and ``jobs.sweep``, each conditional on the
-state it leaves, so no caller can skip a step.
+``jobs.sql`` run by ``jobs.queue``, ``jobs.finish``, ``jobs.operator_actions``
+and ``jobs.sweep``, each conditional on the state it leaves, so no caller can
+skip a step.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from django.db import models
 from django.db.models import F, Q
 from django.db.models.expressions import RawSQL
 from django.db.models.fields.json import KT
-from django.db.models.functions import Cast, Greatest, Now
+from django.db.models.functions import Cast, Greatest
 from django.utils import timezone
 
 
@@ -67,21 +68,16 @@ class JobQuerySet(models.QuerySet):
     def stale(self):
         """Running jobs whose heartbeat is older than their type's ``stale_after``: zombies.
 
-        The sweep's rule (``sql.SILENT_SINCE``) for the admin, on the database's
-        clock (never the web server's); the sweep itself runs ``sql.SWEEP_STALE``,
-        which also waits for a sweeper that was itself cut off.
+        The sweep's own rule, ``sql.STALE``, on the database's clock (never the
+        web server's); how the admin's judgment differs from a sweeper's (no
+        not_before, unknown types listed) is said beside it in ``jobs.sql``.
         """
         from . import registry, sql
 
         known = registry.all_types()
-        condition = Q()
-        for jt in known.values():
-            condition |= Q(type=jt.name, silent_since__lt=Now() - timedelta(seconds=jt.stale_after))
-        condition |= ~Q(type__in=list(known)) & Q(
-            silent_since__lt=Now() - timedelta(seconds=registry.default_stale_after())
-        )
-        silent_since = RawSQL(sql.SILENT_SINCE.format(not_before="NULL"), (), output_field=models.DateTimeField())
-        return self.running().with_heartbeat().annotate(silent_since=silent_since).filter(condition)
+        rule = sql.STALE.format(not_before="NULL", stale_after=sql.TYPE_STALE_AFTER)
+        params = (list(known), [float(t.stale_after) for t in known.values()], registry.default_stale_after())
+        return self.running().with_heartbeat().filter(RawSQL(rule, params, output_field=models.BooleanField()))
 
 
 class Job(models.Model):

@@ -278,7 +278,7 @@ WHERE id = %(id)s AND status = 'running' AND attempts = %(attempt)s
 """
 
 # An interrupted run, read under its fence before deciding its fate
-# (queue.after_interruption). FOR UPDATE: nothing else moves it meanwhile.
+# (finish.after_interruption). FOR UPDATE: nothing else moves it meanwhile.
 INTERRUPTED_RUN = """
 SELECT attempts, uncounted_attempts, outages FROM jobs
 WHERE id = %(id)s AND status = 'running' AND attempts = %(attempt)s
@@ -309,7 +309,7 @@ WHERE id = %(id)s AND status = 'running' AND attempts = %(attempt)s
 """
 
 # Interrupted with no attempts left. error says so, and how many of the runs
-# the database cut off (queue.exhausted_error).
+# the database cut off (finish.exhausted_error).
 FAIL_EXHAUSTED = """
 UPDATE jobs
 SET status = 'failed', error = %(error)s, finished_at = now(), dedup_key = NULL, outages = outages + %(outage)s
@@ -326,35 +326,43 @@ WHERE id = %(id)s AND status = 'running' AND attempts = %(attempt)s
 # workers sweeping at once each take different rows, and a row a worker is
 # finishing right now is left to it.
 #
-# SILENT_SINCE is that rule, shared with the operator's requeue (OPERATOR_INSPECT)
-# and the admin's zombie list (JobQuerySet.stale), which have no not_before
-# (NULL: GREATEST ignores it). Columns unqualified: of the jobs row.
+# STALE is that rule, the one definition of a zombie, run by the sweep, the
+# operator's requeue (OPERATOR_INSPECT) and the admin's list (JobQuerySet.stale)
+# on one clock: the database's now(). Columns unqualified (the jobs row);
+# {stale_after}: seconds, an SQL expression. {not_before} is NULL for the
+# operator (GREATEST ignores it), who has no outage of their own to forgive:
+# for a stale_after after a sweeper's return the admin may list (and requeue) a
+# zombie that sweeper still spares. The admin's list and action always agree.
 SILENT_SINCE = """GREATEST(started_at, (progress ->> 'updated_at')::timestamptz,
                pg_postmaster_start_time(), {not_before}::timestamptz)"""
+STALE = f"""status = 'running'
+  AND {SILENT_SINCE} < now() - make_interval(secs => {{stale_after}})"""
 SWEEP_STALE = f"""
 SELECT j.id, j.type, j.attempts
 FROM jobs AS j
 JOIN unnest(%(types)s::text[], %(stale_after)s::float8[]) AS cfg(type, stale_after) ON cfg.type = j.type
-WHERE j.status = 'running'
-  AND {SILENT_SINCE.format(not_before="%(not_before)s")}
-      < now() - make_interval(secs => cfg.stale_after)
+WHERE {STALE.format(not_before="%(not_before)s", stale_after="cfg.stale_after")}
 ORDER BY j.started_at
 LIMIT 1000
 FOR UPDATE OF j SKIP LOCKED
 """
+
+# The admin's {stale_after}: the type's, from the (type, seconds) arrays, else
+# the default: unlike the sweep, it lists a type its process does not know, as
+# an operator should see it. Positional parameters, as RawSQL takes them.
+TYPE_STALE_AFTER = """COALESCE(
+    (SELECT cfg.seconds FROM unnest(%s::text[], %s::float8[]) AS cfg(name, seconds) WHERE cfg.name = type),
+    %s)"""
 
 # Operator actions (admin). Same rules as the worker and the sweep: only from
 # the states they name, judged by the database (its clock, its rows, locked),
 # so a job that moved meanwhile is left alone.
 
 # An operator's view of one job before a requeue: locked, and judged stale
-# as the sweep judges it (SILENT_SINCE older than the type's stale_after, on the
-# database clock).
+# by the sweep's rule (STALE, without a not_before).
 OPERATOR_INSPECT = f"""
 SELECT status, attempts, uncounted_attempts, outages, enqueued_key,
-       status = 'running'
-       AND {SILENT_SINCE.format(not_before="NULL")}
-           < now() - make_interval(secs => %(stale_after)s) AS stale
+       {STALE.format(not_before="NULL", stale_after="%(stale_after)s")} AS stale
 FROM jobs
 WHERE id = %(id)s
 FOR UPDATE

@@ -4,3 +4,6 @@ from django.apps import AppConfig
 class MailpollConfig(AppConfig):
     name = "mailpoll"
     verbose_name = "Mail intake"
+
+    def ready(self):
+        from . import checks  # noqa: F401  (checks register themselves)

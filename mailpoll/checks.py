@@ -1,0 +1,91 @@
+"""System checks for mail intake settings and mailboxes that would otherwise fail only in a poller or worker.
+
+mailpoll.E001  a MAILPOLL_* environment text is not of the setting's type
+mailpoll.E002  a MAILPOLL_* setting is not above zero
+mailpoll.W001  MAILPOLL_STUCK_AFTER is shorter than the time the queue counts a silent job as alive
+mailpoll.W002  MAILPOLL_POLL_DEADLINE is not longer than MAILPOLL_SOCKET_TIMEOUT
+mailpoll.W003  (with --database) a mailbox receives CSV/Excel attachments but has no site target to import into
+"""
+
+from __future__ import annotations
+
+from django.core import checks
+from django.db import connections
+
+from . import conf
+
+# Every one of them is a count, a size or a duration: zero or less means "never" or "no limit" by accident.
+POSITIVE = tuple(setting.name for setting in conf.SETTINGS)
+
+
+@checks.register()
+def check_values(app_configs=None, **kwargs):
+    return conf.SETTINGS.environment_errors("mailpoll.E001") or conf.SETTINGS.not_positive_errors(
+        POSITIVE, "mailpoll.E002")
+
+
+@checks.register()
+def check_limits_agree(app_configs=None, **kwargs):
+    if conf.SETTINGS.unparsable():
+        return []  # check_values reports them; the values cannot be compared
+    from jobs import registry
+
+    return limit_warnings(
+        stuck_after=float(conf.get("MAILPOLL_STUCK_AFTER")),
+        job_stale_after=registry.get("process_attachment").stale_after,
+        poll_deadline=float(conf.get("MAILPOLL_POLL_DEADLINE")),
+        socket_timeout=float(conf.get("MAILPOLL_SOCKET_TIMEOUT")),
+    )
+
+
+def limit_warnings(*, stuck_after: float, job_stale_after: float, poll_deadline: float,
+                   socket_timeout: float) -> list:
+    """Pairs of settings that contradict each other."""
+    warnings = []
+    if stuck_after < job_stale_after:
+        # The watchdog's rule and the zombie sweep's disagree about a silent worker.
+        warnings.append(checks.Warning(
+            f"MAILPOLL_STUCK_AFTER ({stuck_after:g}s) is shorter than the {job_stale_after:g}s the queue waits "
+            "before it counts a silent process_attachment job as dead: the watchdog gives up on an attachment's "
+            "worker sooner than the queue does, and may release one still being processed (it runs twice).",
+            hint="Raise MAILPOLL_STUCK_AFTER above JOBS_STALE_AFTER (or the job type's stale_after).",
+            id="mailpoll.W001",
+        ))
+    if poll_deadline <= socket_timeout:
+        warnings.append(checks.Warning(
+            f"MAILPOLL_POLL_DEADLINE ({poll_deadline:g}s) is not longer than MAILPOLL_SOCKET_TIMEOUT "
+            f"({socket_timeout:g}s): one slow read uses a mailbox's whole poll, and the socket timeout never "
+            "fires first to say which step hung.",
+            hint="Keep MAILPOLL_POLL_DEADLINE several times MAILPOLL_SOCKET_TIMEOUT.",
+            id="mailpoll.W002",
+        ))
+    return warnings
+
+
+@checks.register(checks.Tags.database)
+def check_mailboxes_have_targets(app_configs=None, databases=None, **kwargs):
+    """A CSV or Excel attachment of a mailbox without a site target fails; better said before it arrives."""
+    from .models import Attachment, Mailbox
+
+    found = []
+    for alias in databases or ():
+        if Mailbox._meta.db_table not in connections[alias].introspection.table_names():
+            continue  # not migrated yet: `migrate` runs this check before it creates the tables
+        untargeted = (
+            Mailbox.objects.using(alias)
+            .filter(enabled=True, site_target__isnull=True)
+            .filter(pk__in=Attachment.objects.using(alias).filter(document_type__in=("csv", "xlsx"))
+                    .values("request__mailbox"))
+            .order_by("pk")
+        )
+        found += [
+            checks.Warning(
+                f"Mailbox {mailbox.pk} ({mailbox.name!r}, org {mailbox.org_id}) receives CSV/Excel attachments "
+                "but has no site target: each of them fails instead of being imported.",
+                hint="Set the mailbox's site target in the admin.",
+                obj=mailbox,
+                id="mailpoll.W003",
+            )
+            for mailbox in untargeted
+        ]
+    return found

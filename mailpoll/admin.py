@@ -2,113 +2,43 @@
 
 Mailboxes are edited here, their secret write-only. Requests and attachments
 are read-only: an attachment changes state only through the guarded
-transitions behind "Release" and "Retry failed", which do what the watchdog
-does — back to ``pending`` with a ``process_attachment`` job, in one transaction.
+transitions of ``mailpoll.attachments`` behind "Release" and "Retry failed",
+the ones the watchdog uses — back to ``pending`` with a ``process_attachment``
+job, in one transaction. Display helpers are in ``admin_display``, list filters
+in ``admin_filters``, health in ``mailpoll.health``.
 """
 
 from __future__ import annotations
 
-from django.contrib import admin, messages
-from django.db import transaction
-from django.db.models import Count, Q
+from django.contrib import admin
+from django.db.models import Count
 from django.template.defaultfilters import filesizeformat, truncatechars
 from django.urls import reverse
-from django.utils import timezone
 from django.utils.html import format_html
 
 from seoinsight.orgscope import OrgScopedAdmin, OrgScopedInline
 
-from . import conf
+from . import attachments, conf
+from .admin_display import (
+    ATTACHMENT_COLOURS,
+    BLUE,
+    EMPTY,
+    GREEN,
+    GREY,
+    RED,
+    ago,
+    badge,
+    counted,
+    duration_label,
+    next_try,
+    preformatted,
+    report,
+    when,
+)
+from .admin_filters import DocumentTypeFilter, HealthFilter, StuckFilter
 from .forms import MailboxForm
-from .handlers import enqueue_processing
-from .models import Attachment, AttachmentStatus, FolderCursor, Mailbox, Request, RequestStatus
-
-EMPTY = "—"
-
-GREEN, RED, GREY, BLUE, AMBER = "#2e7d32", "#c62828", "#6c757d", "#1f6fb2", "#b26a00"
-ATTACHMENT_COLOURS = {
-    AttachmentStatus.PENDING: GREY,
-    AttachmentStatus.PROCESSING: BLUE,
-    AttachmentStatus.DONE: GREEN,
-    AttachmentStatus.FAILED: RED,
-    AttachmentStatus.SKIPPED: AMBER,
-}
-
-
-
-def badge(colour: str, text: str, title: str = ""):
-    return format_html(
-        '<span title="{}" style="background:{};color:#fff;padding:1px 7px;border-radius:8px;white-space:nowrap">'
-        "{}</span>", title, colour, text,
-    )
-
-
-def ago(moment, now=None) -> str:
-    """One unit, for a glance: 'just now', '45 s ago', '2 min ago', '5 h ago', '3 d ago'."""
-    seconds = int(((now or timezone.now()) - moment).total_seconds())
-    if seconds < 5:
-        return "just now"  # also a little clock skew between the database and this process
-    if seconds < 60:
-        return f"{seconds} s ago"
-    if seconds < 3600:
-        return f"{seconds // 60} min ago"
-    if seconds < 2 * 86400:
-        return f"{seconds // 3600} h ago"
-    return f"{seconds // 86400} d ago"
-
-
-def when(moment):
-    """'2 min ago', with the exact time on hover."""
-    if moment is None:
-        return EMPTY
-    return format_html('<span title="{}">{}</span>', timezone.localtime(moment).strftime("%Y-%m-%d %H:%M:%S %Z"),
-                       ago(moment))
-
-
-def next_try(mailbox: Mailbox):
-    """When a poller takes the mailbox next: at its next cycle, after its interval, or after its backoff."""
-    if not mailbox.enabled:
-        return EMPTY
-    due = mailbox.last_polled_at and mailbox.last_polled_at + mailbox.poll_interval
-    backing_off = bool(due and mailbox.next_attempt_at and mailbox.next_attempt_at > due)
-    if backing_off:
-        due = mailbox.next_attempt_at
-    seconds = int((due - timezone.now()).total_seconds()) if due else 0
-    if seconds <= 0:
-        label = "next cycle"
-    elif seconds < 60:
-        label = f"in {seconds} s"
-    elif seconds < 3600:
-        label = f"in {seconds // 60} min"
-    else:
-        label = f"in {seconds / 3600:.1f} h"
-    if backing_off:
-        label += f" (backing off after {counted(mailbox.consecutive_failures, 'failure', 'failures')})"
-    exact = timezone.localtime(due).strftime("%Y-%m-%d %H:%M:%S %Z") if due else "due now"
-    return format_html('<span title="{}">{}</span>', exact, label)
-
-
-def duration_label(seconds: float) -> str:
-    return f"{seconds / 60:g} min" if seconds >= 60 else f"{seconds:g} s"
-
-
-def counted(n: int, singular: str, plural: str) -> str:
-    return f"{n} {singular if n == 1 else plural}"
-
-
-def preformatted(text: str, limit: int = 20_000):
-    if not text:
-        return EMPTY
-    cut = f"\n… ({len(text):,} characters in all)" if len(text) > limit else ""
-    return format_html('<pre style="white-space:pre-wrap">{}{}</pre>', text[:limit], cut)
-
-
-def report(model_admin, request, done: str, skipped: int, why: str) -> None:
-    """Say what changed and what the guarded transition left alone."""
-    if skipped:
-        model_admin.message_user(request, f"{done}; {skipped} skipped ({why})", messages.WARNING)
-    else:
-        model_admin.message_user(request, done, messages.SUCCESS)
+from .health import FAILING, HEALTHY, NEVER, mailbox_health
+from .models import Attachment, FolderCursor, Mailbox, Request, RequestStatus
 
 
 class ReadOnlyAdmin(OrgScopedAdmin, admin.ModelAdmin):
@@ -123,35 +53,6 @@ class ReadOnlyAdmin(OrgScopedAdmin, admin.ModelAdmin):
 
 
 # Mailboxes ------------------------------------------------------------------------------------------------
-
-# The health filter and the badge follow the same rules; a disabled mailbox has no health, only "disabled".
-HEALTH = {
-    "failing": Q(enabled=True, consecutive_failures__gt=0),
-    "healthy": Q(enabled=True, consecutive_failures=0, last_success_at__isnull=False),
-    "never": Q(enabled=True, consecutive_failures=0, last_success_at__isnull=True),
-}
-
-
-def health(mailbox: Mailbox) -> tuple[str, str]:
-    """``(state, label)`` of a mailbox: disabled, failing, never (polled) or healthy."""
-    if not mailbox.enabled:
-        return "disabled", "disabled"
-    if mailbox.consecutive_failures > 0:
-        return "failing", f"failing {mailbox.consecutive_failures} in a row"
-    if mailbox.last_success_at is None:
-        return "never", "never polled"
-    return "healthy", "OK"
-
-
-class HealthFilter(admin.SimpleListFilter):
-    title = "health"
-    parameter_name = "health"
-
-    def lookups(self, request, model_admin):
-        return [("failing", "failing"), ("healthy", "healthy"), ("never", "never polled")]
-
-    def queryset(self, request, queryset):
-        return queryset.filter(HEALTH[self.value()]) if self.value() in HEALTH else queryset
 
 
 class FolderCursorInline(OrgScopedInline, admin.TabularInline):
@@ -233,9 +134,9 @@ class MailboxAdmin(OrgScopedAdmin, admin.ModelAdmin):
 
     @admin.display(description="health", ordering="consecutive_failures")
     def health_badge(self, mailbox):
-        state, label = health(mailbox)
-        colour = {"healthy": GREEN, "failing": RED, "never": BLUE}.get(state, GREY)
-        return badge(colour, label, mailbox.last_error if state == "failing" else "")
+        state, label = mailbox_health(mailbox)
+        colour = {HEALTHY: GREEN, FAILING: RED, NEVER: BLUE}.get(state, GREY)
+        return badge(colour, label, mailbox.last_error if state == FAILING else "")
 
     @admin.display(description="last poll", ordering="last_polled_at")
     def last_poll(self, mailbox):
@@ -388,65 +289,6 @@ class RequestAdmin(ReadOnlyAdmin):
     def body(self, req):
         return preformatted(req.body_text)
 
-
-class StuckFilter(admin.SimpleListFilter):
-    """The watchdog's rule: processing for longer than MAILPOLL_STUCK_AFTER (its worker probably died)."""
-
-    title = "stuck"
-    parameter_name = "stuck"
-
-    def lookups(self, request, model_admin):
-        return [("yes", f"processing over {duration_label(conf.get('MAILPOLL_STUCK_AFTER'))}")]
-
-    def queryset(self, request, queryset):
-        return queryset.stuck(conf.get("MAILPOLL_STUCK_AFTER")) if self.value() == "yes" else queryset
-
-
-class DocumentTypeFilter(admin.SimpleListFilter):
-    title = "type"
-    parameter_name = "type"
-
-    def lookups(self, request, model_admin):
-        return [("pdf", "PDF"), ("xlsx", "Excel .xlsx"), ("xls", "Excel .xls"), ("csv", "CSV"),
-                ("body", "message body"), ("none", "not a document")]
-
-    def queryset(self, request, queryset):
-        if not self.value():
-            return queryset
-        return queryset.filter(document_type="" if self.value() == "none" else self.value())
-
-
-def release_stuck(ids) -> list[int]:
-    """Stuck attachments among ``ids`` back to ``pending``, each with a ``process_attachment`` job.
-
-    What ``mailpoll.watchdog`` does, for the rows an operator picked and without its attempts cap. Only
-    stuck rows: a younger ``processing`` one may have a live worker, and a second run would import twice.
-    """
-    released = []
-    for pk, org_id in Attachment.objects.filter(pk__in=ids).values_list("pk", "request__org_id"):
-        with transaction.atomic():
-            # Guarded: a row that finished or that the watchdog released meanwhile is left alone.
-            moved = Attachment.objects.stuck(conf.get("MAILPOLL_STUCK_AFTER")).filter(pk=pk).update(
-                status=AttachmentStatus.PENDING, processing_started_at=None)
-            if moved:
-                enqueue_processing(org_id, [pk])
-                released.append(pk)
-    return released
-
-
-def retry_failed(ids) -> list[int]:
-    """Failed attachments among ``ids`` back to ``pending`` with a new job; attempts start again from 0."""
-    retried = []
-    for pk, org_id in Attachment.objects.filter(pk__in=ids).values_list("pk", "request__org_id"):
-        with transaction.atomic():
-            moved = Attachment.objects.filter(pk=pk, status=AttachmentStatus.FAILED).update(
-                status=AttachmentStatus.PENDING, processing_started_at=None, attempts=0, error="")
-            if moved:
-                enqueue_processing(org_id, [pk])
-                retried.append(pk)
-    return retried
-
-
 @admin.register(Attachment)
 class AttachmentAdmin(AttachmentColumns, ReadOnlyAdmin):
     list_display = ["filename", "request_link", "document_type", "human_size", "status_badge", "attempts",
@@ -499,7 +341,7 @@ class AttachmentAdmin(AttachmentColumns, ReadOnlyAdmin):
     @admin.action(description="Release stuck attachments (back to pending, new job)", permissions=["operate"])
     def release(self, request, queryset):
         ids = list(queryset.values_list("pk", flat=True))
-        released = release_stuck(ids)
+        released = attachments.release_stuck(ids).released
         report(self, request, f"{counted(len(released), 'attachment', 'attachments')} released and queued",
                len(ids) - len(released),
                f"only attachments processing for over {duration_label(conf.get('MAILPOLL_STUCK_AFTER'))} "
@@ -508,6 +350,6 @@ class AttachmentAdmin(AttachmentColumns, ReadOnlyAdmin):
     @admin.action(description="Retry failed attachments (back to pending, new job)", permissions=["operate"])
     def retry(self, request, queryset):
         ids = list(queryset.values_list("pk", flat=True))
-        retried = retry_failed(ids)
+        retried = attachments.retry_failed(ids)
         report(self, request, f"{counted(len(retried), 'attachment', 'attachments')} queued again",
                len(ids) - len(retried), "only failed attachments can be retried")

@@ -2,8 +2,9 @@
 
 CSV / Excel become an Import (origin email) for the mailbox's site target —
 ``import_csv`` does the rest; PDF text is extracted with pypdf; a body document
-is its own text. Status moves pending → processing → done | failed; the watchdog
-releases a document whose worker died in ``processing``.
+is its own text. Its status moves only through ``mailpoll.attachments``
+(pending → processing → done | failed); the watchdog releases a document whose
+worker died in ``processing``.
 
 A stored file is trusted only once its size and SHA-256 are the ones recorded
 on the attachment: a damaged file fails its attachment with that reason, never
@@ -17,14 +18,12 @@ import logging
 
 from django.core.files.base import ContentFile
 from django.db import transaction
-from django.db.models import F
-from django.utils import timezone
 
-from jobs.queue import enqueue_many
 from jobs.registry import register
 from seoinsight import storage
 
-from .models import Attachment, AttachmentStatus
+from . import attachments
+from .models import Attachment
 
 log = logging.getLogger(__name__)
 
@@ -37,37 +36,24 @@ class DocumentError(Exception):
     """The document cannot be processed; the message says why."""
 
 
-def enqueue_processing(org_id: str, attachment_ids: list[int]) -> int:
-    """Queue ``process_attachment`` for these pending attachments; call in the transaction that made them so.
-
-    One job per attachment, keyed on it: an attachment already waiting for its job gets no second one.
-    """
-    return enqueue_many("process_attachment", org_id=org_id, items=[
-        ({"attachment_id": pk}, f"process_attachment:{pk}") for pk in attachment_ids
-    ])
-
-
 def attachment_failed(job) -> None:
-    Attachment.objects.filter(pk=job.payload.get("attachment_id")).exclude(
-        status__in=[AttachmentStatus.DONE, AttachmentStatus.SKIPPED]
-    ).update(status=AttachmentStatus.FAILED, error=(job.error or "failed")[:2000])
+    """on_fail: the job failed, so its attachment did (unless it had finished)."""
+    pk = job.payload.get("attachment_id")
+    if not attachments.fail(pk, job.error):
+        log.info("job=%s failed; attachment=%s was done, skipped or gone, and keeps that", job.id, pk)
 
 
 def attachment_requeued(job) -> None:
     """on_requeue: an operator requeued the failed job, so its attachment is pending again."""
-    Attachment.objects.filter(pk=job.payload.get("attachment_id"), status=AttachmentStatus.FAILED).update(
-        status=AttachmentStatus.PENDING, error="", processing_started_at=None
-    )
+    pk = job.payload.get("attachment_id")
+    if not attachments.requeue(pk):
+        log.warning("job=%s requeued; attachment=%s was not failed and is left as it is", job.id, pk)
 
 
 @register("process_attachment", on_fail=attachment_failed, on_requeue=attachment_requeued)
 def process_attachment(job):
     attachment_id = job.payload["attachment_id"]
-    # Guarded start: only a pending attachment is taken, so a duplicate job is a no-op.
-    started = Attachment.objects.filter(pk=attachment_id, status=AttachmentStatus.PENDING).update(
-        status=AttachmentStatus.PROCESSING, processing_started_at=timezone.now(), attempts=F("attempts") + 1
-    )
-    if not started:
+    if not attachments.start(attachment_id):
         return {"skipped": "attachment is not pending"}
     attachment = Attachment.objects.select_related("request__mailbox__site_target").get(pk=attachment_id)
     if attachment.request.org_id != job.org_id:
@@ -81,9 +67,9 @@ def process_attachment(job):
         report = _body_text(attachment)
     else:
         raise DocumentError(f"no processing for document type {kind!r}")
-    Attachment.objects.filter(pk=attachment.pk, status=AttachmentStatus.PROCESSING).update(
-        status=AttachmentStatus.DONE, error="", **report.pop("fields", {})
-    )
+    if not attachments.finish(attachment.pk, **report.pop("fields", {})):
+        log.warning("job=%s attachment=%s was released or failed while this run worked on it; its result is not "
+                    "recorded", job.id, attachment.pk)
     return report
 
 

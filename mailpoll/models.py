@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.db import models
-from django.db.models import F, Q
+from django.db.models import Q
 from django.db.models.functions import Now
 
 from imports.models import Import
@@ -41,16 +41,6 @@ class InitialMode(models.TextChoices):
     FULL = "full", "Everything"
 
 
-class MailboxQuerySet(models.QuerySet):
-    def due(self):
-        """Enabled mailboxes whose interval, and backoff, have passed (``sql.CLAIM_DUE_MAILBOXES``'s filter)."""
-        return self.filter(enabled=True).filter(
-            Q(last_polled_at__isnull=True)
-            | Q(last_polled_at__lt=Now() - F("poll_interval"))
-            & (Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=Now()))
-        )
-
-
 class Mailbox(models.Model):
     org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="mailboxes")
     name = models.CharField(max_length=100)
@@ -78,8 +68,6 @@ class Mailbox(models.Model):
     # Set after a failed poll: not due again before this (exponential backoff, sql.RECORD_POLL_FAILURE).
     next_attempt_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
-
-    objects = MailboxQuerySet.as_manager()
 
     class Meta:
         verbose_name_plural = "mailboxes"
@@ -160,9 +148,10 @@ class FolderCursor(models.Model):
 
 
 class RequestStatus(models.TextChoices):
-    # Stored with its attachments; documents queued for processing.
+    # Set once, at insert (mailpoll.store), and never changed: the message is stored with its attachments.
     ACCEPTED = "accepted", "Accepted"
-    # Could not be taken in (too big, unparseable); reject_reason says why. Still a row: nothing is silent.
+    # Set once, at insert (mailpoll.store): too big or unparseable, reject_reason says why. Still a row: nothing
+    # is silent.
     REJECTED = "rejected", "Rejected"
 
 
@@ -186,7 +175,11 @@ class Request(models.Model):
     class Meta:
         ordering = ["-created_at"]
         constraints = [
-            models.UniqueConstraint(fields=["org", "source", "source_ref"], name="request_org_source_ref_unique")
+            models.UniqueConstraint(fields=["org", "source", "source_ref"], name="request_org_source_ref_unique"),
+            models.CheckConstraint(condition=Q(status__in=RequestStatus.values), name="request_status_valid"),
+            # A rejection is visible with its reason, never a bare "rejected".
+            models.CheckConstraint(condition=~Q(status="rejected") | ~Q(reject_reason=""),
+                                   name="request_rejected_has_reason"),
         ]
 
     def __str__(self):
@@ -194,24 +187,31 @@ class Request(models.Model):
 
 
 class AttachmentKind(models.TextChoices):
+    # A file of the message, stored under its hash (or skipped as metadata only).
     FILE = "file", "Attached file"
+    # The message's own text as a document: its content is the Request's body_text, no file.
     BODY = "body", "Message body"
 
 
 class AttachmentStatus(models.TextChoices):
-    # Stored, its process_attachment job queued.
+    # Every move is in mailpoll.attachments.
+    # In: stored (mailpoll.store), released by the watchdog or an operator, a failure requeued or retried.
+    # Out: its process_attachment job starts a run (-> processing), or fails before it could (-> failed).
     PENDING = "pending", "Pending"
-    # A job is working on it since processing_started_at; the watchdog releases it after 15 min.
+    # In: a job's run starts, at processing_started_at. Out: the run ends (-> done | failed), or the
+    # watchdog / an operator finds it stuck (-> pending, or failed once out of attempts).
     PROCESSING = "processing", "Processing"
+    # In: a run's result is recorded. Out: never.
     DONE = "done", "Done"
-    # Processing failed for good; error says why.
+    # In: its job failed, or it was stuck too often; error says why. Out: requeued or retried (-> pending).
     FAILED = "failed", "Failed"
-    # Not a document we process (metadata only); skip_reason says why.
+    # In: stored as metadata only, not a document we process (mailpoll.store); skip_reason says why. Out: never.
     SKIPPED = "skipped", "Skipped"
 
 
 class AttachmentQuerySet(models.QuerySet):
     def stuck(self, after_seconds: float):
+        """Processing for longer than ``after_seconds``: its worker probably died (the watchdog's rule)."""
         return self.filter(
             status=AttachmentStatus.PROCESSING,
             processing_started_at__lt=Now() - timedelta(seconds=after_seconds),
@@ -246,6 +246,21 @@ class Attachment(models.Model):
         indexes = [
             models.Index(fields=["processing_started_at"], name="attachment_processing",
                          condition=Q(status="processing")),
+        ]
+        constraints = [
+            models.CheckConstraint(condition=Q(status__in=AttachmentStatus.values), name="attachment_status_valid"),
+            models.CheckConstraint(condition=Q(kind__in=AttachmentKind.values), name="attachment_kind_valid"),
+            # The watchdog judges a run by its start: a processing row without one would never be found stuck.
+            # A done row keeps the start of the run that finished it.
+            models.CheckConstraint(
+                condition=~Q(status__in=["processing", "done"]) | Q(processing_started_at__isnull=False),
+                name="attachment_started_when_processed"),
+            # Waiting (or never work): no run in progress, so no start; a release or a retry clears it.
+            models.CheckConstraint(
+                condition=~Q(status__in=["pending", "skipped"]) | Q(processing_started_at__isnull=True),
+                name="attachment_unstarted_when_waiting"),
+            # A failure says why, for the operator deciding whether to retry it.
+            models.CheckConstraint(condition=~Q(status="failed") | ~Q(error=""), name="attachment_failed_has_error"),
         ]
 
     def __str__(self):

@@ -33,7 +33,7 @@ from django.db import connection, transaction
 from seoinsight import storage
 
 from . import sql
-from .handlers import enqueue_processing
+from .attachments import enqueue_processing
 from .headers import dedup_ref
 from .models import AttachmentKind, AttachmentStatus, RequestStatus
 from .parse import ParsedMessage, UnparseableMessage, parse_headers, parse_message
@@ -91,7 +91,7 @@ def store_messages(mailbox, folder: str, fetched: list[tuple[int | None, bytes]]
                                received_at=head.date, size=len(raw)))
     seen = stored_refs(mailbox.org_id, [message.source_ref for message in parsed])
     rows: list[_Row | None] = []  # None: a duplicate, known before inserting
-    for (uid, raw), message in zip(fetched, parsed):
+    for (uid, raw), message in zip(fetched, parsed, strict=False):
         if message.source_ref in seen:
             rows.append(None)
             continue

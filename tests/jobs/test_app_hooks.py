@@ -10,7 +10,7 @@ from imports.handlers import enqueue_import
 from imports.models import Import, ImportKind, ImportStatus
 from jobs import queue
 from jobs.models import Job, JobStatus
-from mailpoll.handlers import enqueue_processing
+from mailpoll.attachments import enqueue_processing
 from mailpoll.models import Attachment, AttachmentStatus, Request
 from tests.factories import JobFactory, OrgFactory, SiteTargetFactory
 

@@ -1,11 +1,17 @@
-"""Mailboxes and raw messages for mail tests."""
+"""Mailboxes, requests, attachments and raw messages for mail tests.
 
+Attachment factories fill in the fields that go with the state they build
+(the CHECK constraints of ``mailpoll.models`` hold them to it).
+"""
+
+from datetime import timedelta
 from email.message import EmailMessage
 from email.utils import make_msgid
 
 import factory
+from django.utils import timezone
 
-from mailpoll.models import Mailbox
+from mailpoll.models import Attachment, AttachmentKind, AttachmentStatus, Mailbox, Request, RequestStatus
 from mailpoll.poller import Poller
 from tests.factories import OrgFactory, SiteTargetFactory
 
@@ -32,6 +38,60 @@ class MailboxFactory(factory.django.DjangoModelFactory):
         self.set_secret(extracted or "secret")
         if create:
             self.save(update_fields=["secret"])
+
+
+class RequestFactory(factory.django.DjangoModelFactory):
+    """An accepted message of a mailbox; ``rejected=True`` with its reason."""
+
+    class Meta:
+        model = Request
+
+    mailbox = factory.SubFactory(MailboxFactory)
+    org = factory.SelfAttribute("mailbox.org")
+    source_ref = factory.Sequence(lambda n: f"msg-{n}@client.example")
+    folder = "INBOX"
+    sender = "ana@client.example"
+    subject = "April report"
+    status = RequestStatus.ACCEPTED
+
+    class Params:
+        rejected = factory.Trait(
+            status=RequestStatus.REJECTED,
+            reject_reason="message is 30,000,000 bytes, over the 26,214,400-byte limit",
+        )
+
+
+def _ago(minutes: float):
+    return factory.LazyFunction(lambda: timezone.now() - timedelta(minutes=minutes))
+
+
+class AttachmentFactory(factory.django.DjangoModelFactory):
+    """A pending CSV attachment; the traits build the other states with the fields that go with them.
+
+    ``processing`` started just now, ``stuck`` an hour ago (past the watchdog's 15 min),
+    ``done`` and ``failed`` after one run, ``skipped`` never a document.
+    """
+
+    class Meta:
+        model = Attachment
+
+    request = factory.SubFactory(RequestFactory)
+    kind = AttachmentKind.FILE
+    document_type = "csv"
+    filename = "report.csv"
+    original_filename = factory.SelfAttribute("filename")
+    mime = "text/csv"
+    size = 2048
+    status = AttachmentStatus.PENDING
+
+    class Params:
+        processing = factory.Trait(status=AttachmentStatus.PROCESSING, attempts=1, processing_started_at=_ago(0))
+        stuck = factory.Trait(status=AttachmentStatus.PROCESSING, attempts=1, processing_started_at=_ago(60))
+        done = factory.Trait(status=AttachmentStatus.DONE, attempts=1, processing_started_at=_ago(1))
+        failed = factory.Trait(status=AttachmentStatus.FAILED, attempts=1, processing_started_at=_ago(1),
+                               error="DocumentError: the PDF is encrypted")
+        skipped = factory.Trait(status=AttachmentStatus.SKIPPED, document_type="", size=0,
+                                skip_reason="empty attachment")
 
 
 def mail(subject="Report", *, message_id="auto", body="See attached.", attachments=(), sender="ana@client.example"):

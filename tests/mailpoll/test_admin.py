@@ -1,7 +1,7 @@
 """The mail intake admin: health at a glance, a write-only secret, and the stuck view."""
 
 import re
-from datetime import date, datetime, timedelta, timezone as dt_timezone
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
 from django.contrib.auth.models import Permission
@@ -12,6 +12,7 @@ from jobs.models import Job, JobStatus
 from mailpoll.admin import MailboxForm, ago
 from mailpoll.models import Attachment, AttachmentStatus, FolderCursor, Mailbox, Request
 from tests.factories import OrgFactory, SiteTargetFactory, UserFactory
+from tests.mailpoll.factories import AttachmentFactory, MailboxFactory, RequestFactory
 
 MAILBOXES_URL = reverse("admin:mailpoll_mailbox_changelist")
 MAILBOX_ADD_URL = reverse("admin:mailpoll_mailbox_add")
@@ -21,31 +22,25 @@ PASSWORD = "correct horse 7 battery"
 
 
 def mailbox(org=None, **fields) -> Mailbox:
-    fields = {"name": "intake", "host": "imap.example.com", "username": "reports@example.com", "folders": ["INBOX"],
-              "initial_mode": "new-only", **fields}
-    box = Mailbox(org=org or OrgFactory(), **fields)
-    box.set_secret(PASSWORD)
-    box.save()
-    return box
+    """A TLS mailbox on a remote host, no site target, its secret PASSWORD."""
+    fields = {"name": "intake", "host": "imap.example.com", "port": 993, "security": "tls",
+              "username": "reports@example.com", "initial_mode": "new-only", "site_target": None, **fields}
+    return MailboxFactory(org=org or OrgFactory(), password=PASSWORD, **fields)
 
 
 def request_(box, **fields) -> Request:
     fields.setdefault("source_ref", f"msg-{Request.objects.count()}@example.com")
-    return Request.objects.create(org=box.org, mailbox=box, folder="INBOX", sender="ana@client.example",
-                                  subject="April report", **fields)
+    return RequestFactory(mailbox=box, **fields)
 
 
 def processing(req, started_ago: timedelta, **fields) -> Attachment:
     """A CSV attachment whose job started ``started_ago``."""
-    fields = {"document_type": "csv", "filename": "report.csv", "mime": "text/csv", "size": 2048,
-              "status": AttachmentStatus.PROCESSING, "attempts": 1,
-              "processing_started_at": timezone.now() - started_ago, **fields}
-    return Attachment.objects.create(request=req, **fields)
+    return AttachmentFactory(request=req, processing=True, processing_started_at=timezone.now() - started_ago,
+                             **fields)
 
 
 def failed(req, **fields) -> Attachment:
-    return processing(req, timedelta(0), status=AttachmentStatus.FAILED, processing_started_at=None,
-                      error="the PDF is encrypted", **fields)
+    return AttachmentFactory(request=req, failed=True, error="the PDF is encrypted", **fields)
 
 
 def form_data(org, **overrides) -> dict:
@@ -77,7 +72,7 @@ def messages_of(response) -> list[str]:
     return [str(m) for m in response.context["messages"]]
 
 
-NOW = datetime(2026, 6, 1, 12, 0, tzinfo=dt_timezone.utc)
+NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 
 
 @pytest.mark.parametrize("seconds, expected", [
@@ -303,7 +298,7 @@ def test_requests_list_with_status_and_attachment_count(admin_client):
     box = mailbox()
     accepted = request_(box)
     processing(accepted, timedelta(minutes=1))
-    rejected = request_(box, status="rejected", reject_reason="message is 30,000,000 bytes, over the limit")
+    rejected = request_(box, rejected=True, reject_reason="message is 30,000,000 bytes, over the limit")
 
     response = admin_client.get(REQUESTS_URL)
     html = response.content.decode()

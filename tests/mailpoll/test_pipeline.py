@@ -14,7 +14,7 @@ from mailpoll.models import Attachment, AttachmentStatus, Mailbox
 from mailpoll.poller import Poller
 from mailpoll.store import store_message
 from tests.mailpoll.corpus import hostile_corpus, tiny_pdf
-from tests.mailpoll.factories import CSV, MailboxFactory, mail
+from tests.mailpoll.factories import CSV, AttachmentFactory, MailboxFactory, mail
 
 pytestmark = pytest.mark.django_db
 
@@ -75,8 +75,7 @@ def test_the_watchdog_releases_stuck_attachments_then_gives_up(settings):
     long_ago = timezone.now() - timedelta(minutes=20)
     Attachment.objects.filter(pk=stuck.pk).update(status=AttachmentStatus.PROCESSING,
                                                   processing_started_at=long_ago, attempts=1)
-    recent = Attachment.objects.create(request=stuck.request, filename="recent.csv", status="processing",
-                                       processing_started_at=timezone.now(), attempts=1)
+    recent = AttachmentFactory(request=stuck.request, filename="recent.csv", processing=True)
 
     assert watchdog.run_once() == {"released": 1, "failed": 0}
     stuck.refresh_from_db()

@@ -1,0 +1,172 @@
+"""Every move of ``Attachment.status``, in one place (as ``jobs.sql`` is for jobs).
+
+- ``start``: pending → processing (its ``process_attachment`` job begins a run)
+- ``finish``: processing → done
+- ``fail``: pending | processing | failed → failed (its job failed)
+- ``release_stuck``: processing, stuck → pending with a new job, or failed once out of runs
+- ``requeue``: failed → pending (an operator requeued its failed job)
+- ``retry_failed``: failed → pending with a new job, attempts from 0 (the admin's Retry)
+
+``skipped`` and the first ``pending`` are set when the row is inserted
+(``mailpoll.store``); no transition leads out of ``done`` or ``skipped``.
+
+Each transition is one statement conditional on the state it leaves, so two
+actors (a worker, the watchdog, an operator) never both move one row: the one
+that finds the row no longer where it expected updates nothing. A single-row
+transition returns whether it moved the row, for its caller to report; a
+set-based one that locked its rows first raises ``TransitionError`` if it moves
+fewer than it locked.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from django.db import models, transaction
+from django.db.models import F, Value
+from django.db.models.functions import Cast, Concat
+from django.utils import timezone
+
+from jobs.queue import enqueue_many
+
+from . import conf
+from .models import Attachment, AttachmentStatus
+
+log = logging.getLogger(__name__)
+
+RELEASE = "release"
+FAIL = "fail"
+
+
+class TransitionError(RuntimeError):
+    """A guarded statement moved fewer rows than the ones it had locked: a broken invariant, not a race."""
+
+
+def after_stuck(attempts: int, max_attempts: int | None) -> str:
+    """What becomes of an attachment found stuck in ``processing`` (its worker died) after ``attempts`` runs.
+
+    RELEASE (back to ``pending`` with a new job) while runs are left, FAIL once
+    ``max_attempts`` runs have started; ``max_attempts=None`` (an operator's
+    Release) never gives up. With a cap of 3: attempts 1 or 2 release, 3
+    fails, and 5 (released by hand past the cap) fails at once.
+    """
+    if max_attempts is not None and attempts >= max_attempts:
+        return FAIL
+    return RELEASE
+
+
+def enqueue_processing(org_id: str, attachment_ids: list[int]) -> int:
+    """Queue ``process_attachment`` for these pending attachments; call in the transaction that made them so.
+
+    One job per attachment, keyed on it: an attachment already waiting for its job gets no second one.
+    """
+    return enqueue_many("process_attachment", org_id=org_id, items=[
+        ({"attachment_id": pk}, f"process_attachment:{pk}") for pk in attachment_ids
+    ])
+
+
+def start(pk: int) -> bool:
+    """pending → processing, one more attempt; False if the row was not pending."""
+    # Only a pending row is taken, so a duplicate job (or one whose row an operator failed) does nothing.
+    return bool(Attachment.objects.filter(pk=pk, status=AttachmentStatus.PENDING).update(
+        status=AttachmentStatus.PROCESSING, processing_started_at=timezone.now(), attempts=F("attempts") + 1))
+
+
+def finish(pk: int, **fields) -> bool:
+    """processing → done, with the result's ``fields``; False if the row was no longer processing."""
+    # A run the watchdog or an operator gave up on meanwhile (released or failed) does not overwrite that.
+    return bool(Attachment.objects.filter(pk=pk, status=AttachmentStatus.PROCESSING).update(
+        status=AttachmentStatus.DONE, error="", **fields))
+
+
+def fail(pk: int, error: str) -> bool:
+    """pending | processing | failed → failed with ``error``; False if the row is done, skipped or gone."""
+    # Its job failed; a row that finished (done) or was never work (skipped) keeps its outcome.
+    return bool(Attachment.objects.filter(
+        pk=pk, status__in=[AttachmentStatus.PENDING, AttachmentStatus.PROCESSING, AttachmentStatus.FAILED],
+    ).update(status=AttachmentStatus.FAILED, error=(error or "failed")[:2000]))
+
+
+def requeue(pk: int) -> bool:
+    """failed → pending, attempts kept (an operator requeued its job); False if the row was not failed."""
+    # Only a failed row comes back: one that an operator retried meanwhile already has its own job.
+    return bool(Attachment.objects.filter(pk=pk, status=AttachmentStatus.FAILED).update(
+        status=AttachmentStatus.PENDING, error="", processing_started_at=None))
+
+
+def retry_failed(ids) -> list[int]:
+    """Failed attachments among ``ids`` back to ``pending`` with a new job; attempts start again from 0.
+
+    Returns those moved; a row among ``ids`` that is not failed is left alone.
+    """
+    with transaction.atomic():
+        rows = _lock(Attachment.objects.filter(pk__in=ids, status=AttachmentStatus.FAILED))
+        # Guarded by status although locked: a shortfall would mean the lock did not hold.
+        _move(rows, AttachmentStatus.FAILED, status=AttachmentStatus.PENDING, processing_started_at=None,
+              attempts=0, error="")
+        _enqueue(rows)
+    return sorted(rows)
+
+
+@dataclass(frozen=True)
+class Released:
+    released: list[int] = field(default_factory=list)
+    failed: list[int] = field(default_factory=list)
+
+
+def release_stuck(ids=None, *, max_attempts: int | None = None) -> Released:
+    """Stuck attachments (``Attachment.objects.stuck``) back to ``pending`` with a job, or failed (``after_stuck``).
+
+    ``ids=None`` is every stuck row (the watchdog); otherwise only those among
+    ``ids`` (the admin's Release). Only stuck rows: a younger ``processing`` one
+    may have a live worker, and a second run would import twice.
+    """
+    stuck = Attachment.objects.stuck(conf.get("MAILPOLL_STUCK_AFTER"))
+    if ids is not None:
+        stuck = stuck.filter(pk__in=ids)
+    with transaction.atomic():
+        # SKIP LOCKED: a row another watchdog or operator is releasing right now is theirs to decide.
+        rows = _lock(stuck, skip_locked=True, attempts=True)
+        plan = defaultdict(dict)
+        for pk, (org_id, attempts) in rows.items():
+            plan[after_stuck(attempts, max_attempts)][pk] = org_id
+        _move(plan[RELEASE], AttachmentStatus.PROCESSING, status=AttachmentStatus.PENDING,
+              processing_started_at=None)
+        _move(plan[FAIL], AttachmentStatus.PROCESSING, status=AttachmentStatus.FAILED, error=Concat(
+            Value("stuck in processing "), Cast("attempts", models.TextField()), Value(" times; given up"),
+            output_field=models.TextField()))
+        _enqueue(plan[RELEASE])
+    for pk in sorted(plan[FAIL]):
+        log.error("attachment=%s failed: stuck %s times", pk, rows[pk][1])
+    for pk in sorted(plan[RELEASE]):
+        log.warning("attachment=%s released from processing (attempt %s)", pk, rows[pk][1])
+    return Released(sorted(plan[RELEASE]), sorted(plan[FAIL]))
+
+
+def _lock(queryset, *, skip_locked=False, attempts=False) -> dict:
+    """Lock these attachment rows (not their requests): {pk: org_id}, or {pk: (org_id, attempts)}."""
+    columns = ["pk", "request__org_id", *(["attempts"] if attempts else [])]
+    locked = queryset.select_for_update(skip_locked=skip_locked, of=("self",)).values_list(*columns)
+    if attempts:
+        return {pk: (org_id, n) for pk, org_id, n in locked}
+    return dict(locked)
+
+
+def _move(pks, from_status: str, **changes) -> None:
+    """One guarded UPDATE of locked rows out of ``from_status``; every one of them must move."""
+    if not pks:
+        return
+    moved = Attachment.objects.filter(pk__in=list(pks), status=from_status).update(**changes)
+    if moved != len(pks):
+        raise TransitionError(f"{moved} of {len(pks)} locked attachment(s) left {from_status}")
+
+
+def _enqueue(rows: dict) -> None:
+    """A process_attachment job per attachment; ``rows`` maps pk to org_id."""
+    by_org = defaultdict(list)
+    for pk, org_id in rows.items():
+        by_org[org_id].append(pk)
+    for org_id, pks in by_org.items():
+        enqueue_processing(org_id, sorted(pks))

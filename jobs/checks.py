@@ -26,9 +26,21 @@ def engine_errors(engine: str) -> list:
     return []
 
 
+# Zero or less: a worker that never sleeps between polls, never beats, or a sweep that takes every running job.
+POSITIVE = ("JOBS_POLL_INTERVAL", "JOBS_HEARTBEAT_INTERVAL", "JOBS_STALE_AFTER", "JOBS_SWEEP_INTERVAL")
+
+
+@checks.register()
+def check_values(app_configs=None, **kwargs):
+    """jobs.E002: an environment text of the wrong type; jobs.E003: an interval that is not above zero."""
+    return conf.SETTINGS.environment_errors("jobs.E002") or conf.SETTINGS.not_positive_errors(POSITIVE, "jobs.E003")
+
+
 @checks.register()
 def check_heartbeat_against_staleness(app_configs=None, **kwargs):
     """A heartbeat slower than half the staleness threshold lets the sweep take live jobs."""
+    if conf.SETTINGS.unparsable():
+        return []  # check_values reports them; the values cannot be compared
     interval = float(conf.get("JOBS_HEARTBEAT_INTERVAL"))
     thresholds = {"JOBS_STALE_AFTER": registry.default_stale_after()}
     thresholds.update({f"job type {t.name!r}": t.stale_after for t in registry.all_types().values()})

@@ -26,9 +26,10 @@ def check_values(app_configs=None, **kwargs):
 
 @checks.register()
 def check_limits_agree(app_configs=None, **kwargs):
-    if conf.SETTINGS.unparsable():
-        return []  # check_values reports them; the values cannot be compared
-    from jobs import registry
+    from jobs import conf as jobs_conf, registry
+
+    if conf.SETTINGS.unparsable() or jobs_conf.SETTINGS.unparsable():
+        return []  # check_values (and jobs') report them; the values cannot be compared
 
     return limit_warnings(
         stuck_after=float(conf.get("MAILPOLL_STUCK_AFTER")),

@@ -27,14 +27,14 @@ test: setup
 	$(BIN)/python -m pytest
 
 bench: migrate
-	$(BIN)/python bench/queue_bench.py
+	$(BIN)/python -m bench.queue
 
 bench-imports: migrate
-	$(BIN)/python bench/import_bench.py
+	$(BIN)/python -m bench.imports
 
 bench-mail: migrate
 	sh scripts/install_dovecot.sh
-	$(BIN)/python bench/mail_bench.py
+	$(BIN)/python -m bench.mail
 
 stopdb: setup
 	$(BIN)/python -c "from pathlib import Path; from seoinsight.embedded_db import stop; print('stopped' if stop(Path('.data/postgres').resolve()) else 'not running')"

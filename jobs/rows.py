@@ -42,7 +42,7 @@ def one(statement: str, params: dict) -> Job | None:
     """The row a statement returns (``sql.JOB_COLUMNS`` first, in order) as a Job, or None.
 
     Not ``Job.objects.raw``: it maps columns and looks up converters on every
-    call, about 0.1 ms of CPU per claim and per enqueue (bench/queue_bench.py).
+    call, about 0.1 ms of CPU per claim and per enqueue (bench/queue.py).
     """
     with connection.cursor() as cursor:
         cursor.execute(statement, params)

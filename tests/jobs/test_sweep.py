@@ -64,11 +64,61 @@ def test_the_threshold_is_per_type(settings, temporary_type):
     assert list(Job.objects.stale()) == []  # the admin's view agrees with the sweep
 
 
-def test_the_admin_zombie_queryset_matches_the_sweep(settings):
+def database_uptime() -> timedelta:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT now() - pg_postmaster_start_time()")
+        return cursor.fetchone()[0]
+
+
+# (row, its type, seconds since its start, since its heartbeat, zombie?). Thresholds:
+# test_short_fuse 5 s, noop 60 s (JOBS_STALE_AFTER), test_long_fuse the server's uptime + 1800 s.
+# Ages are seconds away from every threshold: the few milliseconds the test takes do not matter.
+ZOMBIE_TABLE = [
+    ("short fuse, silent 20 s", "test_short_fuse", 20, None, True),
+    ("short fuse, started 1 s ago", "test_short_fuse", 1, None, False),
+    ("short fuse, old but beating", "test_short_fuse", 3600, 1, False),
+    ("default, silent an hour", "noop", 3600, None, True),
+    ("default, heartbeat 2 min ago", "noop", 3600, 120, True),
+    ("default, heartbeat 20 s ago", "noop", 3600, 20, False),
+    ("default, started 30 s ago", "noop", 30, None, False),
+    # silent since before the server started: its silence counts from the start, under the threshold
+    ("long fuse, started before the server", "test_long_fuse", "before the server", None, False),
+]
+
+
+def test_the_admin_lists_exactly_the_zombies_the_sweep_recovers(settings, temporary_type):
     settings.JOBS_STALE_AFTER = 60
-    stale = JobFactory(stale=True)
-    JobFactory(running=True)
-    assert [j.id for j in Job.objects.stale()] == [stale.id]
+    up = database_uptime()
+    temporary_type("test_short_fuse", lambda job: None, stale_after=5)
+    temporary_type("test_long_fuse", lambda job: None, stale_after=up.total_seconds() + 1800)
+    now = timezone.now()
+    expected, labels = set(), {}
+    for label, job_type, started, beat, zombie in ZOMBIE_TABLE:
+        started_at = now - up - timedelta(hours=1) if started == "before the server" else now - timedelta(seconds=started)
+        progress = {"updated_at": (now - timedelta(seconds=beat)).isoformat()} if beat is not None else None
+        job = JobFactory(type=job_type, running=True, started_at=started_at, progress=progress)
+        labels[job.id] = label
+        if zombie:
+            expected.add(job.id)
+    JobFactory(type="noop", failed=True, started_at=now - timedelta(hours=2))  # old, but not running
+    JobFactory(type="noop", created_at=now - timedelta(hours=2))  # queued for long: no zombie either
+
+    listed = {job.id for job in Job.objects.stale()}
+    result = sweep.run_once()
+    swept = {job.id for job in result.requeued + result.failed}
+
+    assert {labels[i] for i in listed} == {labels[i] for i in expected}
+    assert swept == listed
+
+
+def test_the_admin_also_lists_a_type_no_worker_here_knows_after_the_default_threshold(settings):
+    """The one difference, on purpose (sql.TYPE_STALE_AFTER): the sweep leaves such a job to the
+    workers that know its type, the operator still sees it."""
+    settings.JOBS_STALE_AFTER = 60
+    unknown = JobFactory(type="added_in_the_next_release", stale=True)
+    JobFactory(type="added_in_the_next_release", running=True)
+    assert [job.id for job in Job.objects.stale()] == [unknown.id]
+    assert not sweep.run_once()
 
 
 T = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)

@@ -11,13 +11,13 @@ from django.core.management import CommandError, call_command
 from google.auth.exceptions import RefreshError, TransportError
 
 from imports import searchconsole_api, searchconsole_client
-from jobs.worker import Worker
 from mailpoll.models import Mailbox
 from seoinsight import crypto
 from seoinsight.models import GOOGLE_TOKEN_URI, SiteTarget
 from tests.factories import SiteTargetFactory
 from tests.mailpoll.factories import MailboxFactory
-from tests.support.google import TokenServer, _LoopbackServer, service_account_key
+from tests.support.google import _LoopbackServer, service_account_key
+from tests.support.processes import run_burst
 
 pytestmark = pytest.mark.django_db
 
@@ -170,16 +170,9 @@ def test_googles_token_endpoint_is_accepted_and_the_setting_widens_the_list(sett
 
 def pull(target):
     imp = searchconsole_api.create_api_import(target, date(2026, 10, 1), date(2026, 10, 3))
-    Worker(burst=True, listen=False).run()
+    run_burst()
     imp.refresh_from_db()
     return imp
-
-
-@pytest.fixture
-def token_server():
-    server = TokenServer().start()
-    yield server
-    server.stop()
 
 
 def test_a_stored_key_whose_token_uri_is_no_longer_allowed_is_refused_at_use(settings, token_server):

@@ -12,10 +12,7 @@ DATA = b"Page,Clicks\nhttps://shop.example/a,3\n"
 DIGEST = hashlib.sha256(DATA).hexdigest()
 
 
-@pytest.fixture(autouse=True)
-def media(settings, tmp_path):
-    settings.MEDIA_ROOT = tmp_path / "media"
-    return settings.MEDIA_ROOT
+pytestmark = pytest.mark.usefixtures("media")
 
 
 def leftovers(directory):

@@ -12,7 +12,7 @@ from django.db import connection
 
 from imports.models import Import, ImportStatus, UrlMetric
 from jobs.models import Job, JobStatus
-from tests.factories import SiteTargetFactory, import_file
+from tests.factories import import_file
 from tests.imports.files import write_csv
 from tests.support.processes import runjobs, wait_for
 
@@ -21,6 +21,11 @@ pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
 URLS = 4000
 DAYS = ("2026-11-01", "2026-11-02")
 HEADER = ["Page", "Clicks", "Impressions", "CTR", "Position", "Date"]
+
+
+@pytest.fixture
+def target_domain():
+    return "shop.example"
 
 
 def shuffled_export(tmp_path, name: str, seed: int):
@@ -36,11 +41,8 @@ def finished(imports):
     return statuses <= {ImportStatus.DONE, ImportStatus.FAILED}
 
 
-def test_overlapping_imports_in_different_orders_all_succeed_and_every_row_gets_its_page(processes, tmp_path,
-                                                                                        settings):
-    media = tmp_path / "media"
-    settings.MEDIA_ROOT = media
-    target = SiteTargetFactory(url_prefix="https://shop.example/", site__domain="shop.example")
+def test_overlapping_imports_in_different_orders_all_succeed_and_every_row_gets_its_page(processes, target, media,
+                                                                                        tmp_path):
     imports = [import_file(target, shuffled_export(tmp_path, f"export{seed}.csv", seed)) for seed in range(6)]
     env = {"MEDIA_ROOT": media, "IMPORTS_BATCH_SIZE": 500}
     workers = [processes(runjobs, **env) for _ in range(3)]
@@ -78,7 +80,7 @@ def upserting_backend() -> int | None:
         return row[0] if row else None
 
 
-def test_a_deadlock_rolls_the_batch_back_and_runs_it_again(processes, tmp_path, settings):
+def test_a_deadlock_rolls_the_batch_back_and_runs_it_again(processes, target, media, tmp_path):
     """A real deadlock, made on purpose: the worker's batch is its victim, and is simply run again.
 
     Rows a < m < z exist. ``hold_m`` keeps the upsert (which locks in key order)
@@ -91,9 +93,6 @@ def test_a_deadlock_rolls_the_batch_back_and_runs_it_again(processes, tmp_path, 
 
     from tests.support.processes import database_url
 
-    media = tmp_path / "media"
-    settings.MEDIA_ROOT = media
-    target = SiteTargetFactory(url_prefix="https://shop.example/", site__domain="shop.example")
     urls = [f"https://shop.example/{name}" for name in ("a", "m", "z")]
     for url in urls:
         UrlMetric.objects.create(site_target=target, url=url, url_normalized=url, period_start="2026-11-01",

@@ -12,10 +12,9 @@ from django.test import Client
 
 from imports.models import Import, ImportStatus
 from imports.services import OUT_OF_SPACE
-from jobs.worker import Worker
-from tests.factories import OrgFactory, SiteFactory, SiteTargetFactory, UserFactory
-from tests.support.processes import ManagedProcess, process_env
-from tests.support.tmpfs import media_tmpfs, mounted_tmpfs  # noqa: F401  (media_tmpfs: a fixture)
+from tests.factories import UserFactory
+from tests.support.processes import ManagedProcess, process_env, run_burst
+from tests.support.tmpfs import mounted_tmpfs
 
 
 def export(size: int) -> bytes:
@@ -26,20 +25,14 @@ def export(size: int) -> bytes:
     return b"\n".join(rows) + b"\n"
 
 
-@pytest.fixture
-def target(db):
-    org = OrgFactory(id="acme")
-    return SiteTargetFactory(site=SiteFactory(org=org, domain="acme.example"), url_prefix="https://acme.example/")
-
-
 def upload(client, target, name: str, content: bytes):
     return client.post("/imports/", {"file": SimpleUploadedFile(name, content, content_type="text/csv"),
                                      "site_target": target.pk})
 
 
-def test_a_full_disk_answers_507_and_keeps_nothing_then_the_next_upload_is_imported(client, target, media_tmpfs):
+def test_a_full_disk_answers_507_and_keeps_nothing_then_the_next_upload_is_imported(client, member, target,
+                                                                                     media_tmpfs):
     disk = media_tmpfs
-    client.force_login(UserFactory(username="ana", org=target.site.org))
 
     response = upload(client, target, "Big.csv", export(1_500_000))
     assert response.status_code == 507
@@ -52,14 +45,13 @@ def test_a_full_disk_answers_507_and_keeps_nothing_then_the_next_upload_is_impor
     imp = Import.objects.get()
     assert (imp.original_filename, imp.size) == ("Small.csv", len(small))
     assert disk.files() == [disk.path / imp.file.name] and (disk.path / imp.file.name).read_bytes() == small
-    Worker(burst=True, listen=False).run()
+    run_burst()
     imp.refresh_from_db()
     assert (imp.status, imp.inserted) == (ImportStatus.DONE, small.count(b"\n") - 1)
 
 
-def test_a_full_spool_disk_answers_507_even_when_csrf_reads_the_body_first(target, settings, tmp_path):
+def test_a_full_spool_disk_answers_507_even_when_csrf_reads_the_body_first(target, media, settings, tmp_path):
     """A large upload is spooled to FILE_UPLOAD_TEMP_DIR while the CSRF middleware reads the form, before any view."""
-    settings.MEDIA_ROOT = tmp_path / "media"
     settings.FILE_UPLOAD_MAX_MEMORY_SIZE = 64 * 1024
     client = Client(enforce_csrf_checks=True)
     client.force_login(UserFactory(username="ana", org=target.site.org))
@@ -83,10 +75,9 @@ def test_a_full_spool_disk_answers_507_even_when_csrf_reads_the_body_first(targe
         settings.FILE_UPLOAD_TEMP_DIR = None
 
 
-def test_importfile_on_a_full_disk_says_so_in_one_line_and_exits_non_zero(transactional_db, tmp_path, media_tmpfs):
+def test_importfile_on_a_full_disk_says_so_in_one_line_and_exits_non_zero(transactional_db, target, tmp_path,
+                                                                          media_tmpfs):
     disk = media_tmpfs
-    org = OrgFactory(id="acme")
-    target = SiteTargetFactory(site=SiteFactory(org=org, domain="acme.example"), url_prefix="https://acme.example/")
     big, small = tmp_path / "Big.csv", tmp_path / "Small.csv"
     big.write_bytes(export(1_500_000))
     small.write_bytes(export(40_000))
@@ -103,15 +94,13 @@ def test_importfile_on_a_full_disk_says_so_in_one_line_and_exits_non_zero(transa
     assert (disk.path / imp.file.name).read_bytes() == small.read_bytes()
 
 
-def test_an_import_whose_stored_file_was_cut_short_is_refused_not_read(client, target, settings, tmp_path):
-    settings.MEDIA_ROOT = tmp_path / "media"
-    client.force_login(UserFactory(username="ana", org=target.site.org))
+def test_an_import_whose_stored_file_was_cut_short_is_refused_not_read(client, member, target, media):
     content = export(20_000)
     assert upload(client, target, "Pages.csv", content).status_code == 302
     imp = Import.objects.get()
-    (tmp_path / "media" / imp.file.name).write_bytes(content[:8192])  # as a pre-fix full disk left it
+    (media / imp.file.name).write_bytes(content[:8192])  # as a pre-fix full disk left it
 
-    Worker(burst=True, listen=False).run()
+    run_burst()
 
     imp.refresh_from_db()
     assert imp.status == ImportStatus.FAILED and imp.inserted == 0
@@ -119,33 +108,31 @@ def test_an_import_whose_stored_file_was_cut_short_is_refused_not_read(client, t
 
 
 @pytest.mark.parametrize("spooled", [False, True], ids=["in-memory", "spooled"])
-def test_an_import_whose_stored_file_was_altered_at_its_size_is_refused_not_read(client, target, settings, tmp_path,
-                                                                                 spooled):
+def test_an_import_whose_stored_file_was_altered_at_its_size_is_refused_not_read(client, member, target, media,
+                                                                                 settings, spooled):
     """Same length, other bytes (a torn write the size cannot see): the recorded SHA-256 refuses it."""
-    settings.MEDIA_ROOT = tmp_path / "media"
     if spooled:
         settings.FILE_UPLOAD_MAX_MEMORY_SIZE = 64 * 1024
-    client.force_login(UserFactory(username="ana", org=target.site.org))
     content = export(20_000)
     assert upload(client, target, "Pages.csv", content).status_code == 302
     imp = Import.objects.get()
     assert imp.sha256 == hashlib.sha256(content).hexdigest()
-    stored = tmp_path / "media" / imp.file.name
+    stored = media / imp.file.name
     stored.write_bytes(content[:-8192] + b"\0" * 8192)
 
-    Worker(burst=True, listen=False).run()
+    run_burst()
 
     imp.refresh_from_db()
     assert imp.status == ImportStatus.FAILED and imp.inserted == 0
     assert "SHA-256 is not the recorded one" in imp.error and "upload the file again" in imp.error
 
 
-def test_a_spooled_upload_is_stored_whole_and_leaves_nothing_in_the_spool(client, target, settings, tmp_path):
+def test_a_spooled_upload_is_stored_whole_and_leaves_nothing_in_the_spool(client, member, target, media, settings,
+                                                                           tmp_path):
     """A large upload is moved from the spool (storage.move_atomic: renamed on one file system, no second copy)."""
-    settings.MEDIA_ROOT, spool = tmp_path / "media", tmp_path / "spool"
+    spool = tmp_path / "spool"
     spool.mkdir()
     settings.FILE_UPLOAD_TEMP_DIR, settings.FILE_UPLOAD_MAX_MEMORY_SIZE = str(spool), 64 * 1024
-    client.force_login(UserFactory(username="ana", org=target.site.org))
     content = export(300_000)
     assert upload(client, target, "Pages.csv", content).status_code == 302
     stored = settings.MEDIA_ROOT / Import.objects.get().file.name

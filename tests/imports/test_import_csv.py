@@ -9,24 +9,17 @@ from django.db import connection
 from imports import reconcile
 from imports.models import Import, ImportStatus, UrlMetric
 from jobs.models import Job, JobStatus
-from jobs.worker import Worker
 from seoinsight.models import Page
 from tests.factories import SiteTargetFactory, import_file
 from tests.imports.files import write_csv
+from tests.support.processes import run_burst
 
-
-@pytest.fixture(autouse=True)
-def media(settings, tmp_path):
-    settings.MEDIA_ROOT = tmp_path / "media"
+pytestmark = pytest.mark.usefixtures("media")
 
 
 @pytest.fixture
-def target(db):
-    return SiteTargetFactory(url_prefix="https://shop.example/", site__domain="shop.example")
-
-
-def run_jobs():
-    Worker(burst=True, listen=False).run()
+def target_domain():
+    return "shop.example"
 
 
 ROWS = [
@@ -41,7 +34,7 @@ ROWS = [
 
 def test_an_export_becomes_metrics_with_a_report(target, tmp_path):
     imp = import_file(target, write_csv(tmp_path, "export.csv", ROWS))
-    run_jobs()
+    run_burst()
 
     imp.refresh_from_db()
     assert imp.status == ImportStatus.DONE, imp.error
@@ -59,9 +52,9 @@ def test_an_export_becomes_metrics_with_a_report(target, tmp_path):
 def test_reimporting_the_same_export_updates_instead_of_doubling(target, tmp_path):
     path = write_csv(tmp_path, "export.csv", ROWS)
     first = import_file(target, path)
-    run_jobs()
+    run_burst()
     second = import_file(target, path)
-    run_jobs()
+    run_burst()
 
     second.refresh_from_db()
     assert (second.inserted, second.updated) == (0, 3)
@@ -72,7 +65,7 @@ def test_reimporting_the_same_export_updates_instead_of_doubling(target, tmp_pat
 
 def test_a_successful_import_enqueues_map_reconcile_which_links_pages(target, tmp_path):
     imp = import_file(target, write_csv(tmp_path, "export.csv", ROWS))
-    run_jobs()  # the import, then the reconcile it queued
+    run_burst()  # the import, then the reconcile it queued
 
     reconcile_job = Job.objects.get(type="map_reconcile")
     assert reconcile_job.status == JobStatus.DONE
@@ -87,7 +80,7 @@ def test_a_file_without_period_uses_the_period_given_at_upload(target, tmp_path)
     rows = [["URL", "Clics"], ["https://shop.example/x", "3"]]
     imp = import_file(target, write_csv(tmp_path, "pages.csv", rows, delimiter=";"),
                       period=(date(2026, 10, 1), date(2026, 10, 31)))
-    run_jobs()
+    run_burst()
     metric = UrlMetric.objects.get()
     assert (metric.period_start, metric.period_end, metric.clicks) == (date(2026, 10, 1), date(2026, 10, 31), 3)
     assert Import.objects.get(pk=imp.pk).status == ImportStatus.DONE
@@ -96,7 +89,7 @@ def test_a_file_without_period_uses_the_period_given_at_upload(target, tmp_path)
 def test_a_file_that_cannot_be_an_import_fails_job_and_import_alike(target, tmp_path):
     rows = [["Foo", "Bar"], ["1", "2"]]
     imp = import_file(target, write_csv(tmp_path, "wrong.csv", rows))
-    run_jobs()
+    run_burst()
     imp.refresh_from_db()
     job = Job.objects.get(pk=imp.job_id)
     assert job.status == JobStatus.FAILED and imp.status == ImportStatus.FAILED
@@ -107,7 +100,7 @@ def test_a_file_that_cannot_be_an_import_fails_job_and_import_alike(target, tmp_
 
 def test_a_file_without_dates_nor_period_fails_with_its_reason(target, tmp_path):
     imp = import_file(target, write_csv(tmp_path, "pages.csv", [["URL", "Clicks"], ["https://shop.example/x", "3"]]))
-    run_jobs()
+    run_burst()
     imp.refresh_from_db()
     assert imp.status == ImportStatus.FAILED
     assert "no Date column and no period" in imp.error

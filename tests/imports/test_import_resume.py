@@ -6,14 +6,18 @@ import pytest
 from imports.models import Import, ImportStatus, UrlMetric
 from jobs import queue
 from jobs.models import Job, JobStatus
-from jobs.worker import Worker
 from tests.factories import SiteTargetFactory, import_file
 from tests.imports.files import write_csv
-from tests.support.processes import runjobs, wait_for
+from tests.support.processes import run_burst, runjobs, wait_for
 
 pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
 
 ROWS = 30_000
+
+
+@pytest.fixture
+def target_domain():
+    return "shop.example"
 
 
 def export_rows():
@@ -35,15 +39,13 @@ def counts(imp):
     return imp.read, imp.inserted, imp.updated, imp.skipped, imp.errors
 
 
-def test_kill_9_mid_import_resumes_with_identical_counts(processes, tmp_path, settings):
-    media = tmp_path / "media"
-    settings.MEDIA_ROOT = media
+def test_kill_9_mid_import_resumes_with_identical_counts(processes, media, tmp_path):
     path = write_csv(tmp_path, "big.csv", export_rows())
 
     # The reference: the same file imported cleanly into another target, in-process.
     clean_target = SiteTargetFactory(url_prefix="https://shop.example/", site__domain="shop.example")
     clean = import_file(clean_target, path)
-    Worker(burst=True, listen=False).run()  # the import and its map_reconcile, so the victim starts on the import
+    run_burst()  # the import and its map_reconcile, so the victim starts on the import
     assert Import.objects.get(pk=clean.pk).status == ImportStatus.DONE
 
     target = SiteTargetFactory(url_prefix="https://shop.example/", site__domain="shop.example", site__org__id="org-r")
@@ -83,10 +85,7 @@ def reconciled(target):
     return Job.objects.filter(type="map_reconcile", payload__site_target_id=target.pk, status=JobStatus.DONE).exists()
 
 
-def test_an_import_failed_by_the_operator_midway_still_gets_its_rows_linked(processes, tmp_path, settings):
-    media = tmp_path / "media"
-    settings.MEDIA_ROOT = media
-    target = SiteTargetFactory(url_prefix="https://shop.example/", site__domain="shop.example")
+def test_an_import_failed_by_the_operator_midway_still_gets_its_rows_linked(processes, target, media, tmp_path):
     imp = import_file(target, write_csv(tmp_path, "big.csv", export_rows()))
     processes(runjobs, MEDIA_ROOT=media, IMPORTS_BATCH_SIZE=500)
 
@@ -100,11 +99,8 @@ def test_an_import_failed_by_the_operator_midway_still_gets_its_rows_linked(proc
     assert unlinked(target) == 0
 
 
-def test_an_import_that_exhausts_its_attempts_still_gets_its_rows_linked(processes, tmp_path, settings):
+def test_an_import_that_exhausts_its_attempts_still_gets_its_rows_linked(processes, target, media, tmp_path):
     """Three workers killed mid-import: the sweep fails it for good, and what it wrote is linked all the same."""
-    media = tmp_path / "media"
-    settings.MEDIA_ROOT = media
-    target = SiteTargetFactory(url_prefix="https://shop.example/", site__domain="shop.example")
     imp = import_file(target, write_csv(tmp_path, "big.csv", export_rows() + export_rows()[1:]))
     env = {"MEDIA_ROOT": media, "IMPORTS_BATCH_SIZE": 500}
 
@@ -114,7 +110,8 @@ def test_an_import_that_exhausts_its_attempts_still_gets_its_rows_linked(process
     for attempt in (1, 2, 3):
         reached = checkpoint()
         victim = processes(runjobs, **env)
-        wait_for(lambda: Job.objects.get(pk=imp.job_id).attempts == attempt and checkpoint() > reached,
+        wait_for(lambda attempt=attempt, reached=reached: Job.objects.get(pk=imp.job_id).attempts == attempt
+                 and checkpoint() > reached,
                  timeout=60, message=f"attempt {attempt} to commit a batch")
         victim.kill9()
     assert Import.objects.get(pk=imp.pk).status == ImportStatus.RUNNING

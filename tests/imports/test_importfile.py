@@ -11,7 +11,7 @@ from django.db import connection
 from imports.cli import EXIT_NOT_QUEUED, Waiter, progress_line, reconnect_delay
 from imports.models import Import, ImportOrigin, ImportStatus
 from jobs.models import Job, JobStatus
-from tests.factories import OrgFactory, SiteFactory, SiteTargetFactory
+from tests.factories import OrgFactory
 from tests.imports import files
 from tests.support.processes import runjobs, wait_for
 
@@ -23,16 +23,7 @@ CSV = (
 )
 
 
-@pytest.fixture(autouse=True)
-def media(settings, tmp_path):
-    settings.MEDIA_ROOT = tmp_path / "media"
-    return settings.MEDIA_ROOT
-
-
-@pytest.fixture
-def target(db):
-    org = OrgFactory(id="acme")
-    return SiteTargetFactory(site=SiteFactory(org=org, domain="acme.example"), url_prefix="https://acme.example/")
+pytestmark = pytest.mark.usefixtures("media")
 
 
 @pytest.fixture

@@ -18,7 +18,6 @@ import pytest
 
 from imports.models import Import, ImportStatus
 from jobs.models import Job, JobStatus
-from tests.factories import OrgFactory, SiteFactory, SiteTargetFactory
 from tests.support.postgres import migrated_server
 from tests.support.processes import ROOT, ManagedProcess, process_env, runjobs, wait_for
 
@@ -120,14 +119,9 @@ def test_wait_keeps_following_while_the_database_is_down(outage_server, processe
     assert "Traceback" not in follower.output()
 
 
-# -- on the test database ---------------------------------------------------------------------
+# -- on the test database, committed: the processes read it --------------------------------------
 
-@pytest.fixture
-def target(transactional_db):
-    org = OrgFactory(id="acme")
-    return SiteTargetFactory(site=SiteFactory(org=org, domain="acme.example"), url_prefix="https://acme.example/")
-
-
+@pytest.mark.django_db(transaction=True)
 def test_a_dead_worker_is_named_and_the_import_still_finishes(target, processes, tmp_path):
     env = {"MEDIA_ROOT": str(tmp_path / "media"), "IMPORTS_BATCH_SIZE": "500"}
     worker = processes(runjobs, **env)
@@ -147,6 +141,7 @@ def test_a_dead_worker_is_named_and_the_import_still_finishes(target, processes,
     assert_fits(raw_output(follower), 80)
 
 
+@pytest.mark.django_db(transaction=True)
 def test_an_import_failing_in_the_worker_exits_1_with_the_operators_message(target, processes, tmp_path):
     env = {"MEDIA_ROOT": str(tmp_path / "media")}
     follower = processes(importfile, write_export(tmp_path / "export.csv", rows=10), "--target", target.pk,
@@ -161,6 +156,7 @@ def test_an_import_failing_in_the_worker_exits_1_with_the_operators_message(targ
     assert "Traceback" not in output
 
 
+@pytest.mark.django_db(transaction=True)
 def test_ctrl_c_stops_waiting_with_exit_3_and_the_import_goes_on(target, processes, tmp_path):
     env = {"MEDIA_ROOT": str(tmp_path / "media")}
     follower = processes(importfile, write_export(tmp_path / "export.csv", rows=10), "--target", target.pk,

@@ -97,7 +97,7 @@ def test_repeated_dates_parse_as_each_alone(tmp_path):
     days = ["2026-11-01", "01/11/2026", "2026-11-01", "31/02/2026", "2026-11-02", "31/02/2026", "2026-11-01"]
     path = write_csv(tmp_path, "days.csv", [["Page", "Date"], *[[f"{PREFIX}{n}", day] for n, day in enumerate(days)]])
     parsed = list(open_source(path, "days.csv").rows())
-    for row, day in zip(parsed, days):
+    for row, day in zip(parsed, days, strict=True):
         if day == "31/02/2026":  # errors are not remembered: each bad row says so
             assert isinstance(row, RowError) and "no such day" in row.reason
         else:

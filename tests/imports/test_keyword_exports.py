@@ -12,9 +12,9 @@ import pytest
 from imports import ingest
 from imports.models import ImportStatus, UrlMetric
 from jobs.models import Job
-from jobs.worker import Worker
-from tests.factories import SiteTargetFactory, UserFactory, import_file
+from tests.factories import UserFactory, import_file
 from tests.imports.files import write_csv
+from tests.support.processes import run_burst
 
 PREFIX = "https://shop.example/"
 PERIOD = (date(2026, 11, 1), date(2026, 11, 30))
@@ -23,19 +23,17 @@ SEMRUSH = ["Keyword", "Position", "Previous position", "Search Volume", "Keyword
            "Traffic", "Traffic (%)", "Timestamp"]
 
 
-@pytest.fixture(autouse=True)
-def media(settings, tmp_path):
-    settings.MEDIA_ROOT = tmp_path / "media"
+pytestmark = pytest.mark.usefixtures("media")
 
 
 @pytest.fixture
-def target(db):
-    return SiteTargetFactory(url_prefix=PREFIX, site__domain="shop.example")
+def target_domain():
+    return "shop.example"
 
 
 def run_import(target, path, **options):
     imp = import_file(target, path, **options)
-    Worker(burst=True, listen=False).run()
+    run_burst()
     imp.refresh_from_db()
     assert imp.status == ImportStatus.DONE, imp.error
     return imp, Job.objects.get(pk=imp.job_id).report

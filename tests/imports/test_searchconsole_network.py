@@ -5,7 +5,6 @@ reached through the real ``httplib2.Http``; the token endpoint is TokenServer.
 """
 
 import http.client
-import socket
 from datetime import date
 
 import httplib2
@@ -15,17 +14,11 @@ from google.auth.exceptions import TransportError
 from imports import searchconsole_api, searchconsole_client
 from imports.models import ImportStatus, UrlMetric
 from jobs.models import Job, JobStatus
-from jobs.worker import Worker
-from tests.support.google import ApiServer, free_port, keyed_site_target, page, row
+from tests.support.google import PROPERTY, ApiServer, free_port, keyed_site_target, page, row
+from tests.support.processes import run_burst
 
-PROPERTY = "https://www.example.com/"
 START, END = date(2026, 10, 1), date(2026, 10, 3)
 ROWS = [row(PROPERTY + "a", "2026-10-01"), row(PROPERTY + "b", "2026-10-02")]
-
-
-@pytest.fixture
-def target(db, token_server):
-    return keyed_site_target(PROPERTY, token_server.uri)
 
 
 @pytest.fixture
@@ -71,42 +64,42 @@ def sleeps(monkeypatch):
 
 def pull(target):
     imp = searchconsole_api.create_api_import(target, START, END)
-    Worker(burst=True, listen=False).run()
+    run_burst()
     imp.refresh_from_db()
     return imp, Job.objects.get(pk=imp.job_id)
 
 
-def test_dropped_connections_are_retried_then_the_pull_goes_on(target, servers, endpoint, sleeps):
+def test_dropped_connections_are_retried_then_the_pull_goes_on(keyed_target, servers, endpoint, sleeps):
     api = servers([page(ROWS)], drop=3)
     endpoint(api.uri)
 
-    imp, job = pull(target)
+    imp, job = pull(keyed_target)
 
     assert job.status == JobStatus.DONE, job.error
     assert api.dropped == 3 and len(api.bodies) == 1
     assert sleeps and sleeps == [searchconsole_client.retry_delay(n, None) for n in range(1, len(sleeps) + 1)]
-    assert UrlMetric.objects.filter(site_target=target).count() == 2
+    assert UrlMetric.objects.filter(site_target=keyed_target).count() == 2
     assert imp.status == ImportStatus.DONE
 
 
-def test_a_refused_connection_is_retried_until_the_api_listens(target, servers, endpoint, sleeps):
+def test_a_refused_connection_is_retried_until_the_api_listens(keyed_target, servers, endpoint, sleeps):
     port = free_port()
     endpoint(f"http://127.0.0.1:{port}/")
     api = []
     sleeps.then = lambda: api or api.append(servers([page(ROWS)], port=port))  # up after the first refusal
 
-    imp, job = pull(target)
+    imp, job = pull(keyed_target)
 
     assert job.status == JobStatus.DONE, job.error
     assert sleeps == [1.0]
     assert len(api[0].bodies) == 1 and imp.inserted == 2
 
 
-def test_an_api_that_keeps_refusing_fails_after_the_retries_naming_the_endpoint(target, endpoint, sleeps):
+def test_an_api_that_keeps_refusing_fails_after_the_retries_naming_the_endpoint(keyed_target, endpoint, sleeps):
     port = free_port()
     endpoint(f"http://127.0.0.1:{port}/")
 
-    imp, job = pull(target)
+    imp, job = pull(keyed_target)
 
     assert job.status == JobStatus.FAILED
     assert job.error.startswith(f"SearchConsoleError: could not reach the Search Console API at "
@@ -116,11 +109,11 @@ def test_an_api_that_keeps_refusing_fails_after_the_retries_naming_the_endpoint(
     assert (imp.status, imp.error) == (ImportStatus.FAILED, job.error)
 
 
-def test_an_api_that_keeps_dropping_fails_after_the_retries_naming_the_endpoint(target, servers, endpoint, sleeps):
+def test_an_api_that_keeps_dropping_fails_after_the_retries_naming_the_endpoint(keyed_target, servers, endpoint, sleeps):
     api = servers([], drop=1000)
     endpoint(api.uri)
 
-    imp, job = pull(target)
+    imp, job = pull(keyed_target)
 
     assert job.status == JobStatus.FAILED
     assert f"could not reach the Search Console API at {api.uri.rstrip('/')} after 5 attempts" in job.error
@@ -148,7 +141,7 @@ def test_a_refusing_token_endpoint_is_retried_then_named(db, settings, servers, 
     (http.client.RemoteDisconnected("Remote end closed connection without response"),
      "connection closed without an answer (RemoteDisconnected: Remote end closed"),
     (ConnectionResetError(104, "Connection reset by peer"), "connection reset (ConnectionResetError"),
-    (socket.timeout("timed out"), "timed out ("),
+    (TimeoutError("timed out"), "timed out ("),
     (httplib2.ServerNotFoundError("Unable to find the server at x"), "host not found (ServerNotFoundError"),
     (TransportError(http.client.RemoteDisconnected("gone")), "connection closed without an answer"),
     (http.client.IncompleteRead(b"abc", 10), "connection failed (IncompleteRead"),

@@ -5,8 +5,8 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 
 from imports.models import Import, ImportStatus
 from jobs.models import Job
-from jobs.worker import Worker
 from tests.imports import files
+from tests.support.processes import run_burst
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("media")]
 
@@ -84,7 +84,7 @@ def test_the_report_says_what_was_read_and_what_was_kept_without_a_value(client,
             ["erp", "https://acme.example/c", "4", "3", "1/14/2026"]]
     book = files.write_xlsx(tmp_path, "ranks.xlsx", {"Notes": [["made by hand"]], "Ranks": rows})
     assert upload(client, target, "ranks.xlsx", book.read_bytes()).status_code == 302
-    Worker(burst=True, listen=False, max_jobs=1).run()
+    run_burst(max_jobs=1)
 
     imp = Import.objects.get()
     assert imp.status == ImportStatus.DONE, imp.error

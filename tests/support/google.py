@@ -22,6 +22,8 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 ACCOUNT_EMAIL = "importer@seoinsight-test.iam.gserviceaccount.com"
 ACCESS_TOKEN = "test-access-token"
 JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+# The Search Console property of the tests' keyed targets.
+PROPERTY = "https://www.example.com/"
 
 
 @functools.cache

@@ -15,9 +15,9 @@ The whole correctness of the poller lives here:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import date
-from typing import Iterable
 
 SEARCH_NONE = "none"  # fetch nothing; just record the high-water mark
 SEARCH_ALL = "all"  # UID SEARCH ALL: a full sweep, dedup does the rest

@@ -23,7 +23,8 @@ from .models import FolderCursor, Mailbox
 from .parse import parse_headers
 from .providers import FolderError, ProviderError
 
-log = logging.getLogger(__name__)
+# The poller's log, as before it was split into modules: operators grep for it (docs/mail.md).
+log = logging.getLogger("mailpoll.poller")
 
 
 @dataclass

@@ -26,7 +26,8 @@ from .folder_sync import FolderResult, FolderSync, reset_connection_if_broken
 from .models import Mailbox, Request
 from .providers import FolderError, ProviderError, for_mailbox
 
-log = logging.getLogger(__name__)
+# The poller's log, as before it was split into modules: operators grep for it (docs/mail.md).
+log = logging.getLogger("mailpoll.poller")
 
 # After SIGTERM, a poll has this long to end on its own (between batches) before its connection is cut.
 STOP_GRACE = 2.0

@@ -71,6 +71,7 @@ class MailProvider(ABC):
     @abstractmethod
     def close(self) -> None: ...
 
+    @abstractmethod
     def interrupt(self, reason: str) -> None:
         """Called from another thread: make whatever the provider is blocked in fail now, and
         every later call too, with ``PollInterrupted``. Must be safe at any moment, even

@@ -13,8 +13,15 @@ from imapclient.exceptions import IMAPClientAbortError, IMAPClientError, LoginEr
 from .. import conf
 from ..cursor import SEARCH_ALL, SEARCH_FROM_UID, SEARCH_NONE, SEARCH_SINCE, FolderStatus
 from . import register
-from .base import (FolderError, MailProvider, MessageArrivedTooLarge, MessageTooLarge, PollInterrupted,
-                   ProviderError, RefusalEndedSession)
+from .base import (
+    FolderError,
+    MailProvider,
+    MessageArrivedTooLarge,
+    MessageTooLarge,
+    PollInterrupted,
+    ProviderError,
+    RefusalEndedSession,
+)
 from .transport import BoundedIMAPClient, Channel, Limits, ResponseTooLarge
 
 # Protocol lines around the largest literal a response may carry (FETCH items, UIDs, flags).

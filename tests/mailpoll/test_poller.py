@@ -1,6 +1,7 @@
 """The poller against a real Dovecot: initial modes, cursors, UIDVALIDITY, failures, drops."""
 
-from datetime import datetime, timedelta, timezone
+import logging
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -50,7 +51,7 @@ def test_new_only_starts_the_corpus_now(dovecot, imap_mailbox):
 
 
 def test_since_takes_mail_from_that_date(dovecot, imap_mailbox):
-    since = datetime(2026, 6, 19, tzinfo=timezone.utc)
+    since = datetime(2026, 6, 19, tzinfo=UTC)
     mailbox = imap_mailbox(initial_mode="since", initial_since=since.date())
     dovecot.append(mailbox.username, "INBOX", mail("before"), date=since - timedelta(days=3))
     dovecot.append(mailbox.username, "INBOX", mail("after"), date=since + timedelta(days=1))
@@ -133,6 +134,23 @@ def test_a_failed_store_stops_the_cursor_before_it_and_is_fetched_again(dovecot,
     poll_now(mailbox)
     assert subjects() == ["m0", "m1", "m2", "m3", "m4"]
     assert cursor_of(mailbox).last_uid == 5 and mailbox.consecutive_failures == 0
+
+
+def test_the_poller_logs_under_one_name_whichever_of_its_modules_writes(dovecot, imap_mailbox, caplog):
+    """The lines operators grep for (docs/mail.md) keep the logger name they had: mailpoll.poller."""
+    mailbox = imap_mailbox()
+    dovecot.append_many(mailbox.username, "INBOX", [mail(f"m{i}") for i in range(3)])
+
+    def failing_on_m1(mb, folder, fetched):
+        if any(b"Subject: m1" in raw for _, raw in fetched):
+            raise OSError("disk full")
+        return store_messages(mb, folder, fetched)
+
+    with caplog.at_level(logging.INFO):
+        poll_now(mailbox, Poller(store_messages=failing_on_m1))
+    lines = {(record.levelname, record.name) for record in caplog.records if any(
+        part in record.getMessage() for part in ("storing them one by one", "uid=2 not stored", "mode=initial-"))}
+    assert lines == {("WARNING", "mailpoll.poller"), ("ERROR", "mailpoll.poller"), ("INFO", "mailpoll.poller")}
 
 
 def test_later_successes_in_a_batch_are_not_stepped_over(dovecot, imap_mailbox, settings):

@@ -2,8 +2,7 @@
 mid-sweep leaves every folder it did not read to the next run."""
 
 import signal
-from datetime import date, datetime, timedelta
-from datetime import timezone as dt_timezone
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
 from django.db import connection
@@ -48,13 +47,13 @@ def test_pollmail_survives_its_connections_being_killed_and_exits_0_on_sigterm(d
 # -- SIGTERM in the middle of a sweep (issue 9, item 1) ----------------------------------------------------------
 
 SINCE = date(2026, 6, 19)
-BEFORE, AFTER = datetime(2026, 6, 10, tzinfo=dt_timezone.utc), datetime(2026, 6, 25, tzinfo=dt_timezone.utc)
+BEFORE, AFTER = datetime(2026, 6, 10, tzinfo=UTC), datetime(2026, 6, 25, tzinfo=UTC)
 
 
 def fill(dovecot, user, folder, prefix, count, date=AFTER):
     """Append ``count`` messages; returns {uid: subject}."""
     subjects = [f"{prefix}{i}" for i in range(count)]
-    return dict(zip(dovecot.append_many(user, folder, [mail(s) for s in subjects], date=date), subjects))
+    return dict(zip(dovecot.append_many(user, folder, [mail(s) for s in subjects], date=date), subjects, strict=True))
 
 
 def stored_subjects():

@@ -153,7 +153,7 @@ def test_small_image_threshold_is_a_parameter():
 def test_no_attachment_the_body_is_the_document():
     (document,) = triage(message(body="Clicks doubled.\nTop page: /a")).documents
     assert (document.kind, document.filename, document.mime) == ("body", "message.txt", "text/plain")
-    assert document.content == "Clicks doubled.\nTop page: /a".encode()
+    assert document.content == b"Clicks doubled.\nTop page: /a"
     assert document.context_text == ""
 
 

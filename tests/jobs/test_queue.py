@@ -10,7 +10,7 @@ from jobs import finish, queue, registry
 from jobs import sql as jobs_sql
 from jobs.models import Job, JobStatus
 from tests.factories import JobFactory
-from tests.support.processes import database_url
+from tests.support.processes import database_url, wait_for
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("zombies_possible", "test_types")]  # zombies: tests/conftest.py
 
@@ -358,9 +358,13 @@ def test_a_put_back_racing_an_enqueue_of_its_key_folds_into_the_winner(transacti
         finally:
             connection.close()
 
+    watcher = psycopg.connect(database_url(), autocommit=True)
+    lock_waits = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
     thread = threading.Thread(target=put_back)
     thread.start()
-    thread.join(1.0)
+    wait_for(lambda: not thread.is_alive() or watcher.execute(lock_waits).fetchone()[0] == 1, timeout=10,
+             message="the put-back to wait for a lock")
+    watcher.close()
     assert thread.is_alive(), "the put-back should wait for the uncommitted holder of its key"
     other.commit()
     other.close()

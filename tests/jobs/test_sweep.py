@@ -8,8 +8,8 @@ from django.utils import timezone
 
 from jobs import sweep
 from jobs.models import Job, JobStatus
-from jobs.worker import Worker
 from tests.factories import JobFactory
+from tests.support.processes import run_burst
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("zombies_possible", "test_types")]  # zombies: tests/conftest.py
 
@@ -31,7 +31,7 @@ def test_a_zombie_at_max_attempts_fails_for_good_and_the_queue_goes_on(execution
     zombie = JobFactory(type="test_slow", stale=True, attempts=2, dedup_key="slow:1")  # test_slow: max_attempts=2
     behind = JobFactory(type="noop")
 
-    Worker(burst=True, listen=False).run()
+    run_burst()
 
     zombie.refresh_from_db()
     assert zombie.status == JobStatus.FAILED

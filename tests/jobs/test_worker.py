@@ -110,6 +110,11 @@ def sweep_from_another_worker() -> list:
     return found
 
 
+def run_one_without_heartbeats() -> int:
+    """One job in this process, its heartbeat too slow to land before the test's stale_after."""
+    return Worker(max_jobs=1, listen=False, heartbeat_interval=60).run()
+
+
 def quiet_then_swept(job):
     time.sleep(1.2)  # twice the threshold without reporting progress
     return {"swept": sweep_from_another_worker()}
@@ -132,7 +137,7 @@ def test_without_heartbeats_the_same_quiet_handler_is_swept(transactional_db, se
     settings.JOBS_STALE_AFTER = 0.6
     temporary_type("test_quiet", quiet_then_swept)
     job = queue.enqueue("test_quiet", org_id="demo")
-    Worker(max_jobs=1, listen=False, heartbeat_interval=60).run()
+    run_one_without_heartbeats()
     job = Job.objects.get(pk=job.id)
     assert job.status == JobStatus.QUEUED  # swept back; its late result was discarded
     assert job.report is None
@@ -155,7 +160,7 @@ def test_a_run_that_could_not_heartbeat_and_was_swept_writes_nothing_more(execut
 
     temporary_type("test_late_writer", writes_after_being_swept)
     job = queue.enqueue("test_late_writer", org_id="demo")
-    Worker(max_jobs=1, listen=False, heartbeat_interval=60).run()
+    run_one_without_heartbeats()
     assert outcome["swept"] == [str(job.id)]
     assert "taken from this run" in outcome.get("stopped", ""), "the late write was not stopped"
     assert executions() == [], "the swept run wrote after losing its job"
@@ -173,7 +178,7 @@ def test_a_run_whose_heartbeats_were_late_but_kept_its_job_goes_on(executions, s
 
     temporary_type("test_late_but_ours", late_but_ours)
     job = queue.enqueue("test_late_but_ours", org_id="demo")
-    Worker(max_jobs=1, listen=False, heartbeat_interval=60).run()
+    run_one_without_heartbeats()
     assert Job.objects.get(pk=job.id).status == JobStatus.DONE
     assert len(executions()) == 1
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime
 import os
 import platform
+import resource
 import shutil
 import subprocess
 import sys
@@ -159,7 +160,7 @@ class AppProcess:
         self._collect(code)
         return wall
 
-    def wait_usage(self, timeout: float = TIMEOUT) -> tuple[float, object]:
+    def wait_usage(self, timeout: float = TIMEOUT) -> tuple[float, resource.struct_rusage]:
         """As ``wait``, with the process's resource usage (``os.wait4``: ``Popen.wait`` does not give it)."""
         try:
             deadline = time.monotonic() + timeout

@@ -24,6 +24,8 @@ run: migrate
 test: setup
 	sh scripts/install_browser.sh
 	sh scripts/install_dovecot.sh
+	$(BIN)/ruff check .
+	$(BIN)/python manage.py makemigrations --check --dry-run
 	$(BIN)/python -m pytest
 
 bench: migrate

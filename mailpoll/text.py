@@ -1,6 +1,7 @@
 """Text from mail, made safe: charsets decoded, control characters removed, HTML to text, file names.
 
-Pure helpers for ``mailpoll.parse``; nothing here raises on hostile input.
+Pure helpers of message parsing (``mailpoll.parse`` and its ``headers``, ``mime``, ``leaves``); nothing here
+raises on hostile input.
 """
 
 from __future__ import annotations

@@ -68,3 +68,21 @@ def test_hooks_are_kept_and_must_be_callable():
     finally:
         registry.unregister("test_hooks")
         registry.unregister("test_hooks_bad")
+
+
+def test_registered_types_live_for_the_block_and_a_type_they_replaced_comes_back():
+    noop = registry.get("noop")
+    before = registry.generation()
+    with registry.registered(registry.JobType("test_for_a_block", lambda job: None),
+                             registry.JobType("noop", noop.handler, max_attempts=7)):
+        assert registry.get("test_for_a_block").max_attempts == 3
+        assert registry.get("noop").max_attempts == 7
+        assert registry.generation() != before  # the claim's cached plan is rebuilt
+    with pytest.raises(registry.UnknownJobType):
+        registry.get("test_for_a_block")
+    assert registry.get("noop") is noop
+
+
+def test_a_job_type_is_checked_however_it_is_built():
+    with pytest.raises(ValueError, match="max_attempts"):
+        registry.JobType("test_bad", lambda job: None, max_attempts=0)

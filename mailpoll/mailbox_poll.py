@@ -34,10 +34,10 @@ STOP_GRACE = 2.0
 
 
 class MailboxPoll:
-    """Polls a mailbox per call, from several threads at once; reads its folders through ``folders``."""
+    """Polls a mailbox per call, from several threads at once; reads its folders through ``folder_sync``."""
 
-    def __init__(self, folders: FolderSync, stop: threading.Event):
-        self.folders = folders
+    def __init__(self, folder_sync: FolderSync, stop: threading.Event):
+        self.folder_sync = folder_sync
         self._stop = stop
         # Failures that could not be written (the database was down), by mailbox id: written at the next cycle.
         self._unrecorded: dict[int, tuple[str, datetime, bool]] = {}
@@ -62,11 +62,11 @@ class MailboxPoll:
             with watch, provider:
                 for folder in mailbox.folder_list:
                     try:
-                        results.append(self.folders.sync_folder(provider, mailbox, folder))
+                        results.append(self.folder_sync.sync_folder(provider, mailbox, folder))
                     except FolderError as exc:
                         # The server refused this folder (renamed, deleted): the session is fine and so are
                         # the other folders. Reported on the mailbox below, but no reason to back it off.
-                        results.append(self.folders.folder_failed(mailbox, folder, exc))
+                        results.append(self.folder_sync.folder_failed(mailbox, folder, exc))
         except Exception as exc:
             reset_connection_if_broken()
             # A provider's error names its server and folder already; anything else is named by its type.

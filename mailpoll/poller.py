@@ -35,12 +35,14 @@ SYNC_COMMIT_OFF = "SET synchronous_commit = off"
 
 
 class Poller:
+    """Claims due mailboxes and polls them, cycle after cycle, until ``stop()`` (or SIGTERM); ``cycle()`` runs one."""
+
     def __init__(self, *, interval: float | None = None, store_messages=None, concurrency: int | None = None):
         self.interval = interval or conf.get("MAILPOLL_INTERVAL")
         self.concurrency = max(1, concurrency or conf.get("MAILPOLL_CONCURRENCY"))
         self._stop = threading.Event()
-        self.folders = FolderSync(store_messages or store.store_messages, self._stop)
-        self.mailboxes = MailboxPoll(self.folders, self._stop)
+        self.folder_sync = FolderSync(store_messages or store.store_messages, self._stop)
+        self.mailbox_poll = MailboxPoll(self.folder_sync, self._stop)
 
     def install_signal_handlers(self) -> None:
         signal.signal(signal.SIGTERM, self._on_signal)
@@ -68,7 +70,7 @@ class Poller:
         """One cycle: claim, poll the claimed mailboxes, watchdog. Returns the mailbox ids polled."""
         polled = []
         try:
-            self.mailboxes.record_unrecorded()
+            self.mailbox_poll.record_unrecorded()
             ids = self.claim_due()
             _sync_commit_off()
             mailboxes = list(Mailbox.objects.filter(pk__in=ids).select_related("org").order_by("pk"))
@@ -119,15 +121,15 @@ class Poller:
 
     def poll(self, mailbox: Mailbox) -> list[FolderResult]:
         """One mailbox, now, whether due or not (``MailboxPoll.poll``)."""
-        return self.mailboxes.poll(mailbox)
+        return self.mailbox_poll.poll(mailbox)
 
     def sync_folder(self, provider, mailbox: Mailbox, folder: str) -> FolderResult:
         """Read one folder of a connected provider (``FolderSync.sync_folder``)."""
-        return self.folders.sync_folder(provider, mailbox, folder)
+        return self.folder_sync.sync_folder(provider, mailbox, folder)
 
     def _record_failure(self, mailbox: Mailbox, error: str, **options) -> bool:
         """Write a failure on the mailbox (``MailboxPoll.record_failure``)."""
-        return self.mailboxes.record_failure(mailbox, error, **options)
+        return self.mailbox_poll.record_failure(mailbox, error, **options)
 
 
 def _sync_commit_off() -> None:

@@ -31,6 +31,7 @@ MESSAGE_ID_MAX_CHARS = 250  # longer ones are named by the hash of the normalize
 MESSAGE_ID_READ_CHARS = 100_000  # what is read of a Message-ID header at most, for its hash
 LONG_MESSAGE_ID_PREFIX = "message-id-sha256:"
 RAW_REF_PREFIX = "sha256:"  # the source_ref of a message without a usable Message-ID (raw_ref)
+
 # A parameter name as the stdlib splits them: after a ';', ending at '=', ';' or the end.
 _STAR_PARAM = re.compile(r";\s*([A-Za-z0-9_]+)\*(\d*)\*?(?=\s*(?:[=;]|$))")
 # A raw 8-bit header byte, as the parser hands it over (surrogateescape).

@@ -14,7 +14,8 @@ from google.auth.exceptions import TransportError
 from imports import searchconsole_api, searchconsole_client
 from imports.models import ImportStatus, UrlMetric
 from jobs.models import Job, JobStatus
-from tests.support.google import PROPERTY, ApiServer, free_port, keyed_site_target, page, row
+from tests.support.google import PROPERTY, ApiServer, keyed_site_target, page, row
+from tests.support.loopback import free_port
 from tests.support.processes import run_burst
 
 START, END = date(2026, 10, 1), date(2026, 10, 3)

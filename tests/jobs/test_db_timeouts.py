@@ -101,7 +101,7 @@ def test_a_worker_whose_database_stops_answering_gives_up_on_it_and_comes_back(p
 def test_a_poller_whose_database_stops_answering_says_so(processes):
     from mailpoll.models import Mailbox
     from tests.mailpoll.factories import MailboxFactory
-    from tests.support.dovecot import free_port
+    from tests.support.loopback import free_port
 
     mailbox = MailboxFactory(host="127.0.0.1", port=free_port(), security="none")  # refused at once
     with proxy_to_test_database() as proxy:

@@ -9,7 +9,7 @@ from django.db import connection
 from mailpoll.models import FolderCursor, Mailbox, Request, RequestStatus
 from mailpoll.poller import Poller
 from tests.mailpoll.factories import MailboxFactory, mail, mailbox_on
-from tests.support.dovecot import free_port
+from tests.support.loopback import free_port
 
 # Transactional: the cycle runs on a thread of its own (so a hang fails the test instead of the suite).
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -1,10 +1,10 @@
 """A private Dovecot IMAP server on 127.0.0.1 for the mail tests.
 
-Debian's ``dovecot-imapd`` (``scripts/install_dovecot.sh``) is started with a config
-of our own in a temporary directory: its own port, sockets, state, log and Maildirs;
-nothing under /etc/dovecot is read and no system service is involved. Users are
-added while it runs. Helpers open a short imapclient session per call: tests set up
-a mailbox through the server exactly as a mail client would.
+Debian's ``dovecot-imapd`` is started with a config of our own in a temporary
+directory (tests/support/dovecot_setup.py: the binary, the users, the config); no
+system service is involved. Users are added while it runs. Helpers open a short
+imapclient session per call: tests set up a mailbox through the server exactly as
+a mail client would.
 
 ``tests.support.tcpproxy.DroppingProxy`` sits between a client and the server to cut connections at a
 chosen point (on demand, or after N bytes of a FETCH response): the deterministic
@@ -13,10 +13,8 @@ way to test "the server went away mid-fetch".
 
 from __future__ import annotations
 
-import grp
 import itertools
 import os
-import pwd
 import re
 import shutil
 import signal
@@ -25,98 +23,21 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Iterable, Iterator
 
 import pytest
 from imapclient import IMAPClient
 
-HOST = "127.0.0.1"
+from tests.support.dovecot_setup import DovecotUnavailable, config_text, dovecot_binary, run_as
+from tests.support.loopback import HOST, free_port
+
 START_TIMEOUT = 10.0
-# Debian's package creates these system users; in root mode login processes run as
-# the first, Dovecot's internals as the second, and mail is owned by 'nobody' (the
-# docs advise against using the internal user for mail).
-LOGIN_USER, INTERNAL_USER, MAIL_USER = "dovenull", "dovecot", "nobody"
 
 _APPENDUID = re.compile(rb"\[APPENDUID (\d+) (\d+)\]")
 _user_seq = itertools.count(1)
-
-
-class DovecotUnavailable(RuntimeError):
-    """Dovecot is not installed (or cannot run here); the message says how to fix it."""
-
-
-def dovecot_binary() -> str:
-    path = shutil.which("dovecot") or ("/usr/sbin/dovecot" if os.access("/usr/sbin/dovecot", os.X_OK) else None)
-    if path is None:
-        raise DovecotUnavailable("dovecot is not installed: run `sh scripts/install_dovecot.sh` (Debian's dovecot-imapd)")
-    return path
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago (the caller binds it soon after)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((HOST, 0))
-        return sock.getsockname()[1]
-
-
-def _config(root: Path, port: int, login_user: str, internal_user: str, mail_uid: int, mail_gid: int) -> str:
-    # Without root Dovecot can neither chroot nor hand sockets to other users or
-    # groups: every process runs as the caller.
-    as_root = os.geteuid() == 0
-    internal_group = "" if as_root else f"default_internal_group = {grp.getgrgid(os.getegid()).gr_name}\n"
-    chroot = "" if as_root else "chroot ="
-    return f"""\
-# Written by tests/support/dovecot.py: a throw-away server for the test suite.
-protocols = imap
-listen = {HOST}
-base_dir = {root}/run
-state_dir = {root}/state
-log_path = {root}/dovecot.log
-ssl = no
-disable_plaintext_auth = no
-auth_mechanisms = plain login
-# Tests log in with wrong passwords on purpose: answer at once.
-auth_failure_delay = 0
-default_internal_user = {internal_user}
-default_login_user = {login_user}
-{internal_group}first_valid_uid = {mail_uid}
-first_valid_gid = {mail_gid}
-mail_location = maildir:{root}/mail/%u
-# Tests throw the data away: no need to fsync it.
-mail_fsync = never
-# One passwd-file per user: Dovecot stats a passwd-file at most once a second, so a
-# user appended to a shared file could be refused for up to a second; a new file is
-# read on its first lookup.
-passdb {{
-  driver = passwd-file
-  args = scheme=PLAIN {root}/users/%u
-}}
-userdb {{
-  driver = passwd-file
-  args = {root}/users/%u
-  default_fields = uid={mail_uid} gid={mail_gid} home={root}/home/%u
-}}
-protocol imap {{
-  # Several pollers (and the test itself) may hold sessions of one user at once.
-  mail_max_userip_connections = 100
-}}
-service imap-login {{
-  inet_listener imap {{
-    address = {HOST}
-    port = {port}
-  }}
-  inet_listener imaps {{
-    port = 0
-  }}
-  {chroot}
-}}
-service anvil {{
-  {chroot}
-}}
-"""
 
 
 class DovecotServer:
@@ -140,14 +61,7 @@ class DovecotServer:
     def start(self, attempts: int = 3) -> None:
         """Start on a fresh free port; retried when another process took the port meanwhile."""
         binary = dovecot_binary()
-        if os.geteuid() == 0:
-            _ensure_system_users()
-            login_user, internal_user = LOGIN_USER, INTERNAL_USER
-            mail = pwd.getpwnam(MAIL_USER)
-            mail_uid, mail_gid = mail.pw_uid, mail.pw_gid
-        else:
-            login_user = internal_user = pwd.getpwuid(os.geteuid()).pw_name
-            mail_uid, mail_gid = os.geteuid(), os.getegid()
+        login_user, internal_user, mail_uid, mail_gid = run_as()
         for sub in ("mail", "home"):
             (self.root / sub).mkdir(exist_ok=True)
             os.chown(self.root / sub, mail_uid, mail_gid)
@@ -157,7 +71,8 @@ class DovecotServer:
 
         for attempt in range(attempts):
             self.port = free_port()
-            self.config_path.write_text(_config(self.root, self.port, login_user, internal_user, mail_uid, mail_gid))
+            self.config_path.write_text(config_text(self.root, self.port, login_user, internal_user, mail_uid,
+                                                     mail_gid))
             self.log_path.write_text("")
             with (self.root / "stderr.log").open("wb") as stderr:
                 self._proc = subprocess.Popen(
@@ -377,16 +292,6 @@ class DovecotServer:
         """Users with an IMAP session open right now (``doveadm who``)."""
         lines = self.doveadm("who").stdout.splitlines()[1:]  # a header line first
         return {line.split()[0] for line in lines if line.strip()}
-
-
-def _ensure_system_users() -> None:
-    """The package creates its users; recreate them if someone removed them."""
-    for name in (LOGIN_USER, INTERNAL_USER):
-        try:
-            pwd.getpwnam(name)
-        except KeyError:
-            subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
-                           check=True, capture_output=True)
 
 
 @contextmanager

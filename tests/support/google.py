@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import functools
 import json
-import socket
 import threading
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -227,10 +226,3 @@ class ApiServer(_LoopbackServer):
     @property
     def uri(self) -> str:
         return f"{self._origin}/"
-
-
-def free_port() -> int:
-    """A loopback port nothing listens on (yet): connecting to it is refused."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]

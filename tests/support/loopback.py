@@ -9,6 +9,13 @@ from collections.abc import Callable
 HOST = "127.0.0.1"
 
 
+def free_port() -> int:
+    """A port on 127.0.0.1 that was free a moment ago: nothing listens there (yet), so connecting is refused."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((HOST, 0))
+        return sock.getsockname()[1]
+
+
 class Listener:
     """A socket on 127.0.0.1 (a free port) whose accept thread hands each connection to ``on_accept(conn)``."""
 

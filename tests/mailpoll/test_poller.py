@@ -23,6 +23,17 @@ def subjects():
     return sorted(Request.objects.values_list("subject", flat=True))
 
 
+def failing_on(subject: str, error: str):
+    """A storage step that fails (OSError) every batch holding the message of this subject."""
+
+    def store(mb, folder, fetched):
+        if any(f"Subject: {subject}".encode() in raw for _, raw in fetched):
+            raise OSError(error)
+        return store_messages(mb, folder, fetched)
+
+    return store
+
+
 def test_full_initial_mode_takes_everything_then_only_new_mail(dovecot, imap_mailbox):
     mailbox = imap_mailbox(initial_mode="full")
     dovecot.append_many(mailbox.username, "INBOX", [mail(f"m{i}") for i in range(3)])
@@ -121,12 +132,7 @@ def test_a_failed_store_stops_the_cursor_before_it_and_is_fetched_again(dovecot,
     mailbox = imap_mailbox()
     dovecot.append_many(mailbox.username, "INBOX", [mail(f"m{i}") for i in range(5)])
 
-    def failing_on_m2(mb, folder, fetched):
-        if any(b"Subject: m2" in raw for _, raw in fetched):
-            raise OSError("disk full")
-        return store_messages(mb, folder, fetched)
-
-    poll_now(mailbox, Poller(store_messages=failing_on_m2))
+    poll_now(mailbox, Poller(store_messages=failing_on("m2", "disk full")))
     assert subjects() == ["m0", "m1", "m3", "m4"]  # the rest of the fetched batch is stored...
     assert cursor_of(mailbox).last_uid == 2  # ...but the cursor stops right before the failure
     assert mailbox.consecutive_failures == 1 and "disk full" in mailbox.last_error
@@ -141,13 +147,8 @@ def test_the_poller_logs_under_one_name_whichever_of_its_modules_writes(dovecot,
     mailbox = imap_mailbox()
     dovecot.append_many(mailbox.username, "INBOX", [mail(f"m{i}") for i in range(3)])
 
-    def failing_on_m1(mb, folder, fetched):
-        if any(b"Subject: m1" in raw for _, raw in fetched):
-            raise OSError("disk full")
-        return store_messages(mb, folder, fetched)
-
     with caplog.at_level(logging.INFO):
-        poll_now(mailbox, Poller(store_messages=failing_on_m1))
+        poll_now(mailbox, Poller(store_messages=failing_on("m1", "disk full")))
     lines = {(record.levelname, record.name) for record in caplog.records if any(
         part in record.getMessage() for part in ("storing them one by one", "uid=2 not stored", "mode=initial-"))}
     assert lines == {("WARNING", "mailpoll.poller"), ("ERROR", "mailpoll.poller"), ("INFO", "mailpoll.poller")}
@@ -159,12 +160,7 @@ def test_later_successes_in_a_batch_are_not_stepped_over(dovecot, imap_mailbox, 
     mailbox = imap_mailbox()
     dovecot.append_many(mailbox.username, "INBOX", [mail(f"m{i}") for i in range(4)])
 
-    def failing_on_m1(mb, folder, fetched):
-        if any(b"Subject: m1" in raw for _, raw in fetched):
-            raise OSError("transient")
-        return store_messages(mb, folder, fetched)
-
-    poll_now(mailbox, Poller(store_messages=failing_on_m1))
+    poll_now(mailbox, Poller(store_messages=failing_on("m1", "transient")))
     assert subjects() == ["m0", "m2", "m3"] and cursor_of(mailbox).last_uid == 1
     poll_now(mailbox)
     assert subjects() == ["m0", "m1", "m2", "m3"] and cursor_of(mailbox).last_uid == 4

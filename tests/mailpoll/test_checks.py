@@ -1,0 +1,99 @@
+"""The mail intake's system checks, each both ways."""
+
+import os
+import subprocess
+import sys
+
+import psycopg
+import pytest
+from django.db import connection
+from psycopg import sql
+
+from mailpoll.checks import check_limits_agree, check_mailboxes_have_targets, check_values, limit_warnings
+from tests.factories import SiteTargetFactory
+from tests.mailpoll.factories import AttachmentFactory, MailboxFactory
+from tests.support.processes import ROOT, database_url
+
+
+def ids(messages) -> list[str]:
+    return [m.id for m in messages]
+
+
+def test_the_defaults_pass():
+    assert check_values() == []
+    assert check_limits_agree() == []
+
+
+@pytest.mark.parametrize("name", ["MAILPOLL_INTERVAL", "MAILPOLL_FETCH_BATCH", "MAILPOLL_CONCURRENCY",
+                                  "MAILPOLL_SOCKET_TIMEOUT", "MAILPOLL_MAX_MESSAGE_BYTES"])
+def test_a_count_size_or_duration_must_be_above_zero(name, settings):
+    setattr(settings, name, 0)
+    (error,) = check_values()
+    assert error.id == "mailpoll.E002" and error.msg.startswith(f"{name} is 0")
+
+
+def test_an_environment_text_of_the_wrong_type_is_reported_not_raised(monkeypatch):
+    monkeypatch.setenv("MAILPOLL_FETCH_BATCH", "lots")
+    assert ids(check_values()) == ["mailpoll.E001"]
+    assert check_limits_agree() == []  # nothing to compare, and no exception
+
+
+LIMITS = dict(stuck_after=900, job_stale_after=60, poll_deadline=300, socket_timeout=60)
+
+
+@pytest.mark.parametrize(("changes", "expected"), [
+    ({}, []),
+    ({"stuck_after": 59}, ["mailpoll.W001"]),
+    ({"stuck_after": 60}, []),
+    ({"poll_deadline": 60}, ["mailpoll.W002"]),
+    ({"poll_deadline": 61}, []),
+    ({"stuck_after": 30, "poll_deadline": 30}, ["mailpoll.W001", "mailpoll.W002"]),
+])
+def test_limits_that_contradict_each_other(changes, expected):
+    assert ids(limit_warnings(**{**LIMITS, **changes})) == expected
+
+
+def test_the_watchdog_is_compared_with_the_queue_s_own_threshold(settings):
+    settings.JOBS_STALE_AFTER = 1200
+    assert ids(check_limits_agree()) == ["mailpoll.W001"]
+
+
+@pytest.mark.django_db
+def test_a_mailbox_receiving_csvs_without_a_target_is_named():
+    untargeted = MailboxFactory(site_target=None)
+    AttachmentFactory(request__mailbox=untargeted, document_type="csv")
+    targeted = MailboxFactory()
+    AttachmentFactory(request__mailbox=targeted, document_type="xlsx")
+    pdf_only = MailboxFactory(site_target=None)
+    AttachmentFactory(request__mailbox=pdf_only, document_type="pdf", filename="a.pdf", mime="application/pdf")
+    disabled = MailboxFactory(site_target=None, enabled=False)
+    AttachmentFactory(request__mailbox=disabled, document_type="csv")
+
+    assert check_mailboxes_have_targets() == []  # a database check: only with databases given
+    (warning,) = check_mailboxes_have_targets(databases=["default"])
+    assert (warning.id, warning.obj) == ("mailpoll.W003", untargeted)
+
+    untargeted.site_target = SiteTargetFactory(site__org=untargeted.org)
+    untargeted.save()
+    assert check_mailboxes_have_targets(databases=["default"]) == []
+
+
+@pytest.mark.django_db
+def test_the_database_check_passes_on_a_database_not_yet_migrated():
+    """``migrate`` runs the database checks before it creates the tables it would read."""
+    params = connection.get_connection_params()
+    name = f"{connection.settings_dict['NAME']}_empty"
+    admin = {key: value for key, value in params.items() if key not in ("dbname", "cursor_factory", "context")}
+    with psycopg.connect(dbname="postgres", autocommit=True, **admin) as server:
+        server.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        result = subprocess.run(
+            [sys.executable, "manage.py", "check", "--database", "default"], cwd=ROOT, capture_output=True,
+            text=True, timeout=120, env={**os.environ, "DATABASE_URL": database_url({**connection.settings_dict,
+                                                                                       "NAME": name})},
+        )
+    finally:
+        with psycopg.connect(dbname="postgres", autocommit=True, **admin) as server:
+            server.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+    assert result.returncode == 0, result.stderr
+    assert "no issues" in result.stdout

@@ -65,7 +65,7 @@ def test_worker_survives_its_sessions_being_terminated_again_and_again(execution
         # Progress since the termination: the worker reconnected and went on working.
         # (+3, not +1: a finish already in flight may still commit after the count.)
         before = done_count(ids)
-        wait_for(lambda: done_count(ids) >= min(before + 3, len(ids)), timeout=30,
+        wait_for(lambda before=before: done_count(ids) >= min(before + 3, len(ids)), timeout=30,
                  message=f"progress after termination round {n}")
 
     wait_for(lambda: done_count(ids) == len(ids), timeout=60, message="every job to be done")

@@ -21,7 +21,7 @@ def test_three_restarts_during_one_job_leave_its_budget_whole(outage_server, pro
         return rows[0][0] if rows else 0
 
     for n in range(1, RESTARTS + 1):
-        wait_for(lambda: runs_started() >= n, timeout=60, message=f"run {n} to start")
+        wait_for(lambda n=n: runs_started() >= n, timeout=60, message=f"run {n} to start")
         server.restart()  # while run n sleeps: its end finds its connection gone
 
     def finished():

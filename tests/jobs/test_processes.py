@@ -13,6 +13,7 @@ import signal
 import subprocess
 from collections import Counter, defaultdict
 from datetime import timedelta
+from itertools import pairwise
 
 import pytest
 from django.db import connection, transaction
@@ -232,7 +233,7 @@ def test_one_running_per_site_never_overlaps_but_sites_run_in_parallel(execution
     for site, _, start, end in rows:
         by_site[site].append((start, end))
     for site, runs in by_site.items():
-        for (_, prev_end), (next_start, _) in zip(runs, runs[1:]):
+        for (_, prev_end), (next_start, _) in pairwise(runs):
             assert next_start >= prev_end, f"two {site} jobs overlapped: one started at {next_start}, " \
                                            f"before the previous one finished at {prev_end}"
     parallel = [
@@ -260,7 +261,7 @@ def test_one_running_per_holds_when_claims_race(executions, processes, guarded_t
     by_site = defaultdict(list)
     for site, start, end in rows:
         by_site[site].append((start, end))
-    overlaps = [(site, b[0]) for site, runs in by_site.items() for a, b in zip(runs, runs[1:]) if b[0] < a[1]]
+    overlaps = [(site, b[0]) for site, runs in by_site.items() for a, b in pairwise(runs) if b[0] < a[1]]
     assert not overlaps, f"{len(overlaps)} run(s) started while another of the same site ran: {overlaps[:3]}"
     yielded = sum(w.output().count("claim yielded") for w in workers)
     assert yielded, "no claim ever collided with another: this run did not exercise the guard's re-check"

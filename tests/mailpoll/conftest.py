@@ -1,18 +1,19 @@
 import pytest
 
-from tests.support.dovecot import dovecot  # noqa: F401  (session fixture: one real Dovecot per run)
 from tests.mailpoll.factories import MailboxFactory
+from tests.support.dovecot import dovecot  # noqa: F401  (session fixture: one real Dovecot per run)
 from tests.support.fake_imap import FakeImapServer
+from tests.support.fixtures import media  # noqa: F401  (fixture)
 
 
 @pytest.fixture(autouse=True)
-def media(settings, tmp_path):
-    settings.MEDIA_ROOT = tmp_path / "media"
-    return settings.MEDIA_ROOT
+def own_media(media):  # noqa: F811  (the shared fixture, imported above)
+    """Every mail test stores its files under a MEDIA_ROOT of its own."""
+    return media
 
 
 @pytest.fixture
-def imap_mailbox(dovecot, db):
+def imap_mailbox(dovecot, db):  # noqa: F811  (the session fixture, imported above)
     """A Mailbox pointing at a fresh Dovecot user; returns a factory taking Mailbox fields."""
 
     def make(user=None, **fields):

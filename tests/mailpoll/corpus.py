@@ -203,7 +203,7 @@ def hostile_corpus() -> list[tuple[str, bytes]]:
             + ["Content-Type: text/plain; charset=utf-8", "Content-Transfer-Encoding: 8bit"],
             "Résumé des clics : 42 €, l’équipe".encode("cp1252")),
         "unknown-charset": message(
-            headers("Subject: =?x-foo?Q?Rapport_mensuel?=".encode(), message_id="xfoo@client.example")
+            headers(b"Subject: =?x-foo?Q?Rapport_mensuel?=", message_id="xfoo@client.example")
             + ['Content-Type: text/plain; charset="x-foo"'], b"Monthly report, plain ASCII really."),
         "rfc2231-continuations": mixed(headers(message_id="2231@client.example"), [text(), attachment(
             b"*0*=utf-8''Rapport%20%C3%A9t%C3%A9;\r\n filename*1*=%20%E2%82%AC%20clics;\r\n filename*2=\".csv\"",

@@ -4,7 +4,7 @@ Stopping a poll (SIGTERM sets the poller's stop flag) or losing its connection m
 cursor over a message that was not stored, and must not throw away what was.
 """
 
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 
 import pytest
 from django.db import IntegrityError, transaction
@@ -19,7 +19,7 @@ from tests.support.tcpproxy import DroppingProxy
 pytestmark = pytest.mark.django_db
 
 SINCE = date(2026, 6, 19)
-AFTER = datetime(2026, 6, 25, tzinfo=timezone.utc)
+AFTER = datetime(2026, 6, 25, tzinfo=UTC)
 
 
 def subjects():
@@ -81,7 +81,7 @@ def test_a_resumed_since_sweep_still_leaves_out_what_is_older_than_its_date(dove
     """Resuming as 'everything after the cursor' would take the old mail the 'since' mode left out."""
     settings.MAILPOLL_FETCH_BATCH = 2
     mailbox = imap_mailbox(initial_mode="since", initial_since=SINCE)
-    before = datetime(2026, 6, 1, tzinfo=timezone.utc)
+    before = datetime(2026, 6, 1, tzinfo=UTC)
     for i in range(3):  # new, old, new, old...: as in a folder old mail was moved into
         dovecot.append(mailbox.username, "INBOX", mail(f"new{i}"), date=AFTER)
         dovecot.append(mailbox.username, "INBOX", mail(f"old{i}"), date=before)

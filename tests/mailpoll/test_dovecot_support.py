@@ -1,7 +1,7 @@
 """The private Dovecot and the dropping proxy behave as the mailpoll tests rely on."""
 
 import socket
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from email.message import EmailMessage
 
 import pytest
@@ -50,13 +50,13 @@ def test_appended_messages_show_in_uid_search(dovecot, user):
 
 
 def test_append_keeps_flags_and_date(dovecot, user):
-    date = datetime(2024, 3, 1, 12, 0, tzinfo=timezone.utc)
+    date = datetime(2024, 3, 1, 12, 0, tzinfo=UTC)
     uid = dovecot.append(user, "INBOX", message(1), flags=[b"\\Seen"], date=date)
 
     assert b"\\Seen" in dovecot.flags(user, "INBOX", uid)
     with dovecot.session(user, "INBOX", readonly=True) as client:
         internal = client.fetch([uid], ["INTERNALDATE"])[uid][b"INTERNALDATE"]
-    assert internal.astimezone(timezone.utc) == date
+    assert internal.astimezone(UTC) == date
 
 
 def test_body_peek_leaves_seen_unset(dovecot, user):

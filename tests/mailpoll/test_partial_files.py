@@ -15,14 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from jobs.worker import Worker
 from mailpoll import watchdog
 from mailpoll.models import Attachment, AttachmentStatus, FolderCursor, Request
 from mailpoll.store import store_message
 from seoinsight import storage
 from tests.mailpoll.corpus import tiny_pdf
 from tests.mailpoll.factories import MailboxFactory, mail, poll_now
-from tests.support.processes import ManagedProcess, process_env, wait_for
+from tests.support.processes import ManagedProcess, process_env, run_burst, wait_for
 from tests.support.tmpfs import media_tmpfs  # noqa: F401  (fixture)
 
 
@@ -51,7 +50,7 @@ def test_a_truncated_file_under_the_content_name_is_rewritten_not_reused(media):
     store_message(MailboxFactory(), "INBOX", 1, mail(attachments=[("r.pdf", pdf, "application/pdf")]))
 
     assert path.read_bytes() == pdf
-    Worker(burst=True, listen=False).run()
+    run_burst()
     attachment = Attachment.objects.get(document_type="pdf")
     assert attachment.status == AttachmentStatus.DONE and "Clicks doubled" in attachment.extracted_text
 
@@ -63,7 +62,7 @@ def test_processing_refuses_a_file_that_is_not_the_stored_bytes(media):
     store_message(MailboxFactory(), "INBOX", 1, mail(attachments=[("r.pdf", pdf, "application/pdf")]))
     content_path(media, pdf).write_bytes(b"")  # as a 0-byte file from a full disk looked
 
-    Worker(burst=True, listen=False).run()
+    run_burst()
 
     attachment = Attachment.objects.get(document_type="pdf")
     assert attachment.status == AttachmentStatus.FAILED
@@ -77,7 +76,7 @@ def test_the_hash_is_checked_not_only_the_size(media):
     store_message(MailboxFactory(), "INBOX", 1, mail(attachments=[("pages.csv", csv, "text/csv")]))
     content_path(media, csv).write_bytes(csv.replace(b"shop.example/p1,", b"shop.example/p9,"))
 
-    Worker(burst=True, listen=False).run()
+    run_burst()
 
     attachment = Attachment.objects.get(document_type="csv")
     assert attachment.status == AttachmentStatus.FAILED and "SHA-256" in attachment.error
@@ -121,7 +120,7 @@ def test_a_writer_killed_by_sigkill_mid_file_leaves_nothing_under_the_final_name
     mailbox = MailboxFactory()
     store_message(mailbox, "INBOX", 1, mail(attachments=[("pages.csv", csv, "text/csv")]))
     assert target.read_bytes() == csv
-    Worker(burst=True, listen=False).run()
+    run_burst()
     assert Attachment.objects.get(document_type="csv").status == AttachmentStatus.DONE
 
     # The watchdog deletes what the kill left once it is a day old, never a write that may be in progress.
@@ -165,12 +164,12 @@ def test_a_poller_killed_inside_a_file_write_leaves_no_file_that_a_later_message
 
     store_message(mailbox, "INBOX", 2, mail("Second", attachments=[("pages.csv", csv, "text/csv")]))
     assert content_path(media, csv).read_bytes() == csv
-    Worker(burst=True, listen=False).run()
+    run_burst()
     assert Attachment.objects.get(document_type="csv").status == AttachmentStatus.DONE
 
 
 @pytest.mark.django_db
-def test_a_full_disk_stores_nothing_partial_and_the_message_once_there_is_room(dovecot, imap_mailbox, media_tmpfs):
+def test_a_full_disk_stores_nothing_partial_and_the_message_once_there_is_room(dovecot, imap_mailbox, media_tmpfs):  # noqa: F811  (fixture)
     big, small = csv_of(1_500_000), csv_of(3_000)
     disk = media_tmpfs
     mailbox = imap_mailbox()
@@ -192,5 +191,5 @@ def test_a_full_disk_stores_nothing_partial_and_the_message_once_there_is_room(d
     assert FolderCursor.objects.get(mailbox=mailbox).last_uid == 2 and mailbox.consecutive_failures == 0
     assert content_path(disk.path, big).read_bytes() == big
 
-    Worker(burst=True, listen=False).run()
+    run_burst()
     assert set(Attachment.objects.values_list("status", flat=True)) == {AttachmentStatus.DONE}

@@ -7,7 +7,6 @@ from django.utils import timezone
 
 from imports.models import Import, ImportOrigin, UrlMetric
 from jobs.models import Job, JobStatus
-from jobs.worker import Worker
 from mailpoll import watchdog
 from mailpoll.handlers import OLD_XLS
 from mailpoll.models import Attachment, AttachmentStatus, Mailbox
@@ -15,6 +14,7 @@ from mailpoll.poller import Poller
 from mailpoll.store import store_message
 from tests.mailpoll.corpus import hostile_corpus, tiny_pdf
 from tests.mailpoll.factories import CSV, AttachmentFactory, MailboxFactory, mail
+from tests.support.processes import run_burst
 
 pytestmark = pytest.mark.django_db
 
@@ -25,7 +25,7 @@ def test_an_emailed_csv_ends_as_metrics_and_a_pdf_as_text(dovecot, imap_mailbox)
         ("pages.csv", CSV, "text/csv"), ("summary.pdf", tiny_pdf("Clicks went up"), "application/pdf")]))
     Mailbox.objects.filter(pk=mailbox.pk).update(last_polled_at=None)
     Poller().cycle()
-    Worker(burst=True, listen=False).run()  # process_attachment, then import_csv, then map_reconcile
+    run_burst()  # process_attachment, then import_csv, then map_reconcile
 
     csv, pdf = Attachment.objects.get(document_type="csv"), Attachment.objects.get(document_type="pdf")
     assert (csv.status, pdf.status) == (AttachmentStatus.DONE, AttachmentStatus.DONE)
@@ -41,7 +41,7 @@ def test_an_emailed_csv_ends_as_metrics_and_a_pdf_as_text(dovecot, imap_mailbox)
 def test_a_body_document_is_processed_into_its_text():
     mailbox = MailboxFactory()
     store_message(mailbox, "INBOX", 1, mail(body="Traffic on /shop dropped 30 % since Monday."))
-    Worker(burst=True, listen=False).run()
+    run_burst()
     body = Attachment.objects.get()
     assert (body.document_type, body.status) == ("body", AttachmentStatus.DONE)
     assert body.extracted_text == "Traffic on /shop dropped 30 % since Monday."
@@ -50,7 +50,7 @@ def test_a_body_document_is_processed_into_its_text():
 def test_a_csv_from_a_mailbox_without_target_fails_with_its_reason():
     mailbox = MailboxFactory(site_target=None)
     store_message(mailbox, "INBOX", 1, mail(attachments=[("pages.csv", CSV, "text/csv")]))
-    Worker(burst=True, listen=False).run()
+    run_burst()
     attachment = Attachment.objects.get()
     assert attachment.status == AttachmentStatus.FAILED
     assert "no site target" in attachment.error
@@ -60,7 +60,7 @@ def test_a_broken_pdf_fails_only_its_attachment():
     mailbox = MailboxFactory()
     store_message(mailbox, "INBOX", 1, mail(attachments=[
         ("broken.pdf", b"%PDF-1.4\n garbage", "application/pdf"), ("pages.csv", CSV, "text/csv")]))
-    Worker(burst=True, listen=False).run()
+    run_burst()
     statuses = dict(Attachment.objects.values_list("filename", "status"))
     assert statuses == {"broken.pdf": AttachmentStatus.FAILED, "pages.csv": AttachmentStatus.DONE}
     assert "PDF" in Attachment.objects.get(filename="broken.pdf").error
@@ -100,7 +100,7 @@ def test_the_watchdog_releases_stuck_attachments_then_gives_up(settings):
 ])
 def test_nothing_vanishes_every_file_ends_as_a_row_with_its_true_reason(name, expected):
     store_message(MailboxFactory(), "INBOX", 1, dict(hostile_corpus())[name])
-    Worker(burst=True, listen=False).run()
+    run_burst()
     files = Attachment.objects.filter(kind="file").order_by("pk")
     rows = [(a.filename, a.status, a.skip_reason or a.error.removeprefix("DocumentError: ")) for a in files]
     assert rows == expected

@@ -49,5 +49,5 @@ def test_three_pollers_one_killed_store_each_message_once(dovecot, processes, me
     assert Request.objects.count() == expected
     assert Request.objects.filter(subject="shared").count() == 2
     assert set(Request.objects.filter(subject="shared").values_list("org_id", flat=True)) == {"org-a", "org-b"}
-    for n, mailbox in enumerate(mailboxes):
+    for n in range(len(mailboxes)):
         assert Request.objects.filter(subject__startswith=f"mb{n}-").count() == PER_MAILBOX

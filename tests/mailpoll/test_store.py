@@ -7,17 +7,11 @@ import pytest
 from django.db import connection
 
 from jobs.models import Job
-from mailpoll.models import Attachment, AttachmentStatus, Request, RequestStatus
 from mailpoll import store
+from mailpoll.models import Attachment, AttachmentStatus, Request, RequestStatus
 from mailpoll.store import store_message, store_messages, store_rejected
 from tests.mailpoll.corpus import hostile_corpus, tiny_pdf
 from tests.mailpoll.factories import CSV, MailboxFactory, mail
-
-
-@pytest.fixture(autouse=True)
-def media(settings, tmp_path):
-    settings.MEDIA_ROOT = tmp_path / "media"
-    return settings.MEDIA_ROOT
 
 
 @pytest.mark.django_db
@@ -196,7 +190,7 @@ def test_two_pollers_storing_one_batch_in_opposite_orders_do_not_deadlock(transa
         batch = [(uid, mail(f"r{round_}-m{uid}")) for uid in range(1, 101)]
         barrier = threading.Barrier(2)
 
-        def store_batch(mailbox, fetched):
+        def store_batch(mailbox, fetched, barrier=barrier):
             try:
                 barrier.wait()
                 outcomes.extend(store_messages(mailbox, "INBOX", fetched))

@@ -112,6 +112,8 @@ def retry_failed(ids) -> list[int]:
 
 @dataclass(frozen=True)
 class Released:
+    """The stuck attachments put back to pending (each with a job), and those given up (failed)."""
+
     released: list[int] = field(default_factory=list)
     failed: list[int] = field(default_factory=list)
 
@@ -132,6 +134,7 @@ def release_stuck(ids=None, *, max_attempts: int | None = None) -> Released:
         plan = defaultdict(dict)
         for pk, (org_id, attempts) in rows.items():
             plan[after_stuck(attempts, max_attempts)][pk] = org_id
+        # Guarded by the state they leave, as every transition; locked above, so each of them moves.
         _move(plan[RELEASE], AttachmentStatus.PROCESSING, status=AttachmentStatus.PENDING,
               processing_started_at=None)
         _move(plan[FAIL], AttachmentStatus.PROCESSING, status=AttachmentStatus.FAILED, error=Concat(

@@ -12,6 +12,9 @@ from __future__ import annotations
 from django.core import checks
 from django.db import connections
 
+from jobs import conf as jobs_conf
+from jobs import registry
+
 from . import conf
 
 # Every one of them is a count, a size or a duration: zero or less means "never" or "no limit" by accident.
@@ -26,8 +29,6 @@ def check_values(app_configs=None, **kwargs):
 
 @checks.register()
 def check_limits_agree(app_configs=None, **kwargs):
-    from jobs import conf as jobs_conf, registry
-
     if conf.SETTINGS.unparsable() or jobs_conf.SETTINGS.unparsable():
         return []  # check_values (and jobs') report them; the values cannot be compared
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -71,6 +72,14 @@ def test_the_first_connection_attaches_the_embedded_server_and_names_its_socket(
     database, port, host = after.split(" ", 2)
     assert database == "seoinsight"
     assert (Path(host) / f".s.PGSQL.{port}").is_socket()  # the embedded server listens on a Unix socket only
+
+
+@pytest.mark.skipif(bool(os.environ.get("DATABASE_URL")), reason="this run's database is not the embedded one")
+@pytest.mark.skipif(shutil.which("psql") is None, reason="psql is not installed")
+def test_dbshell_finds_the_embedded_server_before_any_connection():
+    result = manage("dbshell", "--", "-At", "-c", "SELECT current_database()", env=without_database_url())
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "seoinsight"
 
 
 # -- reading a declared setting ---------------------------------------------------------------

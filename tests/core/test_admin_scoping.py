@@ -9,7 +9,6 @@ fails until it is scoped and has a row in ``build_org``.
 
 import json
 from datetime import date
-from uuid import uuid4
 
 import pytest
 from django.contrib import admin
@@ -27,10 +26,18 @@ from seoinsight.checks import check_every_admin_is_org_scoped
 from seoinsight.models import ApiToken, Membership, Org, Page, Site, SiteTarget
 from seoinsight.orgscope import OrgScopedAdmin, org_path, unscoped_admins
 from tests.core.test_admin import KEY
-from tests.factories import JobFactory, OrgFactory, SiteFactory, SiteTargetFactory, UserFactory, api_token
+from tests.factories import (
+    ImportFactory,
+    JobFactory,
+    OrgFactory,
+    SiteFactory,
+    SiteTargetFactory,
+    UserFactory,
+    api_token,
+)
 from tests.mailpoll.factories import MailboxFactory
 
-pytestmark = pytest.mark.usefixtures("zombies_possible")  # some tests build zombies: tests/conftest.py
+pytestmark = pytest.mark.usefixtures("zombies_possible", "media")  # some tests build zombies: tests/conftest.py
 
 User = get_user_model()
 
@@ -61,8 +68,7 @@ def build_org(org_id: str) -> dict:
     target.save()
     job = JobFactory(org_id=org_id, failed=True, dedup_key=f"noop:{org_id}")
     zombie = JobFactory(org_id=org_id, stale=True)
-    imp = Import.objects.create(org=org, site_target=target, kind="csv", uid=uuid4().hex,
-                                original_filename=f"{org_id}-report.csv", job=job)
+    imp = ImportFactory(site_target=target, filename=f"{org_id}-report.csv")
     metric = UrlMetric.objects.create(site_target=target, url=f"https://{org_id}.example/a",
                                       url_normalized=f"https://{org_id}.example/a", period_start=date(2026, 10, 1),
                                       period_end=date(2026, 10, 1), clicks=1, source_import=imp)

@@ -12,7 +12,7 @@ from django.db import connection
 
 from imports.models import Import, ImportStatus, UrlMetric
 from jobs.models import Job, JobStatus
-from tests.factories import import_file
+from tests.factories import ImportFactory
 from tests.imports.files import write_csv
 from tests.support.processes import runjobs, wait_for
 
@@ -43,7 +43,8 @@ def finished(imports):
 
 def test_overlapping_imports_in_different_orders_all_succeed_and_every_row_gets_its_page(processes, target, media,
                                                                                         tmp_path):
-    imports = [import_file(target, shuffled_export(tmp_path, f"export{seed}.csv", seed)) for seed in range(6)]
+    imports = [ImportFactory(site_target=target, path=shuffled_export(tmp_path, f"export{seed}.csv", seed))
+               for seed in range(6)]
     env = {"MEDIA_ROOT": media, "IMPORTS_BATCH_SIZE": 500}
     workers = [processes(runjobs, **env) for _ in range(3)]
 
@@ -98,7 +99,7 @@ def test_a_deadlock_rolls_the_batch_back_and_runs_it_again(processes, target, me
         UrlMetric.objects.create(site_target=target, url=url, url_normalized=url, period_start="2026-11-01",
                                  period_end="2026-11-01", clicks=1)
     rows = [HEADER] + [[url, "7", "70", "10%", "3", "2026-11-01"] for url in reversed(urls)]
-    imp = import_file(target, write_csv(tmp_path, "export.csv", rows))
+    imp = ImportFactory(site_target=target, path=write_csv(tmp_path, "export.csv", rows))
 
     def lock(conn, url):
         conn.execute("SELECT id FROM imports_urlmetric WHERE url_normalized = %s FOR UPDATE", [url])

@@ -37,7 +37,8 @@ def test_csv_matrix(tmp_path, delimiter, encoding, lang):
 
     assert source.kind == "csv"
     assert source.headers == tuple(files.HEADERS[lang])
-    assert source.columns == dict(zip(["url", "clicks", "impressions", "ctr", "position"], files.HEADERS[lang], strict=True))
+    assert source.columns == dict(zip(["url", "clicks", "impressions", "ctr", "position"], files.HEADERS[lang],
+                                      strict=True))
     assert source.period is None
     assert source.total_rows() == 2
     assert list(source.rows()) == EXPECTED

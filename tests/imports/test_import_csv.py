@@ -10,7 +10,7 @@ from imports import reconcile
 from imports.models import Import, ImportStatus, UrlMetric
 from jobs.models import Job, JobStatus
 from seoinsight.models import Page
-from tests.factories import SiteTargetFactory, import_file
+from tests.factories import ImportFactory, SiteTargetFactory
 from tests.imports.files import write_csv
 from tests.support.processes import run_burst
 
@@ -33,7 +33,7 @@ ROWS = [
 
 
 def test_an_export_becomes_metrics_with_a_report(target, tmp_path):
-    imp = import_file(target, write_csv(tmp_path, "export.csv", ROWS))
+    imp = ImportFactory(site_target=target, path=write_csv(tmp_path, "export.csv", ROWS))
     run_burst()
 
     imp.refresh_from_db()
@@ -51,9 +51,9 @@ def test_an_export_becomes_metrics_with_a_report(target, tmp_path):
 
 def test_reimporting_the_same_export_updates_instead_of_doubling(target, tmp_path):
     path = write_csv(tmp_path, "export.csv", ROWS)
-    first = import_file(target, path)
+    first = ImportFactory(site_target=target, path=path)
     run_burst()
-    second = import_file(target, path)
+    second = ImportFactory(site_target=target, path=path)
     run_burst()
 
     second.refresh_from_db()
@@ -64,7 +64,7 @@ def test_reimporting_the_same_export_updates_instead_of_doubling(target, tmp_pat
 
 
 def test_a_successful_import_enqueues_map_reconcile_which_links_pages(target, tmp_path):
-    imp = import_file(target, write_csv(tmp_path, "export.csv", ROWS))
+    imp = ImportFactory(site_target=target, path=write_csv(tmp_path, "export.csv", ROWS))
     run_burst()  # the import, then the reconcile it queued
 
     reconcile_job = Job.objects.get(type="map_reconcile")
@@ -78,8 +78,8 @@ def test_a_successful_import_enqueues_map_reconcile_which_links_pages(target, tm
 
 def test_a_file_without_period_uses_the_period_given_at_upload(target, tmp_path):
     rows = [["URL", "Clics"], ["https://shop.example/x", "3"]]
-    imp = import_file(target, write_csv(tmp_path, "pages.csv", rows, delimiter=";"),
-                      period=(date(2026, 10, 1), date(2026, 10, 31)))
+    imp = ImportFactory(site_target=target, path=write_csv(tmp_path, "pages.csv", rows, delimiter=";"),
+                        period=(date(2026, 10, 1), date(2026, 10, 31)))
     run_burst()
     metric = UrlMetric.objects.get()
     assert (metric.period_start, metric.period_end, metric.clicks) == (date(2026, 10, 1), date(2026, 10, 31), 3)
@@ -88,7 +88,7 @@ def test_a_file_without_period_uses_the_period_given_at_upload(target, tmp_path)
 
 def test_a_file_that_cannot_be_an_import_fails_job_and_import_alike(target, tmp_path):
     rows = [["Foo", "Bar"], ["1", "2"]]
-    imp = import_file(target, write_csv(tmp_path, "wrong.csv", rows))
+    imp = ImportFactory(site_target=target, path=write_csv(tmp_path, "wrong.csv", rows))
     run_burst()
     imp.refresh_from_db()
     job = Job.objects.get(pk=imp.job_id)
@@ -99,7 +99,8 @@ def test_a_file_that_cannot_be_an_import_fails_job_and_import_alike(target, tmp_
 
 
 def test_a_file_without_dates_nor_period_fails_with_its_reason(target, tmp_path):
-    imp = import_file(target, write_csv(tmp_path, "pages.csv", [["URL", "Clicks"], ["https://shop.example/x", "3"]]))
+    imp = ImportFactory(site_target=target,
+                        path=write_csv(tmp_path, "pages.csv", [["URL", "Clicks"], ["https://shop.example/x", "3"]]))
     run_burst()
     imp.refresh_from_db()
     assert imp.status == ImportStatus.FAILED

@@ -6,7 +6,7 @@ import pytest
 from imports.models import Import, ImportStatus, UrlMetric
 from jobs import queue
 from jobs.models import Job, JobStatus
-from tests.factories import SiteTargetFactory, import_file
+from tests.factories import ImportFactory, SiteTargetFactory
 from tests.imports.files import write_csv
 from tests.support.processes import run_burst, runjobs, wait_for
 
@@ -44,12 +44,12 @@ def test_kill_9_mid_import_resumes_with_identical_counts(processes, media, tmp_p
 
     # The reference: the same file imported cleanly into another target, in-process.
     clean_target = SiteTargetFactory(url_prefix="https://shop.example/", site__domain="shop.example")
-    clean = import_file(clean_target, path)
+    clean = ImportFactory(site_target=clean_target, path=path)
     run_burst()  # the import and its map_reconcile, so the victim starts on the import
     assert Import.objects.get(pk=clean.pk).status == ImportStatus.DONE
 
     target = SiteTargetFactory(url_prefix="https://shop.example/", site__domain="shop.example", site__org__id="org-r")
-    imp = import_file(target, path)
+    imp = ImportFactory(site_target=target, path=path)
     env = {"MEDIA_ROOT": media, "IMPORTS_BATCH_SIZE": 500}
     victim = processes(runjobs, **env)
 
@@ -86,7 +86,7 @@ def reconciled(target):
 
 
 def test_an_import_failed_by_the_operator_midway_still_gets_its_rows_linked(processes, target, media, tmp_path):
-    imp = import_file(target, write_csv(tmp_path, "big.csv", export_rows()))
+    imp = ImportFactory(site_target=target, path=write_csv(tmp_path, "big.csv", export_rows()))
     processes(runjobs, MEDIA_ROOT=media, IMPORTS_BATCH_SIZE=500)
 
     wait_for(lambda: (Job.objects.get(pk=imp.job_id).progress or {}).get("done", 0) >= 2000, timeout=60,
@@ -101,7 +101,7 @@ def test_an_import_failed_by_the_operator_midway_still_gets_its_rows_linked(proc
 
 def test_an_import_that_exhausts_its_attempts_still_gets_its_rows_linked(processes, target, media, tmp_path):
     """Three workers killed mid-import: the sweep fails it for good, and what it wrote is linked all the same."""
-    imp = import_file(target, write_csv(tmp_path, "big.csv", export_rows() + export_rows()[1:]))
+    imp = ImportFactory(site_target=target, path=write_csv(tmp_path, "big.csv", export_rows() + export_rows()[1:]))
     env = {"MEDIA_ROOT": media, "IMPORTS_BATCH_SIZE": 500}
 
     def checkpoint():

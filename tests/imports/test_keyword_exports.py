@@ -12,7 +12,7 @@ import pytest
 from imports import ingest
 from imports.models import ImportStatus, UrlMetric
 from jobs.models import Job
-from tests.factories import UserFactory, import_file
+from tests.factories import ImportFactory, UserFactory
 from tests.imports.files import write_csv
 from tests.support.processes import run_burst
 
@@ -32,7 +32,7 @@ def target_domain():
 
 
 def run_import(target, path, **options):
-    imp = import_file(target, path, **options)
+    imp = ImportFactory(site_target=target, path=path, **options)
     run_burst()
     imp.refresh_from_db()
     assert imp.status == ImportStatus.DONE, imp.error

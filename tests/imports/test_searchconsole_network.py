@@ -110,7 +110,8 @@ def test_an_api_that_keeps_refusing_fails_after_the_retries_naming_the_endpoint(
     assert (imp.status, imp.error) == (ImportStatus.FAILED, job.error)
 
 
-def test_an_api_that_keeps_dropping_fails_after_the_retries_naming_the_endpoint(keyed_target, servers, endpoint, sleeps):
+def test_an_api_that_keeps_dropping_fails_after_the_retries_naming_the_endpoint(keyed_target, servers, endpoint,
+                                                                                sleeps):
     api = servers([], drop=1000)
     endpoint(api.uri)
 

@@ -10,7 +10,7 @@ from imports import services
 from imports.models import Import, ImportKind, ImportStatus
 from imports.services import display_filename, kind_for
 from jobs.models import Job, JobStatus
-from tests.factories import JobFactory, OrgFactory, SiteFactory, SiteTargetFactory, UserFactory
+from tests.factories import ImportFactory, JobFactory, OrgFactory, SiteFactory, SiteTargetFactory, UserFactory
 from tests.imports import files
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("media")]
@@ -26,11 +26,6 @@ def rival_target():
 def upload(client, target_id, name="Pages.csv", content=CSV, **fields):
     data = {"file": SimpleUploadedFile(name, content, content_type="text/csv"), "site_target": target_id, **fields}
     return client.post("/imports/", data)
-
-
-def make_import(target, job=None, **fields):
-    return Import.objects.create(org_id=target.site.org_id, site_target=target, kind=ImportKind.CSV,
-                                 uid=f"uid{Import.objects.count()}", job=job, **fields)
 
 
 # --- access -------------------------------------------------------------------
@@ -155,8 +150,8 @@ def test_posting_another_orgs_target_is_rejected(client, member, target, rival_t
 
 
 def test_another_orgs_import_is_404(client, member, target, rival_target):
-    own = make_import(target, original_filename="mine.csv")
-    theirs = make_import(rival_target, original_filename="theirs.csv")
+    own = ImportFactory(site_target=target, filename="mine.csv")
+    theirs = ImportFactory(site_target=rival_target, filename="theirs.csv")
     assert client.get(f"/imports/{own.pk}/").status_code == 200
     assert client.get(f"/imports/{theirs.pk}/").status_code == 404
     assert client.get("/imports/999999/").status_code == 404
@@ -178,12 +173,11 @@ def test_org_without_targets_is_told_where_to_add_one(client, member):
 
 
 def test_list_shows_counts_and_a_live_progress_bar(client, member, target):
-    make_import(target, original_filename="done.csv", status=ImportStatus.DONE, read=1200, inserted=1000,
-                updated=150, skipped=40, errors=10, job=JobFactory(org_id="acme", type="import_csv", done=True))
-    running = JobFactory(org_id="acme", type="import_csv", running=True,
-                         progress={"done": 520, "total": 1000, "counts": {"read": 520, "inserted": 500}})
-    make_import(target, original_filename="running.csv", status=ImportStatus.RUNNING, job=running)
-    make_import(target, original_filename="waiting.csv", job=JobFactory(org_id="acme", type="import_csv"))
+    ImportFactory(site_target=target, filename="done.csv", done=True, read=1200, inserted=1000, updated=150,
+                  skipped=40, errors=10)
+    running = ImportFactory(site_target=target, filename="running.csv", running=True,
+                            progress={"done": 520, "total": 1000, "counts": {"read": 520, "inserted": 500}}).job
+    ImportFactory(site_target=target, filename="waiting.csv")
 
     content = client.get("/imports/").content.decode()
     for value in ("1,200", "1,000", "150", "40", "10"):
@@ -218,8 +212,8 @@ def test_detail_shows_the_report_with_skipped_reasons_and_error_samples(client, 
     report = {"read": 5, "inserted": 2, "updated": 0, "skipped": 2, "errors": 1,
               "skipped_reasons": {"outside the site target": 2},
               "error_samples": [{"row": 4, "reason": "Clicks: 'abc' is not a number"}]}
-    imp = make_import(target, original_filename="Pages.csv", status=ImportStatus.DONE, read=5, inserted=2,
-                      skipped=2, errors=1, job=JobFactory(org_id="acme", type="import_csv", done=True, report=report))
+    imp = ImportFactory(site_target=target, filename="Pages.csv", done=True, read=5, inserted=2, skipped=2, errors=1,
+                        report=report)
     content = client.get(f"/imports/{imp.pk}/").content.decode()
     assert "outside the site target" in content
     assert "<td class=\"num\">4</td><td>Clicks: &#x27;abc&#x27; is not a number</td>" in content
@@ -227,17 +221,15 @@ def test_detail_shows_the_report_with_skipped_reasons_and_error_samples(client, 
 
 
 def test_detail_of_a_failed_import_shows_why(client, member, target):
-    job = JobFactory(org_id="acme", type="import_csv", failed=True,
-                     error="ImportRejected: no URL column; headers found: Foo, Bar")
-    imp = make_import(target, status=ImportStatus.FAILED, error=job.error, job=job)
+    imp = ImportFactory(site_target=target, failed=True, error="ImportRejected: no URL column; headers found: Foo, Bar")
     content = client.get(f"/imports/{imp.pk}/").content.decode()
     assert "Why it failed" in content
     assert "no URL column; headers found: Foo, Bar" in content and "ImportRejected" not in content
 
 
 def test_detail_of_a_running_import_has_a_progress_bar_that_reloads_the_page(client, member, target):
-    job = JobFactory(org_id="acme", type="import_csv", running=True, progress={"done": 1, "total": 4})
-    imp = make_import(target, status=ImportStatus.RUNNING, job=job)
+    imp = ImportFactory(site_target=target, running=True, progress={"done": 1, "total": 4})
+    job = imp.job
     content = client.get(f"/imports/{imp.pk}/").content.decode()
     assert f'data-job-url="/jobs/{job.pk}"' in content and "data-reload-when-finished" in content
     assert "25% · 1 / 4 rows" in content
@@ -270,8 +262,8 @@ def test_kind_for(name, kind):
 def test_admin_lists_imports_and_metrics_read_only(client, target):
     from imports.models import UrlMetric
 
-    job = JobFactory(org_id="acme", type="import_csv", done=True)
-    imp = make_import(target, original_filename="Pages.csv", status=ImportStatus.DONE, read=3, inserted=3, job=job)
+    imp = ImportFactory(site_target=target, filename="Pages.csv", done=True, read=3, inserted=3)
+    job = imp.job
     UrlMetric.objects.create(site_target=target, url="https://acme.example/a", url_normalized="https://acme.example/a",
                              period_start="2024-05-01", period_end="2024-05-01", clicks=1, source_import=imp)
     client.force_login(UserFactory(is_staff=True, is_superuser=True))

@@ -30,7 +30,8 @@ class DovecotUnavailable(RuntimeError):
 def dovecot_binary() -> str:
     path = shutil.which("dovecot") or ("/usr/sbin/dovecot" if os.access("/usr/sbin/dovecot", os.X_OK) else None)
     if path is None:
-        raise DovecotUnavailable("dovecot is not installed: run `sh scripts/install_dovecot.sh` (Debian's dovecot-imapd)")
+        raise DovecotUnavailable(
+            "dovecot is not installed: run `sh scripts/install_dovecot.sh` (Debian's dovecot-imapd)")
     return path
 
 

@@ -44,9 +44,6 @@ class Declarations:
     def __iter__(self) -> Iterator[Setting]:
         return iter(self._by_name.values())
 
-    def __contains__(self, name: str) -> bool:
-        return name in self._by_name
-
     def defaults(self) -> dict:
         return {setting.name: setting.default for setting in self}
 

@@ -37,7 +37,8 @@ from tests.factories import (
 )
 from tests.mailpoll.factories import MailboxFactory
 
-pytestmark = pytest.mark.usefixtures("zombies_possible", "media")  # some tests build zombies: tests/conftest.py
+# Some tests build zombies (zombies_possible: tests/conftest.py); build_org stores an import's file (media).
+pytestmark = pytest.mark.usefixtures("zombies_possible", "media")
 
 User = get_user_model()
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from django.core import checks
 from django.db import connections
+from django.db.migrations.executor import MigrationExecutor
 
 from jobs import conf as jobs_conf
 from jobs import registry
@@ -71,13 +72,15 @@ def check_mailboxes_have_targets(app_configs=None, databases=None, **kwargs):
 
     found = []
     for alias in databases or ():
-        if Mailbox._meta.db_table not in connections[alias].introspection.table_names():
-            continue  # not migrated yet: `migrate` runs this check before it creates the tables
+        executor = MigrationExecutor(connections[alias])
+        if executor.migration_plan(executor.loader.graph.leaf_nodes()):
+            continue  # `migrate` runs this check before it applies what the query below may need
         untargeted = (
             Mailbox.objects.using(alias)
             .filter(enabled=True, site_target__isnull=True)
             .filter(pk__in=Attachment.objects.using(alias).filter(document_type__in=("csv", "xlsx"))
                     .values("request__mailbox"))
+            .only("pk", "name", "org_id")
             .order_by("pk")
         )
         found += [

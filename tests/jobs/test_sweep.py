@@ -6,7 +6,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from jobs import sweep
+from jobs import registry, sql, sweep
 from jobs.models import Job, JobStatus
 from tests.factories import JobFactory
 from tests.support.processes import run_burst
@@ -104,11 +104,21 @@ def test_the_admin_lists_exactly_the_zombies_the_sweep_recovers(settings, tempor
     JobFactory(type="noop", created_at=now - timedelta(hours=2))  # queued for long: no zombie either
 
     listed = {job.id for job in Job.objects.stale()}
+    requeueable = {job_id for job_id in labels if operator_sees_stale(job_id)}
     result = sweep.run_once()
     swept = {job.id for job in result.requeued + result.failed}
 
     assert {labels[i] for i in listed} == {labels[i] for i in expected}
     assert swept == listed
+    assert requeueable == listed  # the operator's requeue judges each job as the list does
+
+
+def operator_sees_stale(job_id) -> bool:
+    """The verdict of the operator's requeue (sql.OPERATOR_INSPECT) on one job, without acting on it."""
+    job_type = registry.get(Job.objects.get(pk=job_id).type)
+    with connection.cursor() as cursor:
+        cursor.execute(sql.OPERATOR_INSPECT, {"id": job_id, "stale_after": job_type.stale_after})
+        return cursor.fetchone()[-1]
 
 
 def test_the_admin_also_lists_a_type_no_worker_here_knows_after_the_default_threshold(settings):

@@ -102,7 +102,7 @@ def import_csv(job):
     for rows in ingest.batched(source.rows(skip=done), conf.get("IMPORT_BATCH_SIZE")):
         end = done + len(rows)
 
-        def write_rows():
+        def write_rows(rows=rows, end=end):  # bound now: ruff cannot see it runs within this iteration
             ingest.write(imp.site_target_id, imp.pk, ingest.prepare(rows, scope, counts), counts, scope)
             # Same transaction as the rows: the checkpoint never runs ahead of the data.
             job.report_progress(done=end, total=max(total, end), counts=counts.as_dict())

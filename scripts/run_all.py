@@ -43,7 +43,7 @@ def main() -> int:
     signal.signal(signal.SIGTERM, stop)
     while not stopping and all(p.poll() is None for p in procs.values()):
         time.sleep(0.2)
-    for name, proc in procs.items():
+    for proc in procs.values():
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
     deadline = time.monotonic() + 30

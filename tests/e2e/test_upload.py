@@ -45,11 +45,9 @@ def reload_until(page, locator, timeout: float = 30):
         page.reload()
 
 
-def test_upload_a_csv_and_watch_it_finish(live_server, processes, settings, tmp_path):
+def test_upload_a_csv_and_watch_it_finish(live_server, processes, media, tmp_path):
     from playwright.sync_api import expect, sync_playwright
 
-    media = tmp_path / "media"
-    settings.MEDIA_ROOT = media
     org = OrgFactory(id="shop", name="Shop & Co")
     SiteTargetFactory(site=SiteFactory(org=org, domain="shop.example"), url_prefix="https://shop.example/")
     UserFactory(username="ana", org=org)

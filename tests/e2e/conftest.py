@@ -1,0 +1,3 @@
+"""The browser test uses the shared fixtures (tests/support/fixtures.py)."""
+
+from tests.support.fixtures import media  # noqa: F401

@@ -9,8 +9,8 @@ whose key gets its tokens there.
 
 A conftest makes them available below it by importing them by name. A test
 whose processes must see the rows asks for ``transactional_db`` (or marks itself
-``django_db(transaction=True)``): every fixture here takes the database through
-``db``, which is then transactional too.
+``django_db(transaction=True)``): the fixtures here that need the database take
+it through ``db``, which is then transactional too.
 """
 
 import pytest

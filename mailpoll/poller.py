@@ -123,14 +123,6 @@ class Poller:
         """One mailbox, now, whether due or not (``MailboxPoll.poll``)."""
         return self.mailbox_poll.poll(mailbox)
 
-    def sync_folder(self, provider, mailbox: Mailbox, folder: str) -> FolderResult:
-        """Read one folder of a connected provider (``FolderSync.sync_folder``)."""
-        return self.folder_sync.sync_folder(provider, mailbox, folder)
-
-    def _record_failure(self, mailbox: Mailbox, error: str, **options) -> bool:
-        """Write a failure on the mailbox (``MailboxPoll.record_failure``)."""
-        return self.mailbox_poll.record_failure(mailbox, error, **options)
-
 
 def _sync_commit_off() -> None:
     with connection.cursor() as cur:

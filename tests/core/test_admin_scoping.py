@@ -35,7 +35,8 @@ from tests.factories import (
     UserFactory,
     api_token,
 )
-from tests.mailpoll.factories import MailboxFactory
+from tests.mailpoll.factories import AttachmentFactory, MailboxFactory
+from tests.mailpoll.factories import RequestFactory as MailRequestFactory
 
 # Some tests build zombies (zombies_possible: tests/conftest.py); build_org stores an import's file (media).
 pytestmark = pytest.mark.usefixtures("zombies_possible", "media")
@@ -76,10 +77,10 @@ def build_org(org_id: str) -> dict:
     mailbox = MailboxFactory(org=org, name=f"{org_id}-inbox", host=f"imap.{org_id}.example", security="tls",
                              username=f"reports@{org_id}.example", site_target=target)
     FolderCursor.objects.create(mailbox=mailbox, folder=f"{org_id}-folder", uidvalidity=1, last_uid=1)
-    request = Request.objects.create(org=org, mailbox=mailbox, source_ref=f"<{org_id}@mail.example>",
-                                     subject=f"{org_id} report", body_text=f"{org_id} confidential body")
-    attachment = Attachment.objects.create(request=request, filename=f"{org_id}.csv", document_type="csv",
-                                           status=AttachmentStatus.FAILED, error=f"{org_id} failure")
+    request = MailRequestFactory(mailbox=mailbox, source_ref=f"<{org_id}@mail.example>",
+                                 subject=f"{org_id} report", body_text=f"{org_id} confidential body")
+    attachment = AttachmentFactory(request=request, filename=f"{org_id}.csv", document_type="csv", failed=True,
+                                   error=f"{org_id} failure")
     return {
         Org: org, User: member, Membership: Membership.objects.get(user=member, org=org), ApiToken: token,
         Site: site, SiteTarget: target, Job: job, ZombieJob: ZombieJob.objects.get(pk=zombie.pk), Import: imp,

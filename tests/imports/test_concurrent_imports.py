@@ -45,7 +45,7 @@ def test_overlapping_imports_in_different_orders_all_succeed_and_every_row_gets_
                                                                                         tmp_path):
     imports = [ImportFactory(site_target=target, path=shuffled_export(tmp_path, f"export{seed}.csv", seed))
                for seed in range(6)]
-    env = {"MEDIA_ROOT": media, "IMPORTS_BATCH_SIZE": 500}
+    env = {"MEDIA_ROOT": media, "IMPORT_BATCH_SIZE": 500}
     workers = [processes(runjobs, **env) for _ in range(3)]
 
     wait_for(lambda: finished(imports), timeout=240, message="the six imports to finish")

@@ -50,7 +50,7 @@ def test_kill_9_mid_import_resumes_with_identical_counts(processes, media, tmp_p
 
     target = SiteTargetFactory(url_prefix="https://shop.example/", site__domain="shop.example", site__org__id="org-r")
     imp = ImportFactory(site_target=target, path=path)
-    env = {"MEDIA_ROOT": media, "IMPORTS_BATCH_SIZE": 500}
+    env = {"MEDIA_ROOT": media, "IMPORT_BATCH_SIZE": 500}
     victim = processes(runjobs, **env)
 
     def checkpoint():
@@ -87,7 +87,7 @@ def reconciled(target):
 
 def test_an_import_failed_by_the_operator_midway_still_gets_its_rows_linked(processes, target, media, tmp_path):
     imp = ImportFactory(site_target=target, path=write_csv(tmp_path, "big.csv", export_rows()))
-    processes(runjobs, MEDIA_ROOT=media, IMPORTS_BATCH_SIZE=500)
+    processes(runjobs, MEDIA_ROOT=media, IMPORT_BATCH_SIZE=500)
 
     wait_for(lambda: (Job.objects.get(pk=imp.job_id).progress or {}).get("done", 0) >= 2000, timeout=60,
              message="the import to pass row 2000")
@@ -102,7 +102,7 @@ def test_an_import_failed_by_the_operator_midway_still_gets_its_rows_linked(proc
 def test_an_import_that_exhausts_its_attempts_still_gets_its_rows_linked(processes, target, media, tmp_path):
     """Three workers killed mid-import: the sweep fails it for good, and what it wrote is linked all the same."""
     imp = ImportFactory(site_target=target, path=write_csv(tmp_path, "big.csv", export_rows() + export_rows()[1:]))
-    env = {"MEDIA_ROOT": media, "IMPORTS_BATCH_SIZE": 500}
+    env = {"MEDIA_ROOT": media, "IMPORT_BATCH_SIZE": 500}
 
     def checkpoint():
         return (Job.objects.get(pk=imp.job_id).progress or {}).get("done", 0)

@@ -23,7 +23,7 @@ from tests.support.processes import ROOT, ManagedProcess, process_env, runjobs, 
 
 pytestmark = pytest.mark.processes
 
-ROWS = 120_000  # with IMPORTS_BATCH_SIZE=500: 240 batches, seconds of work for the faults to land in
+ROWS = 120_000  # with IMPORT_BATCH_SIZE=500: 240 batches, seconds of work for the faults to land in
 
 
 def write_export(path, rows: int = ROWS):
@@ -79,7 +79,7 @@ def create_target(server) -> int:
 def test_wait_follows_the_import_through_a_database_restart(outage_server, processes, tmp_path):
     server = outage_server
     target = create_target(server)
-    env = {"DATABASE_URL": server.url(DB), "MEDIA_ROOT": str(tmp_path / "media"), "IMPORTS_BATCH_SIZE": "500"}
+    env = {"DATABASE_URL": server.url(DB), "MEDIA_ROOT": str(tmp_path / "media"), "IMPORT_BATCH_SIZE": "500"}
     processes(runjobs, **env)
     follower = processes(importfile, write_export(tmp_path / "export.csv"), "--target", target, "--wait",
                          COLUMNS="40", **env)
@@ -104,7 +104,7 @@ def test_wait_follows_the_import_through_a_database_restart(outage_server, proce
 def test_wait_keeps_following_while_the_database_is_down(outage_server, processes, tmp_path):
     server = outage_server
     target = create_target(server)
-    env = {"DATABASE_URL": server.url(DB), "MEDIA_ROOT": str(tmp_path / "media"), "IMPORTS_BATCH_SIZE": "500"}
+    env = {"DATABASE_URL": server.url(DB), "MEDIA_ROOT": str(tmp_path / "media"), "IMPORT_BATCH_SIZE": "500"}
     processes(runjobs, **env)
     follower = processes(importfile, write_export(tmp_path / "export.csv"), "--target", target, "--wait", **env)
     wait_for(lambda: "rows" in follower.output(), timeout=60, message="the progress bar")
@@ -123,7 +123,7 @@ def test_wait_keeps_following_while_the_database_is_down(outage_server, processe
 
 @pytest.mark.django_db(transaction=True)
 def test_a_dead_worker_is_named_and_the_import_still_finishes(target, processes, tmp_path):
-    env = {"MEDIA_ROOT": str(tmp_path / "media"), "IMPORTS_BATCH_SIZE": "500"}
+    env = {"MEDIA_ROOT": str(tmp_path / "media"), "IMPORT_BATCH_SIZE": "500"}
     worker = processes(runjobs, **env)
     follower = processes(importfile, write_export(tmp_path / "export.csv"), "--target", target.pk, "--wait",
                          COLUMNS="80", **env)

@@ -52,7 +52,7 @@ def semrush_export(tmp_path, urls=10, keywords=5, seed=1):
 @pytest.mark.parametrize("batch_size", [5000, 7])
 def test_a_semrush_keyword_export_is_one_metric_per_url_with_the_mean_position(target, tmp_path, settings,
                                                                                 batch_size):
-    settings.IMPORTS_BATCH_SIZE = batch_size  # 7: a URL's keywords fall in several batches
+    settings.IMPORT_BATCH_SIZE = batch_size  # 7: a URL's keywords fall in several batches
     path, positions = semrush_export(tmp_path)
 
     imp, report = run_import(target, path, period=PERIOD)
@@ -81,7 +81,7 @@ def test_the_import_page_says_the_keyword_rows_were_added_up(target, tmp_path, c
 
 
 def test_importing_a_keyword_export_again_replaces_its_figures_instead_of_adding(target, tmp_path, settings):
-    settings.IMPORTS_BATCH_SIZE = 7
+    settings.IMPORT_BATCH_SIZE = 7
     path, positions = semrush_export(tmp_path)
     run_import(target, path, period=PERIOD)
 
@@ -97,7 +97,7 @@ def test_importing_a_keyword_export_again_replaces_its_figures_instead_of_adding
 @pytest.mark.parametrize("batch_size", [5000, 3])
 def test_a_breakdown_by_query_adds_up_clicks_and_impressions_and_weights_position(target, tmp_path, settings,
                                                                                     batch_size):
-    settings.IMPORTS_BATCH_SIZE = batch_size
+    settings.IMPORT_BATCH_SIZE = batch_size
     header = ["Landing page", "Query", "Date", "Clicks", "Impressions", "CTR", "Position"]
     rows = [
         [PREFIX + "a", "shoes", "2026-11-01", "10", "100", "10%", "2"],
@@ -122,7 +122,7 @@ def test_a_breakdown_by_query_adds_up_clicks_and_impressions_and_weights_positio
 
 @pytest.mark.parametrize("batch_size", [5000, 2])
 def test_repeated_rows_in_a_plain_export_are_counted_as_duplicates(target, tmp_path, settings, batch_size):
-    settings.IMPORTS_BATCH_SIZE = batch_size
+    settings.IMPORT_BATCH_SIZE = batch_size
     header = ["Page", "Clicks", "Impressions", "Position", "Date"]
     rows = [
         [PREFIX + "a", "4", "40", "3", "2026-11-01"],

@@ -1,34 +1,28 @@
 """The apps' on_fail / on_requeue hooks: an Import or an Attachment tells the same story as its job,
 whoever moved the job (worker, sweep, operator)."""
 
-import uuid
 
 import pytest
 from django.db import transaction
 
-from imports.handlers import enqueue_import
-from imports.models import Import, ImportKind, ImportStatus
+from imports.models import Import, ImportStatus
 from jobs import queue
 from jobs.models import Job, JobStatus
 from mailpoll.attachments import enqueue_processing
-from mailpoll.models import Attachment, AttachmentStatus, Request
-from tests.factories import JobFactory, OrgFactory, SiteTargetFactory
+from mailpoll.models import Attachment, AttachmentStatus
+from tests.factories import ImportFactory, JobFactory, OrgFactory, SiteTargetFactory
+from tests.mailpoll.factories import AttachmentFactory
 
 pytestmark = pytest.mark.django_db
 
 
 def an_import() -> Import:
-    target = SiteTargetFactory(site__org=OrgFactory(id="acme"))
-    with transaction.atomic():
-        imp = Import.objects.create(org_id="acme", site_target=target, kind=ImportKind.CSV, uid=uuid.uuid4().hex,
-                                    original_filename="pages.csv")
-        enqueue_import(imp)
-    return imp
+    return ImportFactory(site_target=SiteTargetFactory(site__org=OrgFactory(id="acme")), filename="pages.csv")
 
 
 def an_attachment() -> Attachment:
-    request = Request.objects.create(org=OrgFactory(id="acme"), source_ref=f"{uuid.uuid4()}@example.com")
-    attachment = Attachment.objects.create(request=request, filename="report.pdf", document_type="pdf")
+    attachment = AttachmentFactory(request__mailbox__org=OrgFactory(id="acme"), filename="report.pdf",
+                                   document_type="pdf")
     with transaction.atomic():
         enqueue_processing("acme", [attachment.pk])
     return attachment

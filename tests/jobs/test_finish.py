@@ -4,14 +4,13 @@ And on_fail is part of the failure: it runs in the failing transaction, so a
 lost connection cannot leave a failed job with its domain row untouched.
 """
 
-import doctest
 import math
 import signal
 
 import pytest
 from django.db import connection
 
-from jobs import finish, operator_actions, queue, storable, sweep
+from jobs import queue, storable, sweep
 from jobs.models import Job, JobStatus
 from tests.factories import JobFactory
 from tests.support.processes import run_burst, runjobs, wait_for
@@ -24,12 +23,6 @@ def run_one(temporary_type, handler, **options) -> Job:
     job = queue.enqueue("test_finish_case", org_id="demo")
     run_burst()
     return Job.objects.get(pk=job.id)
-
-
-@pytest.mark.parametrize("module, examples", [(storable, 2), (finish, 4), (operator_actions, 4)])
-def test_the_pure_rules_of_the_queue_hold_their_worked_examples(module, examples):
-    failures, tried = doctest.testmod(module)
-    assert tried >= examples and failures == 0
 
 
 # -- what PostgreSQL refuses ------------------------------------------------------------

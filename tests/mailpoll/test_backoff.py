@@ -23,7 +23,7 @@ def backoff_after(mailbox, failures_before: int, *, backoff=True) -> timedelta |
     polled_at = timezone.now() - timedelta(seconds=5)
     Mailbox.objects.filter(pk=mailbox.pk).update(consecutive_failures=failures_before, last_polled_at=polled_at,
                                                  next_attempt_at=None, last_error_at=None)
-    assert Poller()._record_failure(mailbox, "boom", backoff=backoff)
+    assert Poller().mailbox_poll.record_failure(mailbox, "boom", backoff=backoff)
     mailbox.refresh_from_db()
     assert mailbox.consecutive_failures == failures_before + 1
     return mailbox.next_attempt_at and mailbox.next_attempt_at - polled_at
@@ -99,14 +99,14 @@ def test_a_failure_recorded_late_never_hides_a_newer_state():
     mailbox = MailboxFactory()
     now = timezone.now()
     Mailbox.objects.filter(pk=mailbox.pk).update(last_success_at=now, consecutive_failures=0)
-    assert Poller()._record_failure(mailbox, "old: timed out", failed_at=now - MINUTE)
+    assert Poller().mailbox_poll.record_failure(mailbox, "old: timed out", failed_at=now - MINUTE)
     mailbox.refresh_from_db()
     # A success came after it: its trace is kept, but it neither counts nor backs off.
     assert mailbox.last_error == "old: timed out" and mailbox.last_error_at == now - MINUTE
     assert mailbox.consecutive_failures == 0 and mailbox.next_attempt_at is None
 
-    Poller()._record_failure(mailbox, "new: refused", failed_at=now)
-    Poller()._record_failure(mailbox, "older still", failed_at=now - 2 * MINUTE)
+    Poller().mailbox_poll.record_failure(mailbox, "new: refused", failed_at=now)
+    Poller().mailbox_poll.record_failure(mailbox, "older still", failed_at=now - 2 * MINUTE)
     mailbox.refresh_from_db()
     assert mailbox.last_error == "new: refused"
 

@@ -106,7 +106,7 @@ def test_a_stop_before_the_first_batch_changes_no_cursor(dovecot, imap_mailbox):
             return uids
 
     with StopAfterSearch(mailbox) as provider:
-        result = poller.sync_folder(provider, mailbox, "INBOX")
+        result = poller.folder_sync.sync_folder(provider, mailbox, "INBOX")
     assert result.fetched == 0 and result.last_uid is None
     assert not FolderCursor.objects.filter(mailbox=mailbox).exists()  # it used to be stored at uid 2
 

@@ -8,6 +8,18 @@ from tests.support.handlers import EXECUTIONS_DDL
 from tests.support.processes import ManagedProcess
 
 
+def pytest_ignore_collect(collection_path, config):
+    """Only test modules are collected here: --doctest-modules is for the code's docstrings.
+
+    Importing some support modules has effects for the process's whole life (worker_types and
+    extra_handlers register job types), which only a worker subprocess or the test that loads
+    them may cause.
+    """
+    if collection_path.suffix == ".py" and not collection_path.name.startswith(("test_", "conftest")):
+        return True
+    return None
+
+
 @pytest.fixture(scope="session")
 def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
     """One test database per pytest run: several runs may share the embedded server."""

@@ -265,3 +265,66 @@ class Attachment(models.Model):
 
     def __str__(self):
         return self.filename
+
+
+class OAuthProvider(models.TextChoices):
+    GOOGLE = "google", "Google"
+    MICROSOFT = "microsoft", "Microsoft"
+
+
+class GrantState(models.TextChoices):
+    # Every move is in mailpoll.oauth.
+    # In: connected or reconnected (oauth.connect). Out: the token endpoint refuses the grant for good
+    # (-> needs_reauth).
+    ACTIVE = "active", "Active"
+    # In: a refresh answered invalid_grant or an AADSTS code that means the grant is dead; failure_reason says
+    # which. Never refreshed again (no retry storm). Out: reconnected by someone (-> active).
+    NEEDS_REAUTH = "needs_reauth", "Needs re-authorization"
+
+
+class OAuthGrant(models.Model):
+    """A mailbox's delegated OAuth grant: what it refreshes with, the current access token, and its health.
+
+    Every secret is encrypted at rest (``seoinsight.crypto``) and write-only; ``mailpoll.oauth`` reads and
+    changes a grant only under a row lock, so a rotated refresh token is never lost to a concurrent refresh.
+    """
+
+    mailbox = models.OneToOneField(Mailbox, on_delete=models.CASCADE, related_name="oauth_grant")
+    provider = models.CharField(max_length=10, choices=OAuthProvider.choices)
+    state = models.CharField(max_length=12, choices=GrantState.choices, default=GrantState.ACTIVE)
+    refresh_token = models.TextField(blank=True, editable=False, help_text="Encrypted.")
+    # msal's serialized token cache (Microsoft), as an alternative to a bare refresh token.
+    token_cache = models.TextField(blank=True, editable=False, help_text="Encrypted.")
+    access_token = models.TextField(blank=True, editable=False, help_text="Encrypted.")
+    access_expires_at = models.DateTimeField(null=True, blank=True)
+    # When the user consented (Google testing apps' refresh tokens die 7 days after it).
+    authorized_at = models.DateTimeField()
+    # The last successful refresh (Microsoft's refresh tokens die after 90 days without one).
+    last_refreshed_at = models.DateTimeField(null=True, blank=True)
+    # The last failed refresh, transient or final; empty again after a refresh that works.
+    failure_reason = models.TextField(blank=True)
+    failed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=Q(provider__in=OAuthProvider.values), name="oauthgrant_provider_valid"),
+            models.CheckConstraint(condition=Q(state__in=GrantState.values), name="oauthgrant_state_valid"),
+            # The operator reconnecting a mailbox needs to know what the provider said, and when.
+            models.CheckConstraint(
+                condition=~Q(state="needs_reauth") | (~Q(failure_reason="") & Q(failed_at__isnull=False)),
+                name="oauthgrant_needs_reauth_has_reason"),
+            # A grant with nothing to refresh with would fail at its first expiry, silently until then.
+            models.CheckConstraint(condition=~Q(refresh_token="") | ~Q(token_cache=""),
+                                   name="oauthgrant_has_refresh_material"),
+            # An access token without its expiry would be handed out forever.
+            models.CheckConstraint(condition=Q(access_token="") | Q(access_expires_at__isnull=False),
+                                   name="oauthgrant_access_token_has_expiry"),
+        ]
+
+    def __str__(self):
+        return f"{self.get_provider_display()} grant of {self.mailbox_id}: {self.get_state_display()}"
+
+
+crypto.register_column("mailpoll.OAuthGrant", "refresh_token")
+crypto.register_column("mailpoll.OAuthGrant", "token_cache")
+crypto.register_column("mailpoll.OAuthGrant", "access_token")

@@ -1,0 +1,336 @@
+"""A Gmail label read as changes since a ``historyId`` (issue 11 groundwork, not wired into the poller yet).
+
+``GmailSource`` yields ``changes.Batch``es: ``initial(mode)`` for a label's first poll,
+``changes(cursor)`` after that. Each batch's ``cursor`` is a ``historyId`` safe to commit
+once every item of the batch is stored:
+
+* ``users.history.list`` pages are read in history order: after a page, the id of its
+  last record (the next page starts after it); after the last page, the mailbox's
+  ``historyId`` the answer names.
+* The listing modes (``since``, ``full``) take the profile's ``historyId`` *before*
+  listing and hand it over only with the last page (earlier pages carry ``None``): mail
+  arriving while the listing runs is then read by the next ``changes`` call, never
+  stepped over. Dedup absorbs what both see.
+
+A ``404`` from ``history.list`` (history too old, on any page) raises ``CursorExpired``;
+the caller resyncs the label (``initial("full")``), with dedup, and records it.
+
+Content: ids are sized with ``messages.get(format="minimal")`` (``sizeEstimate``), those
+within ``MAILPOLL_MAX_MESSAGE_BYTES`` fetched with ``format="raw"``, the others become
+``TooBig`` with their header block from ``format="metadata"``; each of the three in
+``BatchHttpRequest``s of ``BATCH_SIZE``. A raw message larger than the limit whatever its
+estimate also becomes ``TooBig``. A message deleted meanwhile (404) is left out.
+
+Throttling (429, 403 ``rateLimitExceeded``/``userRateLimitExceeded``), for a whole call or
+for a part of a batch: bounded exponential backoff with jitter (``backoff_delay``,
+``decide``), then ``Throttled``. ``sleep`` and ``jitter`` are injectable. Errors and logs
+never carry tokens; a token endpoint's refusal (``google.auth.exceptions.RefreshError``)
+is left to the caller, whose token machinery decides what a refused grant means.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import random
+import time
+from collections.abc import Callable, Iterable, Iterator
+from datetime import UTC, date, datetime
+
+import google_auth_httplib2
+import httplib2
+from google.oauth2 import credentials as user_oauth
+from google.oauth2 import service_account
+from googleapiclient.discovery import build
+from googleapiclient.errors import HttpError
+from googleapiclient.http import BatchHttpRequest
+
+from .. import conf
+from .base import ProviderError
+from .changes import Batch, CursorExpired, Throttled, TooBig
+
+log = logging.getLogger(__name__)
+
+SCOPES = ["https://www.googleapis.com/auth/gmail.readonly"]
+GOOGLE_TOKEN_URI = "https://oauth2.googleapis.com/token"
+GMAIL_ENDPOINT = "https://gmail.googleapis.com/"
+# The discovery document's batch path is the generic one, and the library joins it to the
+# document's rootUrl even when api_endpoint points elsewhere: the batch URI is built here.
+BATCH_PATH = "batch/gmail/v1"
+BATCH_SIZE = 50  # Google advises at most 50 calls a batch for Gmail
+PAGE_SIZE = 100
+HTTP_TIMEOUT = 60
+MAX_ATTEMPTS = 5
+BACKOFF_FIRST = 1.0
+BACKOFF_MAX = 32.0
+THROTTLE_REASONS = frozenset({"rateLimitExceeded", "userRateLimitExceeded"})
+
+# What ``decide`` says of a failed call.
+RETRY = "retry"  # throttled, attempts left: pause, then again
+THROTTLED = "throttled"  # throttled, no attempts left
+EXPIRED = "expired"  # the history id is too old
+GONE = "gone"  # the message was deleted since it was listed
+FAIL = "fail"  # anything else: the caller's error
+
+# What was called, for ``decide``.
+CALL_HISTORY = "history"
+CALL_MESSAGE = "message"
+CALL_OTHER = "other"
+
+
+def backoff_delay(attempt: int, jitter: float, retry_after: str | None = None, *,
+                  first: float = BACKOFF_FIRST, cap: float = BACKOFF_MAX) -> float:
+    """Seconds to wait after throttled attempt ``attempt`` (1-based); ``jitter`` is in [0, 1).
+
+    "Equal jitter": between half and all of the doubling step, so pollers throttled together
+    spread out and no pause is ever near zero (no hot loop). A numeric ``Retry-After`` wins,
+    capped at ``cap``:
+
+    >>> [backoff_delay(n, 0.0) for n in (1, 2, 3, 6, 9)]
+    [0.5, 1.0, 2.0, 16.0, 16.0]
+    >>> backoff_delay(3, 0.999) < 4.0, backoff_delay(1, 0.0, "7"), backoff_delay(1, 0.5, "3600")
+    (True, 7.0, 32.0)
+    """
+    if retry_after is not None:
+        try:
+            return min(max(float(retry_after), 0.0), cap)
+        except ValueError:
+            pass
+    step = min(first * 2 ** (attempt - 1), cap)
+    return step / 2 * (1 + jitter)
+
+
+def decide(status: int, reasons: Iterable[str], *, call: str, attempt: int, max_attempts: int) -> str:
+    """What to do after call ``call`` failed with HTTP ``status`` on attempt ``attempt``.
+
+    Only throttling is retried; a 404 means an expired cursor for ``history.list`` and a deleted
+    message for ``messages.get``; everything else fails at once (a bad grant, a missing label).
+    """
+    throttled = status == 429 or (status == 403 and bool(THROTTLE_REASONS & set(reasons)))
+    if throttled:
+        return RETRY if attempt < max_attempts else THROTTLED
+    if status == 404 and call == CALL_HISTORY:
+        return EXPIRED
+    if status == 404 and call == CALL_MESSAGE:
+        return GONE
+    return FAIL
+
+
+def error_reasons(exc: HttpError) -> list[str]:
+    """The ``reason`` codes of a Google JSON error (``error.errors[].reason``)."""
+    details = exc.error_details if isinstance(exc.error_details, list) else []
+    return [d["reason"] for d in details if isinstance(d, dict) and isinstance(d.get("reason"), str)]
+
+
+def delegated_credentials(account_info: dict, subject: str):
+    """A Workspace service account's key impersonating ``subject`` (domain-wide delegation)."""
+    return service_account.Credentials.from_service_account_info(account_info, scopes=SCOPES, subject=subject)
+
+
+def user_credentials(*, refresh_token: str, client_id: str, client_secret: str | None,
+                     token_uri: str = GOOGLE_TOKEN_URI, access_token: str | None = None, expiry=None):
+    """A user's OAuth consent: refreshed by google-auth with the stored refresh token."""
+    return user_oauth.Credentials(access_token, refresh_token=refresh_token, token_uri=token_uri,
+                                  client_id=client_id, client_secret=client_secret, scopes=SCOPES, expiry=expiry)
+
+
+def build_service(credentials, *, api_endpoint: str = GMAIL_ENDPOINT, http: httplib2.Http | None = None):
+    """The Gmail v1 client from the discovery document shipped with the library (no network)."""
+    authorized = google_auth_httplib2.AuthorizedHttp(credentials, http=http or httplib2.Http(timeout=HTTP_TIMEOUT))
+    return build("gmail", "v1", http=authorized, static_discovery=True, cache_discovery=False,
+                 client_options={"api_endpoint": api_endpoint})
+
+
+def header_block(raw: bytes) -> bytes:
+    """The header block of a raw message, blank line included."""
+    for end in (b"\r\n\r\n", b"\n\n"):
+        at = raw.find(end)
+        if at >= 0:
+            return raw[: at + len(end)]
+    return raw
+
+
+def metadata_headers(resource: dict) -> bytes:
+    """A header block rebuilt from a ``format=metadata`` resource's ``payload.headers``."""
+    lines = [f"{h.get('name', '')}: {h.get('value', '')}\r\n"
+             for h in resource.get("payload", {}).get("headers", [])]
+    return ("".join(lines) + "\r\n").encode("utf-8", "surrogateescape")
+
+
+def _decode_raw(data: str) -> bytes:
+    return base64.urlsafe_b64decode(data + "=" * (-len(data) % 4))
+
+
+def _unique(ids: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(ids))
+
+
+class GmailSource:
+    """One label of one Gmail mailbox, through a ``build_service`` client."""
+
+    def __init__(self, service, *, label: str = "INBOX", user_id: str = "me", api_endpoint: str = GMAIL_ENDPOINT,
+                 max_bytes: int | None = None, page_size: int = PAGE_SIZE, batch_size: int = BATCH_SIZE,
+                 max_attempts: int = MAX_ATTEMPTS, sleep: Callable[[float], None] = time.sleep,
+                 jitter: Callable[[], float] = random.random, mailbox: str = ""):
+        self.service = service
+        self.label = label
+        self.user_id = user_id
+        self.batch_uri = api_endpoint.rstrip("/") + "/" + BATCH_PATH
+        self.max_bytes = conf.get("MAILPOLL_MAX_MESSAGE_BYTES") if max_bytes is None else max_bytes
+        self.page_size = page_size
+        self.batch_size = batch_size
+        self.max_attempts = max_attempts
+        self.sleep = sleep
+        self.jitter = jitter
+        self.mailbox = mailbox  # for the logs
+
+    # -- the reading -------------------------------------------------------------
+
+    def initial(self, mode: str, since: date | None = None) -> Iterator[Batch]:
+        """A label's first poll (or a resync): ``mode`` is a ``Mailbox.initial_mode`` value.
+
+        ``new-only`` yields one empty batch with the current ``historyId``; ``since`` lists mail
+        received from midnight UTC of ``since`` on; ``full`` lists the whole label.
+        """
+        if mode not in ("new-only", "since", "full"):
+            raise ValueError(f"unknown initial mode {mode!r}")
+        if mode == "since" and since is None:
+            raise ValueError("mode 'since' needs a date")
+        start = str(self._call(lambda: self._users().getProfile(userId=self.user_id), call=CALL_OTHER)["historyId"])
+        if mode == "new-only":
+            yield Batch([], start)
+            return
+        query = None
+        if mode == "since":
+            query = f"after:{int(datetime(since.year, since.month, since.day, tzinfo=UTC).timestamp())}"
+        page_token = None
+        while True:
+            def listing(token=page_token):
+                return self._users().messages().list(userId=self.user_id, labelIds=[self.label], q=query,
+                                                     pageToken=token, maxResults=self.page_size)
+            answer = self._call(listing, call=CALL_OTHER)
+            page_token = answer.get("nextPageToken")
+            items = self._contents(m["id"] for m in answer.get("messages", []))
+            yield Batch(items, None if page_token else start)
+            if not page_token:
+                return
+
+    def changes(self, cursor: str) -> Iterator[Batch]:
+        """Messages added to the label after history id ``cursor``, a batch per history page.
+
+        Raises ``CursorExpired`` when Gmail no longer has that history, on any page.
+        """
+        page_token = None
+        while True:
+            def page(token=page_token):
+                return self._users().history().list(userId=self.user_id, startHistoryId=cursor,
+                                                    historyTypes=["messageAdded"], labelId=self.label,
+                                                    pageToken=token, maxResults=self.page_size)
+            answer = self._call(page, call=CALL_HISTORY, cursor=cursor)
+            records = answer.get("history", [])
+            page_token = answer.get("nextPageToken")
+            ids = [added["message"]["id"] for record in records for added in record.get("messagesAdded", [])
+                   if self.label in added["message"].get("labelIds", [self.label])]
+            last = str(records[-1]["id"]) if records else None
+            safe = last if page_token else str(answer.get("historyId") or last or cursor)
+            yield Batch(self._contents(ids), safe)
+            if not page_token:
+                return
+
+    # -- content -----------------------------------------------------------------
+
+    def _contents(self, ids: Iterable[str]) -> list[tuple[str, bytes | TooBig]]:
+        ids = _unique(ids)
+        sizes = self._get_many(ids, "minimal")
+        fits = [i for i in ids if i in sizes and int(sizes[i].get("sizeEstimate", 0)) <= self.max_bytes]
+        big = [i for i in ids if i in sizes and i not in set(fits)]
+        raws = self._get_many(fits, "raw")
+        metadata = self._get_many(big, "metadata")
+        items: list[tuple[str, bytes | TooBig]] = []
+        for mid in ids:
+            if mid in raws:
+                data = _decode_raw(raws[mid].get("raw", ""))
+                items.append((mid, data if len(data) <= self.max_bytes else TooBig(len(data), header_block(data))))
+            elif mid in metadata:
+                items.append((mid, TooBig(int(sizes[mid].get("sizeEstimate", 0)), metadata_headers(metadata[mid]))))
+        return items
+
+    def _get_many(self, ids: list[str], fmt: str) -> dict[str, dict]:
+        """``messages.get`` of each id in ``format=fmt``, batched; a deleted message is absent."""
+        found: dict[str, dict] = {}
+        pending, attempt = list(ids), 0
+        while pending:
+            attempt += 1
+            failed: dict[str, HttpError] = {}
+
+            def collect(request_id, response, exception, failed=failed):
+                if exception is None:
+                    found[request_id] = response
+                elif isinstance(exception, HttpError):
+                    failed[request_id] = exception
+                else:
+                    raise exception
+
+            for at in range(0, len(pending), self.batch_size):
+                chunk = pending[at: at + self.batch_size]
+                self._call(lambda chunk=chunk: self._batch(chunk, fmt, collect), call=CALL_OTHER)
+            pending, retry_after = [], None
+            for mid, exc in failed.items():
+                verdict = decide(exc.resp.status, error_reasons(exc), call=CALL_MESSAGE, attempt=attempt,
+                                 max_attempts=self.max_attempts)
+                if verdict == RETRY:
+                    pending.append(mid)
+                    retry_after = exc.resp.get("retry-after", retry_after)
+                elif verdict != GONE:
+                    raise self._failure(verdict, exc)
+            if pending:
+                self._pause(attempt, retry_after, f"{len(pending)} messages.get of a batch")
+        return found
+
+    def _batch(self, chunk: list[str], fmt: str, callback) -> BatchHttpRequest:
+        batch = BatchHttpRequest(callback=callback, batch_uri=self.batch_uri)
+        for mid in chunk:
+            batch.add(self._users().messages().get(userId=self.user_id, id=mid, format=fmt), request_id=mid)
+        return batch
+
+    # -- calls -------------------------------------------------------------------
+
+    def _users(self):
+        return self.service.users()
+
+    def _call(self, make_request, *, call: str, cursor: str | None = None):
+        """``make_request().execute()``, again after throttling (a fresh request each attempt)."""
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return make_request().execute()
+            except HttpError as exc:
+                verdict = decide(exc.resp.status, error_reasons(exc), call=call, attempt=attempt,
+                                 max_attempts=self.max_attempts)
+                if verdict != RETRY:
+                    raise self._failure(verdict, exc, cursor) from None
+                self._pause(attempt, exc.resp.get("retry-after"), f"HTTP {exc.resp.status}")
+
+    def _pause(self, attempt: int, retry_after: str | None, what: str) -> None:
+        delay = backoff_delay(attempt, self.jitter(), retry_after)
+        log.warning("mailbox=%s folder=%s Gmail throttled (%s), attempt %s/%s, retrying in %.1fs",
+                    self.mailbox, self.label, what, attempt, self.max_attempts, delay)
+        self.sleep(delay)
+
+    def _failure(self, verdict: str, exc: HttpError, cursor: str | None = None) -> ProviderError:
+        status = exc.resp.status
+        reason = str(exc.reason)[:300]
+        if verdict == EXPIRED:
+            return CursorExpired(f"Gmail no longer has history {cursor} of label {self.label} (HTTP {status})")
+        if verdict == THROTTLED:
+            return Throttled(f"Gmail kept throttling label {self.label} after {self.max_attempts} attempts "
+                             f"(HTTP {status}: {reason})", retry_after=_seconds(exc.resp.get("retry-after")))
+        return ProviderError(f"Gmail refused a call on label {self.label} (HTTP {status}: {reason})")
+
+
+def _seconds(value: str | None) -> float | None:
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None

@@ -1,0 +1,342 @@
+"""Microsoft Graph mail: a folder's new messages since a delta cursor, in batches (issue 11 groundwork).
+
+Not wired into the poller yet. ``GraphSource.changes(folder, cursor, ...)`` yields
+``changes.Batch``es, one per delta page: ``(message id, raw MIME | TooBig)`` items
+and, on the round's last page only, the ``@odata.deltaLink`` to commit once the
+batch is stored. A ``nextLink`` is never a cursor: Graph retires the sync state of
+earlier pages while a round goes on (``SyncStateNotFound`` on a replayed
+``nextLink``), so an interrupted round starts again from the committed deltaLink
+(or from scratch) and dedup absorbs what was stored twice.
+
+Tokens come from msal (``AppOnlyTokens``: client credentials; ``DelegatedTokens``:
+a refresh token inside msal's serialized cache, which the caller loads and stores
+encrypted). HTTP goes through one ``requests.Session`` whose TLS verification is
+the default unless the caller passes a CA bundle of its own (the tests' fake).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import email.utils
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import msal
+import requests
+
+from .. import conf
+from .base import FolderError, ProviderError
+from .changes import Batch, CursorExpired, Throttled, TooBig
+
+log = logging.getLogger(__name__)
+
+GRAPH_URL = "https://graph.microsoft.com/v1.0"
+AUTHORITY_HOST = "https://login.microsoftonline.com"
+APP_SCOPES = ["https://graph.microsoft.com/.default"]
+DELEGATED_SCOPES = ["https://graph.microsoft.com/Mail.Read"]
+# Graph's own advice for Outlook resources: at most 4 concurrent requests per mailbox.
+MAX_CONCURRENT = 4
+# PidTagMessageSize: Exchange's size of the message, the only size Graph offers before downloading it.
+PID_TAG_MESSAGE_SIZE = "Integer 0x0E08"
+# Delta error codes meaning "this sync state is gone": start over (seen with 410 and, for some, 400).
+EXPIRED_CODES = frozenset({"syncstatenotfound", "syncstateinvalid", "resyncrequired"})
+THROTTLE_STATUSES = frozenset({429, 503})
+MAX_THROTTLE_RETRIES = 5
+MAX_THROTTLE_WAIT = 120.0  # seconds; a longer Retry-After is left to a later poll
+
+
+class TokenRefused(ProviderError):
+    """Microsoft's token endpoint refused (``error``: ``invalid_grant``, ``invalid_client``...).
+
+    ``codes`` are its AADSTS numbers (700082: refresh token expired by inactivity, 50173:
+    grant revoked...); the message carries its description, never a secret.
+    """
+
+    def __init__(self, message: str, error: str = "", codes: tuple[int, ...] = ()):
+        super().__init__(message)
+        self.error = error
+        self.codes = codes
+
+
+@dataclass(frozen=True)
+class GraphApp:
+    """An app registration in a tenant: whose tokens these are."""
+
+    tenant: str
+    client_id: str
+    client_secret: str = field(repr=False)
+    authority_host: str = AUTHORITY_HOST
+
+    @property
+    def authority(self) -> str:
+        return f"{self.authority_host.rstrip('/')}/{self.tenant}"
+
+
+def new_session(verify: bool | str = True) -> requests.Session:
+    """The session for msal and Graph; ``verify`` is a CA bundle's path only for a private endpoint."""
+    session = requests.Session()
+    session.verify = verify
+    if verify is not True:
+        # requests lets REQUESTS_CA_BUNDLE / CURL_CA_BUNDLE override a session's own bundle; a private one
+        # must be used as given (and such an endpoint is reached directly, not through the environment's proxy).
+        session.trust_env = False
+    return session
+
+
+def _client(app: GraphApp, session: requests.Session, cache=None) -> msal.ConfidentialClientApplication:
+    # instance_discovery=False: no call to login.microsoftonline.com to vouch for the authority, so a
+    # sovereign cloud or a private endpoint works; Microsoft's own hosts are known to msal anyway.
+    return msal.ConfidentialClientApplication(app.client_id, client_credential=app.client_secret,
+                                              authority=app.authority, http_client=session,
+                                              instance_discovery=False, token_cache=cache)
+
+
+def _token_of(result: dict | None, what: str) -> str:
+    if result and "access_token" in result:
+        return result["access_token"]
+    result = result or {}
+    error = result.get("error", "no_token")
+    description = result.get("error_description") or "no refresh token in the cache: connect the mailbox"
+    raise TokenRefused(f"{what}: {error}: {description.splitlines()[0]}", error,
+                       tuple(result.get("error_codes") or ()))
+
+
+class AppOnlyTokens:
+    """Client credentials (application permission Mail.Read); msal caches the token in memory, and
+    asks for a new one five minutes before it expires."""
+
+    def __init__(self, app: GraphApp, session: requests.Session):
+        self.app, self.session = app, session
+        self._msal = None
+
+    def __call__(self) -> str:
+        if self._msal is None:  # built on first use: msal reads the authority's OpenID configuration
+            self._msal = _client(self.app, self.session)
+        return _token_of(self._msal.acquire_token_for_client(APP_SCOPES), "app-only token")
+
+
+class DelegatedTokens:
+    """A user's consent, kept as msal's serialized token cache that the caller stores (encrypted).
+
+    ``load()`` returns the stored cache (or None); ``save(state)`` is called with the new
+    state before the access token is handed out whenever msal changed it, so a rotated
+    refresh token is stored before anything uses the new access token.
+    """
+
+    def __init__(self, app: GraphApp, session: requests.Session, *, load: Callable[[], str | None],
+                 save: Callable[[str], None], scopes: list[str] | None = None):
+        self.app, self.session, self.load, self.save = app, session, load, save
+        self.scopes = scopes or DELEGATED_SCOPES
+
+    def __call__(self) -> str:
+        cache = msal.SerializableTokenCache()
+        state = self.load()
+        if state:
+            cache.deserialize(state)
+        client = _client(self.app, self.session, cache)
+        accounts = client.get_accounts()
+        result = client.acquire_token_silent_with_error(self.scopes, account=accounts[0]) if accounts else None
+        if cache.has_state_changed:
+            self.save(cache.serialize())
+        return _token_of(result, "delegated token")
+
+
+def parse_retry_after(value: str | None, now: dt.datetime) -> float | None:
+    """Seconds a ``Retry-After`` header asks for (delta-seconds or an HTTP date); None if absent or garbled.
+
+    >>> now = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    >>> parse_retry_after("7", now), parse_retry_after("Thu, 01 Jan 2026 00:00:30 GMT", now)
+    (7.0, 30.0)
+    """
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, (when - now).total_seconds()) if when.tzinfo else None
+
+
+def throttle_wait(attempt: int, retry_after: float | None, *, jitter: float = 0.0,
+                  max_retries: int = MAX_THROTTLE_RETRIES, max_wait: float = MAX_THROTTLE_WAIT) -> float | None:
+    """Seconds to wait before retry ``attempt`` (1-based) of a throttled request, or None: give up (``Throttled``).
+
+    The server's ``Retry-After`` is obeyed as given; without one, 1, 2, 4... seconds,
+    stretched by ``jitter`` (0 to 1, random per call) so that parallel requests spread out.
+    A wait over ``max_wait`` is not slept through: the poll gives up and the next one retries.
+    """
+    if attempt > max_retries:
+        return None
+    wait = retry_after if retry_after is not None else min(max_wait, 2.0 ** (attempt - 1)) * (1 + jitter)
+    return wait if wait <= max_wait else None
+
+
+def is_cursor_expired(status: int, code: str) -> bool:
+    """A delta answer saying the sync state is gone: 410 Gone, or one of its error codes with any status."""
+    return status == 410 or code.lower() in EXPIRED_CODES
+
+
+class GraphSource:
+    """One mailbox (``user``: id or principal name) read through Graph; every request of it shares
+    one limit of ``max_concurrent`` in flight. ``mailbox`` names it in logs (its pk)."""
+
+    def __init__(self, user: str, token: Callable[[], str], *, mailbox=None, session: requests.Session | None = None,
+                 graph_url: str = GRAPH_URL, max_message_bytes: int | None = None, page_size: int = 50,
+                 max_concurrent: int = MAX_CONCURRENT, sleep: Callable[[float], None] = time.sleep,
+                 clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
+                 jitter: Callable[[], float] = random.random):
+        self.user, self.token, self.mailbox = user, token, mailbox if mailbox is not None else user
+        self.session = session or new_session()
+        self.graph_url = graph_url.rstrip("/")
+        self.max_message_bytes = max_message_bytes or conf.get("MAILPOLL_MAX_MESSAGE_BYTES")
+        self.timeout = conf.get("MAILPOLL_SOCKET_TIMEOUT")
+        self.page_size, self.max_concurrent = page_size, max_concurrent
+        self.sleep, self.clock, self.jitter = sleep, clock, jitter
+        self._slots = threading.BoundedSemaphore(max_concurrent)
+        self._token_lock = threading.Lock()  # one token refresh at a time, not one per worker
+
+    def changes(self, folder: str, cursor: str | None, *, mode: str = "full",
+                since: dt.date | None = None) -> Iterator[Batch]:
+        """The folder's messages created since ``cursor`` (a deltaLink), or per ``mode`` without one.
+
+        ``new-only`` fetches nothing and yields one empty Batch with the current deltaLink;
+        ``since`` starts from messages received on or after ``since`` (a date: midnight UTC);
+        ``full`` from every message. Raises ``CursorExpired`` (also in the middle of a round),
+        ``Throttled``, ``TokenRefused`` or ``ProviderError``.
+        """
+        if cursor is not None:
+            url, params = cursor, None
+        else:
+            url = f"{self.graph_url}/users/{self.user}/mailFolders/{folder}/messages/delta"
+            params = {"$select": "id", "changeType": "created",
+                      "$expand": f"singleValueExtendedProperties($filter=id eq '{PID_TAG_MESSAGE_SIZE}')"}
+            if mode == "new-only":
+                params["$deltatoken"] = "latest"
+            elif mode == "since":
+                start = since if isinstance(since, dt.datetime) else dt.datetime.combine(since, dt.time())
+                if start.tzinfo is not None:
+                    start = start.astimezone(dt.UTC)
+                params["$filter"] = f"receivedDateTime ge {start.strftime('%Y-%m-%dT%H:%M:%SZ')}"
+            elif mode != "full":
+                raise ValueError(f"unknown initial mode {mode!r}")
+        while True:
+            page = self._delta_page(folder, url, params)
+            listed = [item for item in page.get("value", []) if "@removed" not in item]
+            items = [] if mode == "new-only" and cursor is None else self._contents(folder, listed)
+            delta_link, next_link = page.get("@odata.deltaLink"), page.get("@odata.nextLink")
+            if delta_link:
+                yield Batch(items, delta_link)
+                return
+            if not next_link:
+                raise ProviderError(f"folder {folder}: a delta page without nextLink or deltaLink")
+            yield Batch(items, None)
+            url, params = next_link, None
+
+    # -- requests ---------------------------------------------------------------
+
+    def _delta_page(self, folder: str, url: str, params: dict | None) -> dict:
+        response = self._get(folder, url, params=params, headers={"Prefer": f"odata.maxpagesize={self.page_size}"})
+        if response.ok:
+            return response.json()
+        code, message = _error_of(response)
+        if is_cursor_expired(response.status_code, code):
+            raise CursorExpired(f"folder {folder}: the delta state is gone ({response.status_code} {code}): "
+                                f"resync needed")
+        raise ProviderError(f"folder {folder}: delta answered {response.status_code} {code}: {message}")
+
+    def _contents(self, folder: str, listed: list[dict]) -> list[tuple[str, bytes | TooBig]]:
+        """Each listed message's MIME, or TooBig; one gone since the listing is left out (nothing to store)."""
+        with ThreadPoolExecutor(max_workers=self.max_concurrent, thread_name_prefix="graph") as pool:
+            fetched = list(pool.map(lambda item: self._content(folder, item), listed))
+        return [(item["id"], content) for item, content in zip(listed, fetched, strict=True) if content is not None]
+
+    def _content(self, folder: str, item: dict) -> bytes | TooBig | None:
+        mid, limit = item["id"], self.max_message_bytes
+        size = _exchange_size(item)
+        if size is not None and size > limit:
+            return self._too_big(folder, mid, size)
+        response = self._get(folder, f"{self.graph_url}/users/{self.user}/messages/{mid}/$value", stream=True)
+        with response:
+            if response.status_code == 404:
+                return None
+            if not response.ok:
+                code, message = _error_of(response)
+                raise FolderError(f"folder {folder}: message {mid}: {response.status_code} {code}: {message}")
+            # Exchange's size is no promise about the MIME (base64 makes attachments a third larger): the
+            # download itself stops one byte past the limit.
+            raw = bytearray()
+            for chunk in response.iter_content(64 * 1024):
+                raw += chunk
+                if len(raw) > limit:
+                    announced = int(response.headers.get("Content-Length") or len(raw))
+                    return self._too_big(folder, mid, max(announced, len(raw)))
+        return bytes(raw)
+
+    def _too_big(self, folder: str, mid: str, size: int) -> TooBig | None:
+        response = self._get(folder, f"{self.graph_url}/users/{self.user}/messages/{mid}",
+                             params={"$select": "internetMessageHeaders"})
+        if response.status_code == 404:
+            return None
+        if not response.ok:
+            code, message = _error_of(response)
+            raise FolderError(f"folder {folder}: message {mid} headers: {response.status_code} {code}: {message}")
+        headers = response.json().get("internetMessageHeaders") or []
+        block = "".join(f"{h['name']}: {h['value']}\r\n" for h in headers) + "\r\n"
+        return TooBig(size, block.encode("utf-8", "surrogateescape") if headers else b"")
+
+    def _get(self, folder: str, url: str, **kwargs) -> requests.Response:
+        """GET under the mailbox's concurrency limit, waiting out 429/503 as ``throttle_wait`` says."""
+        if not url.startswith(self.graph_url + "/"):
+            # A stored or returned link elsewhere would be handed our bearer token.
+            raise ProviderError(f"refusing a Graph link outside {self.graph_url}")
+        attempt = 0
+        while True:
+            with self._token_lock:
+                token = self.token()
+            headers = {**kwargs.pop("headers", {}), "Authorization": f"Bearer {token}"}
+            with self._slots:
+                try:
+                    response = self.session.get(url, headers=headers, timeout=self.timeout, **kwargs)
+                except requests.RequestException as exc:
+                    raise ProviderError(f"Graph request failed: {type(exc).__name__}") from exc
+            kwargs["headers"] = {k: v for k, v in headers.items() if k != "Authorization"}
+            if response.status_code not in THROTTLE_STATUSES:
+                return response
+            attempt += 1
+            hint = parse_retry_after(response.headers.get("Retry-After"), self.clock())
+            response.close()
+            wait = throttle_wait(attempt, hint, jitter=self.jitter())
+            if wait is None:
+                raise Throttled(f"Graph kept answering {response.status_code} after {attempt} tries", hint)
+            log.info("mailbox=%s folder=%s Graph answered %s: retry %s in %.1fs", self.mailbox, folder,
+                     response.status_code, attempt, wait)
+            self.sleep(wait)
+
+
+def _exchange_size(item: dict) -> int | None:
+    for prop in item.get("singleValueExtendedProperties") or []:
+        if prop.get("id", "").lower() == PID_TAG_MESSAGE_SIZE.lower():
+            try:
+                return int(prop.get("value"))
+            except (TypeError, ValueError):
+                return None
+    return None
+
+
+def _error_of(response: requests.Response) -> tuple[str, str]:
+    """Graph's ``{"error": {"code", "message"}}``, or the status text for anything else."""
+    try:
+        error = response.json().get("error") or {}
+    except ValueError:
+        return "", response.reason or ""
+    if not isinstance(error, dict):
+        return "", str(error)[:200]
+    return str(error.get("code") or ""), str(error.get("message") or "")[:500]

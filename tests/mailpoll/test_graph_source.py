@@ -1,0 +1,294 @@
+"""The Microsoft Graph source against a loopback fake, through the real msal and requests (over verified TLS)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+
+import msal
+import pytest
+
+from mailpoll.providers.base import ProviderError
+from mailpoll.providers.changes import CursorExpired, Throttled, TooBig
+from mailpoll.providers.graph import (
+    DELEGATED_SCOPES,
+    AppOnlyTokens,
+    DelegatedTokens,
+    GraphApp,
+    GraphSource,
+    TokenRefused,
+    is_cursor_expired,
+    new_session,
+    parse_retry_after,
+    throttle_wait,
+)
+from tests.support.fake_graph import CLIENT_ID, CLIENT_SECRET, TENANT, USER, FakeGraph
+
+LIMIT = 4096
+
+
+def mail(n: int, body: bytes = b"hello\r\n") -> bytes:
+    return (f"From: sender{n}@example.com\r\nTo: {USER}\r\nSubject: message {n}\r\n"
+            f"Message-ID: <m{n}@example.com>\r\n\r\n").encode() + body
+
+
+@pytest.fixture
+def fake():
+    server = FakeGraph(page_size=10)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def app(fake):
+    return GraphApp(TENANT, CLIENT_ID, CLIENT_SECRET, authority_host=fake.origin)
+
+
+@pytest.fixture
+def session(fake):
+    return new_session(fake.ca_file)
+
+
+@pytest.fixture
+def sleeps():
+    return []
+
+
+@pytest.fixture
+def source(fake, app, session, sleeps):
+    def make(token=None, **kwargs):
+        kwargs.setdefault("max_message_bytes", LIMIT)
+        return GraphSource(USER, token or AppOnlyTokens(app, session), mailbox=7, session=session,
+                           graph_url=fake.graph_url, sleep=sleeps.append, jitter=lambda: 0.0, **kwargs)
+    return make
+
+
+def run(source, folder="inbox", cursor=None, **kwargs):
+    return list(source.changes(folder, cursor, **kwargs))
+
+
+def test_full_first_sync_pages_until_the_delta_link_which_alone_is_a_cursor(fake, source):
+    raws = [mail(n) for n in range(25)]
+    ids = [fake.add("inbox", raw).id for raw in raws]
+    batches = run(source())
+    assert [len(b.items) for b in batches] == [10, 10, 5]
+    assert [b.cursor is None for b in batches] == [True, True, False]
+    assert "$deltatoken=" in batches[-1].cursor
+    assert [i for b in batches for i, _ in b.items] == ids
+    assert [raw for b in batches for _, raw in b.items] == raws
+    [first] = [q for _, _, q in fake.requests_to("/delta")][:1]
+    assert first["changeType"] == "created" and first["$select"] == "id"
+    assert "Integer 0x0E08" in first["$expand"]
+
+
+def test_incremental_round_from_the_delta_link_brings_only_what_arrived(fake, source):
+    fake.add("inbox", mail(1))
+    [batch] = run(source())
+    new = fake.add("inbox", mail(2))
+    [again] = run(source(), cursor=batch.cursor)
+    assert again.items == [(new.id, new.raw)] and again.cursor and again.cursor != batch.cursor
+    assert run(source(), cursor=again.cursor)[0].items == []
+
+
+def test_new_only_fetches_nothing_and_starts_from_latest(fake, source):
+    for n in range(3):
+        fake.add("inbox", mail(n))
+    [batch] = run(source(), mode="new-only")
+    assert batch.items == [] and batch.cursor
+    assert fake.requests_to("/delta")[0][2]["$deltatoken"] == "latest"
+    assert not fake.requests_to("$value")
+    new = fake.add("inbox", mail(9))
+    assert run(source(), cursor=batch.cursor)[0].items == [(new.id, new.raw)]
+
+
+def test_since_asks_for_messages_received_from_that_day(fake, source):
+    fake.add("inbox", mail(1), received=dt.datetime(2026, 3, 1, 23, 0, tzinfo=dt.UTC))
+    kept = fake.add("inbox", mail(2), received=dt.datetime(2026, 3, 2, 8, 0, tzinfo=dt.UTC))
+    [batch] = run(source(), mode="since", since=dt.date(2026, 3, 2))
+    assert batch.items == [(kept.id, kept.raw)]
+    assert fake.requests_to("/delta")[0][2]["$filter"] == "receivedDateTime ge 2026-03-02T00:00:00Z"
+
+
+def test_an_expired_delta_link_raises_cursor_expired(fake, source):
+    fake.add("inbox", mail(1))
+    [batch] = run(source())
+    fake.expire_state_tokens()
+    with pytest.raises(CursorExpired, match="410 SyncStateNotFound"):
+        run(source(), cursor=batch.cursor)
+
+
+def test_410_in_the_middle_of_paging_comes_after_the_pages_already_read(fake, source):
+    for n in range(25):
+        fake.add("inbox", mail(n))
+    fake.gone_on_page = 2
+    changes = source().changes("inbox", None)
+    first = next(changes)
+    assert len(first.items) == 10 and first.cursor is None  # nothing to commit: the round restarts
+    with pytest.raises(CursorExpired):
+        next(changes)
+
+
+def test_a_message_exchange_says_is_too_big_is_not_downloaded(fake, source):
+    big = fake.add("inbox", mail(1), exchange_size=LIMIT + 1)
+    [batch] = run(source())
+    [(mid, item)] = batch.items
+    assert mid == big.id and isinstance(item, TooBig) and item.size == LIMIT + 1
+    assert b"Subject: message 1\r\n" in item.headers and item.headers.endswith(b"\r\n\r\n")
+    assert not fake.requests_to("$value")
+
+
+def test_a_download_over_the_limit_stops_and_becomes_too_big(fake, source):
+    # Exchange's size can be below the MIME's (base64 attachments): the download is what counts.
+    raw = mail(1, b"x" * (LIMIT * 3))
+    fake.add("inbox", raw, exchange_size=100)
+    [batch] = run(source())
+    [(_, item)] = batch.items
+    assert isinstance(item, TooBig) and item.size == len(raw) and b"Message-ID: <m1@example.com>" in item.headers
+
+
+def test_a_message_gone_between_listing_and_download_is_left_out(fake, source):
+    kept = fake.add("inbox", mail(1))
+    fake.deleted.add(fake.add("inbox", mail(2)).id)
+    [batch] = run(source())
+    assert batch.items == [(kept.id, kept.raw)] and batch.cursor
+
+
+def test_throttling_waits_as_retry_after_says(fake, source, sleeps):
+    msg = fake.add("inbox", mail(1))
+    fake.throttle = [(429, "3"), (503, "1")]
+    [batch] = run(source())
+    assert batch.items == [(msg.id, msg.raw)]
+    assert sleeps == [3.0, 1.0]
+
+
+def test_throttling_without_end_gives_up_bounded(fake, source, sleeps):
+    fake.add("inbox", mail(1))
+    fake.throttle = [(429, "2")] * 50
+    with pytest.raises(Throttled) as raised:
+        run(source())
+    assert raised.value.retry_after == 2.0 and sleeps == [2.0] * 5
+
+
+def test_at_most_four_requests_of_a_mailbox_in_flight(fake, source):
+    for n in range(12):
+        fake.add("inbox", mail(n))
+    fake.page_size, fake.value_delay = 12, 0.05
+    [batch] = run(source())
+    assert len(batch.items) == 12
+    assert 2 <= fake.peak_inflight <= 4
+
+
+def test_a_link_outside_the_graph_url_is_refused_before_any_request(fake, source):
+    with pytest.raises(ProviderError, match="outside"):
+        run(source(), cursor="https://attacker.example/v1.0/delta?$deltatoken=x")
+    assert fake.requests == []
+
+
+def test_a_wrong_client_secret_is_a_token_refusal(fake, session):
+    app = GraphApp(TENANT, CLIENT_ID, "wrong", authority_host=fake.origin)
+    with pytest.raises(TokenRefused) as raised:
+        AppOnlyTokens(app, session)()
+    assert raised.value.error == "invalid_client"
+
+
+def consented_cache(fake, app, session) -> str:
+    """The serialized msal cache a Connect would have stored: an account and its refresh token."""
+    cache = msal.SerializableTokenCache()
+    client = msal.ConfidentialClientApplication(CLIENT_ID, client_credential=CLIENT_SECRET, authority=app.authority,
+                                                http_client=session, instance_discovery=False, token_cache=cache)
+    assert "access_token" in client.acquire_token_by_refresh_token(fake.grant_refresh_token(), DELEGATED_SCOPES)
+    return cache.serialize()
+
+
+def test_delegated_tokens_store_the_rotated_refresh_token_before_using_it(fake, app, session, source):
+    fake.access_ttl = 60  # under msal's five-minute margin: every call refreshes
+    stored = [consented_cache(fake, app, session)]
+    seen_at_request = []
+
+    def save(state):
+        stored.append(state)
+
+    tokens = DelegatedTokens(app, session, load=lambda: stored[-1], save=save)
+
+    def token():
+        value = tokens()
+        seen_at_request.append(len(stored))
+        return value
+
+    msg = fake.add("inbox", mail(1))
+    [batch] = run(source(token))
+    assert batch.items == [(msg.id, msg.raw)]
+    refreshes = [g for g in fake.token_grants if g["grant_type"] == "refresh_token"]
+    assert len(refreshes) >= 3  # the consent, then one per request of the source
+    # Each refresh used the token the previous one rotated in, so each was saved before the next call.
+    rotated = [g["refresh_token"] for g in refreshes]
+    assert len(set(rotated)) == len(rotated)
+    assert len(stored) == len(refreshes) and seen_at_request == list(range(2, len(stored) + 1))
+
+
+def test_a_revoked_grant_is_a_token_refusal_with_microsofts_code(fake, app, session, source):
+    fake.access_ttl = 60
+    stored = [consented_cache(fake, app, session)]
+    fake.revoked = "AADSTS700082: The refresh token has expired due to inactivity."
+    tokens = DelegatedTokens(app, session, load=lambda: stored[-1], save=stored.append)
+    fake.add("inbox", mail(1))
+    with pytest.raises(TokenRefused) as raised:
+        run(source(tokens))
+    assert raised.value.error == "invalid_grant" and raised.value.codes == (700082,)
+    assert "AADSTS700082" in str(raised.value)
+
+
+def test_a_cache_without_consent_is_a_token_refusal(app, session):
+    with pytest.raises(TokenRefused, match="connect the mailbox"):
+        DelegatedTokens(app, session, load=lambda: None, save=lambda state: None)()
+
+
+def test_no_token_or_secret_in_logs_at_debug(fake, app, session, source, caplog):
+    caplog.set_level(logging.DEBUG)
+    fake.access_ttl = 60
+    stored = [consented_cache(fake, app, session)]
+    fake.add("inbox", mail(1))
+    fake.throttle = [(429, "1")]
+    run(source(DelegatedTokens(app, session, load=lambda: stored[-1], save=stored.append)))
+    run(source())
+    text = caplog.text
+    assert "Graph answered 429" in text  # the logs were captured
+    assert CLIENT_SECRET not in text
+    assert fake.issued and not [token for token in fake.issued if token in text]
+
+
+# -- pure decisions -----------------------------------------------------------
+
+NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+
+@pytest.mark.parametrize("value, expected", [
+    (None, None), ("", None), ("0", 0.0), ("12", 12.0), (" 5 ", 5.0),
+    ("Thu, 01 Jan 2026 00:01:00 GMT", 60.0),
+    ("Wed, 31 Dec 2025 23:59:00 GMT", 0.0),  # a date in the past: retry now
+    ("soon", None), ("-3", None), ("1.5", None),
+])
+def test_parse_retry_after(value, expected):
+    assert parse_retry_after(value, NOW) == expected
+
+
+@pytest.mark.parametrize("attempt, hint, jitter, expected", [
+    (1, None, 0.0, 1.0), (2, None, 0.0, 2.0), (3, None, 0.0, 4.0), (3, None, 0.5, 6.0),
+    (1, 30.0, 0.9, 30.0),  # the server's hint is obeyed as given, no jitter
+    (5, None, 0.0, 16.0),
+    (6, None, 0.0, None),  # out of retries
+    (6, 1.0, 0.0, None),
+    (1, 121.0, 0.0, None),  # longer than a poll should sleep: give up, retry next poll
+    (1, 120.0, 0.0, 120.0),
+])
+def test_throttle_wait(attempt, hint, jitter, expected):
+    assert throttle_wait(attempt, hint, jitter=jitter) == expected
+
+
+@pytest.mark.parametrize("status, code, expected", [
+    (410, "", True), (410, "SyncStateNotFound", True), (400, "SyncStateInvalid", True),
+    (400, "resyncRequired", True), (400, "BadRequest", False), (404, "ErrorItemNotFound", False),
+    (500, "", False),
+])
+def test_is_cursor_expired(status, code, expected):
+    assert is_cursor_expired(status, code) is expected

@@ -1,0 +1,354 @@
+"""A loopback fake of Microsoft's identity platform and of the Graph mail endpoints the Graph source uses.
+
+One HTTPS server on 127.0.0.1 (msal accepts only https authorities) with a
+certificate made per run for that address: clients trust it through
+``ca_file`` alone, so TLS stays verified. It serves the authority's OpenID
+configuration and token endpoint (client credentials, authorization code,
+refresh token with rotation) and, under ``/v1.0``, message delta per folder,
+a message's internet headers, and its MIME ``$value``. Knobs: page size, a
+410 on a given delta page, expired tokens, throttling answers, a slow
+``$value`` (to see concurrency), a revoked grant.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import ipaddress
+import json
+import secrets
+import ssl
+import tempfile
+import threading
+import time
+import urllib.parse
+from dataclasses import dataclass
+from email.parser import BytesHeaderParser
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+TENANT = "contoso-test"
+CLIENT_ID = "11111111-2222-3333-4444-555555555555"
+CLIENT_SECRET = "graph-client-secret-do-not-log"
+USER = "inbox@contoso.test"
+PID_TAG_MESSAGE_SIZE = "Integer 0x0E08"
+
+
+def _tls_files(directory: Path) -> tuple[Path, Path, Path]:
+    """A CA made for this run, and a server certificate it signed for 127.0.0.1: (CA, certificate, key)."""
+    now = dt.datetime.now(dt.UTC)
+
+    def build(subject, issuer, public_key, signer, *, ca: bool, issuer_key=None):
+        builder = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer).public_key(public_key)
+                   .serial_number(x509.random_serial_number())
+                   .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=1))
+                   .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+                   .add_extension(x509.SubjectKeyIdentifier.from_public_key(public_key), critical=False)
+                   .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(issuer_key or public_key),
+                                  critical=False))
+        if ca:
+            builder = builder.add_extension(x509.KeyUsage(
+                digital_signature=False, content_commitment=False, key_encipherment=False, data_encipherment=False,
+                key_agreement=False, key_cert_sign=True, crl_sign=True, encipher_only=False, decipher_only=False),
+                critical=True)
+        else:
+            builder = (builder.add_extension(x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+                .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False))
+        return builder.sign(signer, hashes.SHA256())
+
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fake-graph test CA")])
+    ca = build(ca_name, ca_name, ca_key.public_key(), ca_key, ca=True)
+    cert = build(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]), ca_name, key.public_key(),
+                 ca_key, ca=False, issuer_key=ca_key.public_key())
+    files = directory / "ca.pem", directory / "cert.pem", directory / "key.pem"
+    files[0].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    files[1].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    files[2].write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return files
+
+
+def _b64(data: dict) -> str:
+    return base64.urlsafe_b64encode(json.dumps(data).encode()).decode().rstrip("=")
+
+
+@dataclass
+class FakeMessage:
+    id: str
+    raw: bytes
+    received: dt.datetime
+    exchange_size: int | None = None  # PidTagMessageSize; None: the raw size
+
+
+class FakeGraph:
+    """Start with ``FakeGraph()`` (it listens at once), ``stop()`` at the end.
+
+    ``add(folder, raw, received=...)`` appends a message to a folder. Delta state
+    tokens are positions in a folder's append-only list, kept server-side by id.
+    """
+
+    def __init__(self, *, page_size: int = 10):
+        self.folders: dict[str, list[FakeMessage]] = {}
+        self.page_size = page_size
+        self.requests: list[tuple[str, str, dict]] = []  # (method, path, query), in order
+        self.token_grants: list[dict] = []  # the token endpoint's accepted forms
+        self.gone_on_page: int | None = None  # the delta request with this 1-based number answers 410
+        self.throttle: list[tuple[int, str | None]] = []  # (status, Retry-After) answered before anything else
+        self.value_delay = 0.0  # seconds each $value answer takes
+        self.access_ttl = 3600
+        self.revoked: str | None = None  # an AADSTS reason: every refresh-token grant is refused with it
+        self.deleted: set[str] = set()  # ids still listed by delta but whose content is gone (404)
+        self.inflight = 0
+        self.peak_inflight = 0
+        self._states: dict[str, tuple] = {}
+        self._access: dict[str, float] = {}  # access token -> expiry (epoch)
+        self._refresh: set[str] = set()
+        self._delta_requests = 0
+        self._serial = 0
+        self._lock = threading.Lock()
+        self._dir = tempfile.TemporaryDirectory(prefix="fake-graph-")
+        ca_file, cert_file, key_file = _tls_files(Path(self._dir.name))
+        self.ca_file = str(ca_file)  # what a client trusts: this CA only
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(cert_file, key_file)
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        # The handshake runs in each request's thread, not in the accepting one.
+        self._httpd.socket = context.wrap_socket(self._httpd.socket, server_side=True,
+                                                 do_handshake_on_connect=False)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="fake-graph", daemon=True)
+        self._thread.start()
+
+    @property
+    def origin(self) -> str:
+        return f"https://127.0.0.1:{self._httpd.server_address[1]}"
+
+    @property
+    def authority(self) -> str:
+        return f"{self.origin}/{TENANT}"
+
+    @property
+    def graph_url(self) -> str:
+        return f"{self.origin}/v1.0"
+
+    def stop(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(timeout=5)
+        self._dir.cleanup()
+
+    def add(self, folder: str, raw: bytes, *, received: dt.datetime | None = None,
+            exchange_size: int | None = None) -> FakeMessage:
+        with self._lock:
+            self._serial += 1
+            message = FakeMessage(f"AAMk-{self._serial:04d}", raw,
+                                  received or dt.datetime.now(dt.UTC), exchange_size)
+            self.folders.setdefault(folder, []).append(message)
+        return message
+
+    def expire_state_tokens(self) -> None:
+        """Forget every delta state: each link handed out so far answers 410 SyncStateNotFound."""
+        with self._lock:
+            self._states.clear()
+
+    def grant_refresh_token(self) -> str:
+        """A refresh token the endpoint accepts, as a user's consent at Connect time would give one."""
+        token = f"rt-{secrets.token_urlsafe(24)}"
+        with self._lock:
+            self._refresh.add(token)
+        return token
+
+    @property
+    def issued(self) -> list[str]:
+        """Every access and refresh token handed out so far (for "never in logs")."""
+        with self._lock:
+            return [*self._access, *self._refresh]
+
+    def requests_to(self, fragment: str) -> list[tuple[str, str, dict]]:
+        return [r for r in self.requests if fragment in r[1]]
+
+    # -- answers ----------------------------------------------------------------
+
+    def _token_answer(self, refresh_token: str | None) -> dict:
+        access = f"at-{secrets.token_urlsafe(24)}"
+        self._access[access] = time.time() + self.access_ttl
+        answer = {"token_type": "Bearer", "access_token": access, "expires_in": self.access_ttl,
+                  "scope": "https://graph.microsoft.com/.default"}
+        if refresh_token is not None:
+            answer.update(refresh_token=refresh_token,
+                          client_info=_b64({"uid": "user-oid", "utid": TENANT}),
+                          id_token=f"{_b64({'alg': 'none'})}.{_b64(self._id_claims())}.")
+        return answer
+
+    def _id_claims(self) -> dict:
+        now = int(time.time())
+        return {"iss": f"{self.authority}/v2.0", "sub": "user-sub", "aud": CLIENT_ID, "exp": now + 3600,
+                "iat": now, "oid": "user-oid", "tid": TENANT, "preferred_username": USER}
+
+    def token(self, form: dict) -> tuple[int, dict]:
+        grant = form.get("grant_type")
+        if form.get("client_id") != CLIENT_ID or form.get("client_secret") != CLIENT_SECRET:
+            return 401, {"error": "invalid_client", "error_description": "AADSTS7000215: Invalid client secret."}
+        with self._lock:
+            self.token_grants.append(form)
+            if grant == "client_credentials":
+                return 200, self._token_answer(None)
+            if grant == "refresh_token":
+                if self.revoked:
+                    return 400, {"error": "invalid_grant", "error_description": self.revoked,
+                                 "error_codes": [int(self.revoked.split(":")[0].removeprefix("AADSTS"))]}
+                if form.get("refresh_token") not in self._refresh:
+                    return 400, {"error": "invalid_grant", "error_description": "AADSTS70000: unknown grant.",
+                                 "error_codes": [70000]}
+                rotated = f"rt-{secrets.token_urlsafe(24)}"  # Microsoft rotates on every refresh
+                self._refresh.add(rotated)
+                return 200, self._token_answer(rotated)
+        return 400, {"error": "unsupported_grant_type", "error_description": str(grant)}
+
+    def authorized(self, header: str | None) -> bool:
+        token = (header or "").removeprefix("Bearer ")
+        with self._lock:
+            return self._access.get(token, 0) > time.time()
+
+    def delta(self, folder: str, query: dict, prefer: str) -> tuple[int, dict]:
+        with self._lock:
+            self._delta_requests += 1
+            if self.gone_on_page == self._delta_requests:
+                self._states.clear()
+            messages = self.folders.get(folder, [])
+            if "$deltatoken" in query or "$skiptoken" in query:
+                key = query.get("$deltatoken") or query.get("$skiptoken")
+                if key == "latest":
+                    state = (len(messages), len(messages), query)
+                elif key in self._states:
+                    state = self._states[key]
+                else:
+                    return 410, {"error": {"code": "SyncStateNotFound", "message":
+                                           "The sync state generation is not found; generation=3;[highest=7]."}}
+                if "$deltatoken" in query:
+                    state = (state[0], len(messages), state[2])  # a new round: what arrived since
+            else:
+                state = (0, len(messages), query)
+            start, end, options = state
+            size = self.page_size
+            if prefer.startswith("odata.maxpagesize="):
+                size = min(size, int(prefer.split("=", 1)[1]))
+            since = options.get("$filter", "").removeprefix("receivedDateTime ge ")
+            since_at = dt.datetime.fromisoformat(since.replace("Z", "+00:00")) if since else None
+            page, position = [], start
+            while position < end and len(page) < size:
+                message = messages[position]
+                position += 1
+                if since_at is None or message.received >= since_at:
+                    page.append(self._delta_item(message, options))
+            token = f"t{len(self._states) + 1}-{self._delta_requests}"
+            base = f"{self.graph_url}/users/{USER}/mailFolders/{folder}/messages/delta"
+            body = {"@odata.context": "https://graph.microsoft.com/v1.0/$metadata#Collection(message)", "value": page}
+            if position < end:
+                self._states[token] = (position, end, options)
+                body["@odata.nextLink"] = f"{base}?$skiptoken={token}"
+            else:
+                self._states[token] = (end, end, options)
+                body["@odata.deltaLink"] = f"{base}?$deltatoken={token}"
+            return 200, body
+
+    def _delta_item(self, message: FakeMessage, options: dict) -> dict:
+        item = {"id": message.id}
+        if PID_TAG_MESSAGE_SIZE in options.get("$expand", ""):
+            size = message.exchange_size if message.exchange_size is not None else len(message.raw)
+            item["singleValueExtendedProperties"] = [{"id": PID_TAG_MESSAGE_SIZE, "value": str(size)}]
+        return item
+
+    def message(self, mid: str) -> FakeMessage | None:
+        with self._lock:
+            if mid in self.deleted:
+                return None
+            return next((m for folder in self.folders.values() for m in folder if m.id == mid), None)
+
+    def headers_of(self, message: FakeMessage) -> dict:
+        parsed = BytesHeaderParser().parsebytes(message.raw)
+        return {"id": message.id,
+                "internetMessageHeaders": [{"name": k, "value": str(v)} for k, v in parsed.items()]}
+
+
+def _handler(fake: FakeGraph):
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self):
+            self._serve("GET")
+
+        def do_POST(self):
+            self._serve("POST")
+
+        def _serve(self, method: str):
+            url = urllib.parse.urlsplit(self.path)
+            query = dict(urllib.parse.parse_qsl(url.query))
+            fake.requests.append((method, url.path, query))
+            with fake._lock:
+                fake.inflight += 1
+                fake.peak_inflight = max(fake.peak_inflight, fake.inflight)
+            try:
+                self._route(method, url.path, query)
+            finally:
+                with fake._lock:
+                    fake.inflight -= 1
+
+        def _route(self, method: str, path: str, query: dict):
+            if path == f"/{TENANT}/v2.0/.well-known/openid-configuration":
+                base = f"{fake.authority}/oauth2/v2.0"
+                return self._json(200, {"issuer": f"{fake.authority}/v2.0", "token_endpoint": f"{base}/token",
+                                        "authorization_endpoint": f"{base}/authorize"})
+            if method == "POST" and path == f"/{TENANT}/oauth2/v2.0/token":
+                length = int(self.headers.get("Content-Length", 0))
+                form = dict(urllib.parse.parse_qsl(self.rfile.read(length).decode()))
+                return self._json(*fake.token(form))
+            if not path.startswith("/v1.0/"):
+                return self._json(404, {"error": {"code": "NotFound", "message": path}})
+            with fake._lock:
+                throttled = fake.throttle.pop(0) if fake.throttle else None
+            if throttled:
+                status, retry_after = throttled
+                return self._json(status, {"error": {"code": "TooManyRequests", "message": "Slow down."}},
+                                  {"Retry-After": retry_after} if retry_after is not None else {})
+            if not fake.authorized(self.headers.get("Authorization")):
+                return self._json(401, {"error": {"code": "InvalidAuthenticationToken", "message": "expired"}})
+            parts = path.split("/")  # '', 'v1.0', 'users', user, ...
+            if len(parts) == 8 and parts[4] == "mailFolders" and parts[6:] == ["messages", "delta"]:
+                return self._json(*fake.delta(parts[5], query, self.headers.get("Prefer", "")))
+            message = fake.message(parts[5]) if len(parts) >= 6 and parts[4] == "messages" else None
+            if message is None:
+                return self._json(404, {"error": {"code": "ErrorItemNotFound", "message": "not found"}})
+            if len(parts) == 6:
+                return self._json(200, fake.headers_of(message))
+            if parts[6:] == ["$value"]:
+                time.sleep(fake.value_delay)
+                self.send_response(200)
+                self.send_header("Content-Type", "message/rfc822")
+                self.send_header("Content-Length", str(len(message.raw)))
+                self.end_headers()
+                self.wfile.write(message.raw)
+                return None
+            return self._json(400, {"error": {"code": "BadRequest", "message": path}})
+
+        def _json(self, status: int, body: dict, headers: dict | None = None):
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format, *args):
+            pass
+
+    return Handler

@@ -24,6 +24,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import msal
@@ -96,6 +97,17 @@ def _client(app: GraphApp, session: requests.Session, cache=None) -> msal.Confid
                                               instance_discovery=False, token_cache=cache)
 
 
+@contextmanager
+def _reaching_microsoft(what: str):
+    """The token endpoint unreachable, or an authority that is none: a ProviderError (transient), no secret."""
+    try:
+        yield
+    except requests.RequestException as exc:
+        raise ProviderError(f"{what}: Microsoft's token endpoint failed: {type(exc).__name__}") from exc
+    except ValueError as exc:  # msal: the authority's OpenID configuration could not be read
+        raise ProviderError(f"{what}: {str(exc).splitlines()[0][:300]}") from exc
+
+
 def _token_of(result: dict | None, what: str) -> str:
     if result and "access_token" in result:
         return result["access_token"]
@@ -115,9 +127,11 @@ class AppOnlyTokens:
         self._msal = None
 
     def __call__(self) -> str:
-        if self._msal is None:  # built on first use: msal reads the authority's OpenID configuration
-            self._msal = _client(self.app, self.session)
-        return _token_of(self._msal.acquire_token_for_client(APP_SCOPES), "app-only token")
+        with _reaching_microsoft("app-only token"):
+            if self._msal is None:  # built on first use: msal reads the authority's OpenID configuration
+                self._msal = _client(self.app, self.session)
+            result = self._msal.acquire_token_for_client(APP_SCOPES)
+        return _token_of(result, "app-only token")
 
 
 class DelegatedTokens:
@@ -138,9 +152,10 @@ class DelegatedTokens:
         state = self.load()
         if state:
             cache.deserialize(state)
-        client = _client(self.app, self.session, cache)
-        accounts = client.get_accounts()
-        result = client.acquire_token_silent_with_error(self.scopes, account=accounts[0]) if accounts else None
+        with _reaching_microsoft("delegated token"):
+            client = _client(self.app, self.session, cache)
+            accounts = client.get_accounts()
+            result = client.acquire_token_silent_with_error(self.scopes, account=accounts[0]) if accounts else None
         if cache.has_state_changed:
             self.save(cache.serialize())
         return _token_of(result, "delegated token")
@@ -272,13 +287,14 @@ class GraphSource:
                 raise FolderError(f"folder {folder}: message {mid}: {response.status_code} {code}: {message}")
             # Exchange's size is no promise about the MIME (base64 makes attachments a third larger): the
             # download itself stops one byte past the limit.
-            raw = bytearray()
+            raw, over = bytearray(), None
             for chunk in response.iter_content(64 * 1024):
                 raw += chunk
                 if len(raw) > limit:
-                    announced = int(response.headers.get("Content-Length") or len(raw))
-                    return self._too_big(folder, mid, max(announced, len(raw)))
-        return bytes(raw)
+                    over = max(int(response.headers.get("Content-Length") or 0), len(raw))
+                    break
+        # Closed first: the header request below takes a connection of its own.
+        return bytes(raw) if over is None else self._too_big(folder, mid, over)
 
     def _too_big(self, folder: str, mid: str, size: int) -> TooBig | None:
         response = self._get(folder, f"{self.graph_url}/users/{self.user}/messages/{mid}",
@@ -292,7 +308,7 @@ class GraphSource:
         block = "".join(f"{h['name']}: {h['value']}\r\n" for h in headers) + "\r\n"
         return TooBig(size, block.encode("utf-8", "surrogateescape") if headers else b"")
 
-    def _get(self, folder: str, url: str, **kwargs) -> requests.Response:
+    def _get(self, folder: str, url: str, *, headers: dict | None = None, **kwargs) -> requests.Response:
         """GET under the mailbox's concurrency limit, waiting out 429/503 as ``throttle_wait`` says."""
         if not url.startswith(self.graph_url + "/"):
             # A stored or returned link elsewhere would be handed our bearer token.
@@ -301,13 +317,12 @@ class GraphSource:
         while True:
             with self._token_lock:
                 token = self.token()
-            headers = {**kwargs.pop("headers", {}), "Authorization": f"Bearer {token}"}
             with self._slots:
                 try:
-                    response = self.session.get(url, headers=headers, timeout=self.timeout, **kwargs)
+                    response = self.session.get(url, headers={**(headers or {}), "Authorization": f"Bearer {token}"},
+                                                timeout=self.timeout, **kwargs)
                 except requests.RequestException as exc:
-                    raise ProviderError(f"Graph request failed: {type(exc).__name__}") from exc
-            kwargs["headers"] = {k: v for k, v in headers.items() if k != "Authorization"}
+                    raise ProviderError(f"folder {folder}: Graph request failed: {type(exc).__name__}") from exc
             if response.status_code not in THROTTLE_STATUSES:
                 return response
             attempt += 1
@@ -315,7 +330,8 @@ class GraphSource:
             response.close()
             wait = throttle_wait(attempt, hint, jitter=self.jitter())
             if wait is None:
-                raise Throttled(f"Graph kept answering {response.status_code} after {attempt} tries", hint)
+                raise Throttled(f"folder {folder}: Graph kept answering {response.status_code} after {attempt} "
+                                f"tries", hint)
             log.info("mailbox=%s folder=%s Graph answered %s: retry %s in %.1fs", self.mailbox, folder,
                      response.status_code, attempt, wait)
             self.sleep(wait)

@@ -23,6 +23,7 @@ from mailpoll.providers.graph import (
     throttle_wait,
 )
 from tests.support.fake_graph import CLIENT_ID, CLIENT_SECRET, TENANT, USER, FakeGraph
+from tests.support.loopback import free_port
 
 LIMIT = 4096
 
@@ -189,6 +190,21 @@ def test_a_wrong_client_secret_is_a_token_refusal(fake, session):
     with pytest.raises(TokenRefused) as raised:
         AppOnlyTokens(app, session)()
     assert raised.value.error == "invalid_client"
+
+
+def test_an_unreachable_token_endpoint_is_a_provider_error_not_a_refusal(fake, session):
+    # Nothing listens there: transient, never a reason to ask for re-authorization.
+    app = GraphApp(TENANT, CLIENT_ID, CLIENT_SECRET, authority_host=f"https://127.0.0.1:{free_port()}")
+    with pytest.raises(ProviderError) as raised:
+        AppOnlyTokens(app, session)()
+    assert not isinstance(raised.value, TokenRefused) and CLIENT_SECRET not in str(raised.value)
+
+
+def test_an_unreachable_graph_is_a_provider_error(fake, app, session):
+    url = f"https://127.0.0.1:{free_port()}/v1.0"
+    source = GraphSource(USER, AppOnlyTokens(app, session), session=session, graph_url=url)
+    with pytest.raises(ProviderError, match="Graph request failed: ConnectionError"):
+        list(source.changes("inbox", None))
 
 
 def consented_cache(fake, app, session) -> str:

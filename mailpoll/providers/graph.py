@@ -31,7 +31,7 @@ import msal
 import requests
 
 from .. import conf
-from .base import FolderError, ProviderError
+from .base import FolderError, PollInterrupted, ProviderError
 from .changes import Batch, CursorExpired, Throttled, TooBig
 
 log = logging.getLogger(__name__)
@@ -217,6 +217,12 @@ class GraphSource:
         self.sleep, self.clock, self.jitter = sleep, clock, jitter
         self._slots = threading.BoundedSemaphore(max_concurrent)
         self._token_lock = threading.Lock()  # one token refresh at a time, not one per worker
+        self._interrupted: str | None = None
+
+    def interrupt(self, reason: str) -> None:
+        """From any thread: every later request fails with ``PollInterrupted`` (one in flight ends within
+        ``MAILPOLL_SOCKET_TIMEOUT``); safe at any moment."""
+        self._interrupted = reason
 
     def changes(self, folder: str, cursor: str | None, *, mode: str = "full",
                 since: dt.date | None = None) -> Iterator[Batch]:
@@ -315,6 +321,8 @@ class GraphSource:
             raise ProviderError(f"refusing a Graph link outside {self.graph_url}")
         attempt = 0
         while True:
+            if self._interrupted is not None:
+                raise PollInterrupted(f"folder {folder}: {self._interrupted}")
             with self._token_lock:
                 token = self.token()
             with self._slots:

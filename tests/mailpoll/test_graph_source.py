@@ -8,7 +8,7 @@ import logging
 import msal
 import pytest
 
-from mailpoll.providers.base import ProviderError
+from mailpoll.providers.base import PollInterrupted, ProviderError
 from mailpoll.providers.changes import CursorExpired, Throttled, TooBig
 from mailpoll.providers.graph import (
     DELEGATED_SCOPES,
@@ -183,6 +183,20 @@ def test_a_link_outside_the_graph_url_is_refused_before_any_request(fake, source
     with pytest.raises(ProviderError, match="outside"):
         run(source(), cursor="https://attacker.example/v1.0/delta?$deltatoken=x")
     assert fake.requests == []
+
+
+def test_an_interrupted_source_makes_no_further_request(fake, source):
+    for n in range(3):
+        fake.add("inbox", mail(n))
+    fake.page_size = 1
+    graph = source()
+    changes = graph.changes("inbox", None)
+    next(changes)
+    asked = len(fake.requests)
+    graph.interrupt("deadline passed")
+    with pytest.raises(PollInterrupted, match="deadline passed"):
+        next(changes)
+    assert len(fake.requests) == asked
 
 
 def test_a_wrong_client_secret_is_a_token_refusal(fake, session):

@@ -229,8 +229,8 @@ class GmailSource:
             answer = self._call(page, call=CALL_HISTORY, cursor=cursor)
             records = answer.get("history", [])
             page_token = answer.get("nextPageToken")
-            ids = [added["message"]["id"] for record in records for added in record.get("messagesAdded", [])
-                   if self.label in added["message"].get("labelIds", [self.label])]
+            # ``labelId`` has Gmail keep only the label's messages: no filtering of our own.
+            ids = [added["message"]["id"] for record in records for added in record.get("messagesAdded", [])]
             last = str(records[-1]["id"]) if records else None
             safe = last if page_token else str(answer.get("historyId") or last or cursor)
             yield Batch(self._contents(ids), safe)

@@ -9,6 +9,7 @@ import logging
 from datetime import date
 
 import pytest
+from google.auth.exceptions import RefreshError
 
 from mailpoll.providers import gmail
 from mailpoll.providers.base import ProviderError
@@ -281,6 +282,22 @@ def test_a_user_consent_is_refreshed_with_its_refresh_token(fake, source):
     fake.add(message(1))
     assert contents(list(source().changes("1000"))) == [message(1)]
     assert fake.grants == [{"refresh_token": REFRESH_TOKEN}]
+
+
+def test_a_refused_grant_is_left_to_the_token_machinery_without_the_secrets(fake, source):
+    fake.refuse = "Token has been expired or revoked."
+    with pytest.raises(RefreshError) as raised:
+        list(source().changes("1000"))
+    assert "invalid_grant" in str(raised.value)
+    assert REFRESH_TOKEN not in str(raised.value) and CLIENT_SECRET not in str(raised.value)
+    assert fake.calls == []
+
+
+def test_a_throttled_batch_request_is_sent_again_whole(fake, source, pauses):
+    ids = [fake.add(message(n)) for n in range(3)]
+    fake.batch_throttle = [(429, "rateLimitExceeded")]
+    assert [mid for b in source().changes("1000") for mid, _ in b.items] == ids
+    assert pauses == [0.5] and fake.batch_sizes == [3, 3]  # minimal (sent twice, served once), raw
 
 
 def test_no_token_or_secret_reaches_the_logs_at_debug(fake, source, caplog):

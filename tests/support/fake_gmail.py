@@ -10,7 +10,8 @@ Every API call needs a bearer token the endpoint issued.
 Knobs, set between calls (the source's generators are lazy, so also between pages):
 ``oldest_history`` (a ``startHistoryId`` below it answers 404), ``throttle`` (answers given
 to the next top-level calls instead of serving them: ``(status, reason)`` pairs, e.g.
-``(429, "rateLimitExceeded")``), ``part_throttle`` (the same for the next batch parts),
+``(429, "rateLimitExceeded")``), ``part_throttle`` (the same for the next batch parts), ``batch_throttle`` (for the next
+batch requests as a whole),
 ``size_estimates`` (a ``sizeEstimate`` other than the true size, per id), ``vanishing`` (ids
 deleted once their ``format=minimal`` get is served: deleted between sizing and fetch), ``refuse``
 (the token endpoint answers ``invalid_grant``). ``calls`` records what was served.
@@ -72,6 +73,7 @@ class FakeGmail(_LoopbackServer):
         self.oldest_history = 0
         self.throttle: list[tuple[int, str]] = []
         self.part_throttle: list[tuple[int, str]] = []
+        self.batch_throttle: list[tuple[int, str]] = []
         self.size_estimates: dict[str, int] = {}
         self.refuse: str | None = None
         self.vanishing: set[str] = set()
@@ -152,6 +154,9 @@ class FakeGmail(_LoopbackServer):
                 status, reason = self.throttle.pop(0)
                 return _json(status, _error(status, "Rate limit exceeded", reason))
             if url.path == "/batch/gmail/v1" and method == "POST":
+                if self.batch_throttle:
+                    status, reason = self.batch_throttle.pop(0)
+                    return _json(status, _error(status, "Rate limit exceeded", reason))
                 return self._batch(headers.get("Content-Type", ""), body)
             return self._api(method, url, batched=False)
 

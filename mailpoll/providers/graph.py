@@ -31,6 +31,7 @@ import msal
 import requests
 
 from .. import conf
+from ..cursor import fetch_groups
 from .base import FolderError, PollInterrupted, ProviderError
 from .changes import Batch, CursorExpired, Throttled, TooBig
 
@@ -204,7 +205,8 @@ class GraphSource:
     one limit of ``max_concurrent`` in flight. ``mailbox`` names it in logs (its pk)."""
 
     def __init__(self, user: str, token: Callable[[], str], *, mailbox=None, session: requests.Session | None = None,
-                 graph_url: str = GRAPH_URL, max_message_bytes: int | None = None, page_size: int = 50,
+                 graph_url: str = GRAPH_URL, max_message_bytes: int | None = None,
+                 fetch_max_bytes: int | None = None, page_size: int = 50,
                  max_concurrent: int = MAX_CONCURRENT, sleep: Callable[[float], None] = time.sleep,
                  clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
                  jitter: Callable[[], float] = random.random):
@@ -212,6 +214,7 @@ class GraphSource:
         self.session = session or new_session()
         self.graph_url = graph_url.rstrip("/")
         self.max_message_bytes = max_message_bytes or conf.get("MAILPOLL_MAX_MESSAGE_BYTES")
+        self.fetch_max_bytes = fetch_max_bytes or conf.get("MAILPOLL_FETCH_MAX_BYTES")
         self.timeout = conf.get("MAILPOLL_SOCKET_TIMEOUT")
         self.page_size, self.max_concurrent = page_size, max_concurrent
         self.sleep, self.clock, self.jitter = sleep, clock, jitter
@@ -228,6 +231,7 @@ class GraphSource:
                 since: dt.date | None = None) -> Iterator[Batch]:
         """The folder's messages created since ``cursor`` (a deltaLink), or per ``mode`` without one.
 
+        A delta page comes as one or more batches of at most ``fetch_max_bytes`` (by Exchange's sizes).
         ``new-only`` fetches nothing and yields one empty Batch with the current deltaLink;
         ``since`` starts from messages received on or after ``since`` (a date: midnight UTC);
         ``full`` from every message. Raises ``CursorExpired`` (also in the middle of a round),
@@ -242,6 +246,8 @@ class GraphSource:
             if mode == "new-only":
                 params["$deltatoken"] = "latest"
             elif mode == "since":
+                if since is None:
+                    raise ValueError("mode 'since' needs a date")
                 start = since if isinstance(since, dt.datetime) else dt.datetime.combine(since, dt.time())
                 if start.tzinfo is not None:
                     start = start.astimezone(dt.UTC)
@@ -251,14 +257,20 @@ class GraphSource:
         while True:
             page = self._delta_page(folder, url, params)
             listed = [item for item in page.get("value", []) if "@removed" not in item]
-            items = [] if mode == "new-only" and cursor is None else self._contents(folder, listed)
             delta_link, next_link = page.get("@odata.deltaLink"), page.get("@odata.nextLink")
-            if delta_link:
-                yield Batch(items, delta_link)
-                return
-            if not next_link:
+            if not delta_link and not next_link:
                 raise ProviderError(f"folder {folder}: a delta page without nextLink or deltaLink")
-            yield Batch(items, None)
+            if mode == "new-only" and cursor is None:
+                listed = []
+            # A page is fetched a few messages at a time, as IMAP's batches are: what is fetched is held in
+            # memory until stored. Only the round's very last batch carries the cursor.
+            sizes = {n: _exchange_size(item) or self.max_message_bytes for n, item in enumerate(listed)}
+            groups = fetch_groups(list(sizes), sizes, self.fetch_max_bytes) or [[]]
+            for n, group in enumerate(groups):
+                items = self._contents(folder, [listed[i] for i in group])
+                yield Batch(items, delta_link if n == len(groups) - 1 else None)
+            if delta_link:
+                return
             url, params = next_link, None
 
     # -- requests ---------------------------------------------------------------

@@ -82,6 +82,14 @@ def test_full_first_sync_pages_until_the_delta_link_which_alone_is_a_cursor(fake
     assert "Integer 0x0E08" in first["$expand"]
 
 
+def test_a_page_is_fetched_in_batches_bounded_in_bytes(fake, source):
+    for n in range(5):
+        fake.add("inbox", mail(n), exchange_size=1000)
+    batches = run(source(fetch_max_bytes=2500))
+    assert [len(b.items) for b in batches] == [2, 2, 1]
+    assert [b.cursor is None for b in batches] == [True, True, False]
+
+
 def test_incremental_round_from_the_delta_link_brings_only_what_arrived(fake, source):
     fake.add("inbox", mail(1))
     [batch] = run(source())

@@ -33,6 +33,9 @@ MICROSOFT_MESSAGES = {
     50173: "The provided grant has expired due to it being revoked, a fresh auth token is needed. The user might "
            "have changed or reset their password. The grant was issued on '{issued}' and the TokensValidFrom "
            "date (before which tokens are not valid) for this user is '{now}'.",
+    50076: "Due to a configuration change made by your administrator, or because you moved to a new location, "
+           "you must use multi-factor authentication to access '{client}'.",
+    7000222: "The provided client secret keys for app '{client}' are expired.",
     70003: "The app requested an unsupported grant type.",
     70000: "The provided value for the 'refresh_token' is not valid.",
     7000215: "Invalid client secret provided. Ensure the secret being sent in the request is the client secret "
@@ -141,21 +144,26 @@ class FakeTokenEndpoint(_LoopbackServer):
         self.live[token] = "live"
         return token
 
-    def _error(self, error: str, google_text: str | None, code: int | None) -> dict:
+    def _error(self, error: str, google_text: str | None, code: int) -> dict:
         if self.flavour == "google":
             return {"error": error, "error_description": google_text or error}
-        now = datetime.now(UTC)
-        stamp = now.strftime("%Y-%m-%d %H:%M:%SZ")
-        text = MICROSOFT_MESSAGES.get(code, error).format(issued="2026-01-01T00:00:00.0000000Z",
-                                                          now=now.isoformat(), client=CLIENT_ID)
-        trace, correlation = str(uuid.uuid4()), str(uuid.uuid4())
-        return {
-            "error": error,
-            "error_description": f"AADSTS{code}: {text}\r\nTrace ID: {trace}\r\nCorrelation ID: {correlation}"
-                                 f"\r\nTimestamp: {stamp}",
-            "error_codes": [code],
-            "timestamp": stamp,
-            "trace_id": trace,
-            "correlation_id": correlation,
-            "error_uri": f"https://login.microsoftonline.com/error?code={code}",
-        }
+        return microsoft_error(error, code)
+
+
+def microsoft_error(error: str, code: int) -> dict:
+    """An error body of Microsoft's token endpoint for AADSTS ``code``, as it writes them."""
+    now = datetime.now(UTC)
+    stamp = now.strftime("%Y-%m-%d %H:%M:%SZ")
+    text = MICROSOFT_MESSAGES.get(code, error).format(issued="2026-01-01T00:00:00.0000000Z", now=now.isoformat(),
+                                                      client=CLIENT_ID)
+    trace, correlation = str(uuid.uuid4()), str(uuid.uuid4())
+    return {
+        "error": error,
+        "error_description": f"AADSTS{code}: {text}\r\nTrace ID: {trace}\r\nCorrelation ID: {correlation}"
+                             f"\r\nTimestamp: {stamp}",
+        "error_codes": [code],
+        "timestamp": stamp,
+        "trace_id": trace,
+        "correlation_id": correlation,
+        "error_uri": f"https://login.microsoftonline.com/error?code={code}",
+    }

@@ -8,12 +8,15 @@ once every item of the batch is stored:
   last record (the next page starts after it); after the last page, the mailbox's
   ``historyId`` the answer names.
 * The listing modes (``since``, ``full``) take the profile's ``historyId`` *before*
-  listing and hand it over only with the last page (earlier pages carry ``None``): mail
-  arriving while the listing runs is then read by the next ``changes`` call, never
-  stepped over. Dedup absorbs what both see.
+  listing and hand it over only with the last page: mail arriving while the listing runs
+  is then read by the next ``changes`` call, never stepped over; dedup absorbs what both
+  see. Earlier pages carry a *sweep cursor* (``sweep_cursor``: that history id and the
+  next page token): ``changes`` resumes the listing from it, so a resync cut short by a
+  deadline goes on where it stopped instead of starting over.
 
-A ``404`` from ``history.list`` (history too old, on any page) raises ``CursorExpired``;
-the caller resyncs the label (``initial("full")``), with dedup, and records it.
+A ``404`` from ``history.list`` (history too old, on any page), or a stored page token
+Gmail no longer takes, raises ``CursorExpired``; the caller resyncs the label
+(``initial("full")``), with dedup, and records it.
 
 Content: ids are sized with ``messages.get(format="minimal")`` (``sizeEstimate``), those
 within ``MAILPOLL_MAX_MESSAGE_BYTES`` fetched with ``format="raw"``, the others become
@@ -36,6 +39,7 @@ import random
 import time
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, date, datetime
+from urllib.parse import parse_qs, urlencode
 
 import google_auth_httplib2
 import httplib2
@@ -75,7 +79,9 @@ FAIL = "fail"  # anything else: the caller's error
 # What was called, for ``decide``.
 CALL_HISTORY = "history"
 CALL_MESSAGE = "message"
+CALL_SWEEP = "sweep"  # messages.list from a stored page token
 CALL_OTHER = "other"
+SWEEP = "sweep?"
 
 
 def backoff_delay(attempt: int, jitter: float, retry_after: str | None = None, *,
@@ -104,7 +110,8 @@ def decide(status: int, reasons: Iterable[str], *, call: str, attempt: int, max_
     """What to do after call ``call`` failed with HTTP ``status`` on attempt ``attempt``.
 
     Only throttling is retried; a 404 means an expired cursor for ``history.list`` and a deleted
-    message for ``messages.get``; everything else fails at once (a bad grant, a missing label).
+    message for ``messages.get``; a listing resumed from a stored page token that Gmail refuses
+    (400, 404) is an expired cursor too; everything else fails at once (a bad grant, a missing label).
     """
     throttled = status == 429 or (status == 403 and bool(THROTTLE_REASONS & set(reasons)))
     if throttled:
@@ -113,7 +120,34 @@ def decide(status: int, reasons: Iterable[str], *, call: str, attempt: int, max_
         return EXPIRED
     if status == 404 and call == CALL_MESSAGE:
         return GONE
+    if status in (400, 404) and call == CALL_SWEEP:  # the stored page token is no longer taken
+        return EXPIRED
     return FAIL
+
+
+def sweep_cursor(start: str, query: str, page_token: str) -> str:
+    """The cursor of an unfinished listing: resume at ``page_token``, then commit ``start``.
+
+    >>> sweep_cursor("1042", "after:1704067200", "0912")
+    'sweep?start=1042&q=after%3A1704067200&page=0912'
+    >>> parse_sweep(sweep_cursor("1042", "", "x&y"))
+    ('1042', '', 'x&y')
+    """
+    return SWEEP + urlencode({"start": start, "q": query, "page": page_token})
+
+
+def is_sweep(cursor: str) -> bool:
+    """Whether ``cursor`` is an unfinished listing's (a resync in progress) rather than a history id."""
+    return cursor.startswith(SWEEP)
+
+
+def parse_sweep(cursor: str) -> tuple[str, str, str]:
+    """``(start, query, page_token)`` of a sweep cursor."""
+    fields = parse_qs(cursor[len(SWEEP):], keep_blank_values=True)
+    try:
+        return fields["start"][0], fields["q"][0], fields["page"][0]
+    except KeyError:
+        raise CursorExpired(f"not a Gmail sweep cursor: {cursor[:100]!r}") from None
 
 
 def error_reasons(exc: HttpError) -> list[str]:
@@ -200,26 +234,20 @@ class GmailSource:
         if mode == "new-only":
             yield Batch([], start)
             return
-        query = None
+        query = ""
         if mode == "since":
             query = f"after:{int(datetime(since.year, since.month, since.day, tzinfo=UTC).timestamp())}"
-        page_token = None
-        while True:
-            def listing(token=page_token):
-                return self._users().messages().list(userId=self.user_id, labelIds=[self.label], q=query,
-                                                     pageToken=token, maxResults=self.page_size)
-            answer = self._call(listing, call=CALL_OTHER)
-            page_token = answer.get("nextPageToken")
-            items = self._contents(m["id"] for m in answer.get("messages", []))
-            yield Batch(items, None if page_token else start)
-            if not page_token:
-                return
+        yield from self._listing(start, query, None)
 
     def changes(self, cursor: str) -> Iterator[Batch]:
-        """Messages added to the label after history id ``cursor``, a batch per history page.
+        """What came after ``cursor``: messages added to the label after that history id, a batch per
+        history page; or, for a sweep cursor, the rest of that listing.
 
-        Raises ``CursorExpired`` when Gmail no longer has that history, on any page.
+        Raises ``CursorExpired`` when Gmail no longer has that history (or that listing page), on any page.
         """
+        if is_sweep(cursor):
+            yield from self._listing(*parse_sweep(cursor))
+            return
         page_token = None
         while True:
             def page(token=page_token):
@@ -234,6 +262,19 @@ class GmailSource:
             last = str(records[-1]["id"]) if records else None
             safe = last if page_token else str(answer.get("historyId") or last or cursor)
             yield Batch(self._contents(ids), safe)
+            if not page_token:
+                return
+
+    def _listing(self, start: str, query: str, page_token: str | None) -> Iterator[Batch]:
+        """``messages.list`` of the label from ``page_token`` on; ``start`` is the history id taken before."""
+        while True:
+            def listing(token=page_token):
+                return self._users().messages().list(userId=self.user_id, labelIds=[self.label], q=query or None,
+                                                     pageToken=token, maxResults=self.page_size)
+            answer = self._call(listing, call=CALL_SWEEP if page_token else CALL_OTHER, cursor=start)
+            page_token = answer.get("nextPageToken")
+            items = self._contents(m["id"] for m in answer.get("messages", []))
+            yield Batch(items, sweep_cursor(start, query, page_token) if page_token else start)
             if not page_token:
                 return
 
@@ -322,7 +363,8 @@ class GmailSource:
         status = exc.resp.status
         reason = str(exc.reason)[:300]
         if verdict == EXPIRED:
-            return CursorExpired(f"Gmail no longer has history {cursor} of label {self.label} (HTTP {status})")
+            return CursorExpired(f"Gmail no longer takes the cursor of label {self.label} (from history "
+                                 f"{cursor}; HTTP {status}: {reason})")
         if verdict == THROTTLED:
             return Throttled(f"Gmail kept throttling label {self.label} after {self.max_attempts} attempts "
                              f"(HTTP {status}: {reason})", retry_after=_seconds(exc.resp.get("retry-after")))

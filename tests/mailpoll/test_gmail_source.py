@@ -88,7 +88,11 @@ def test_backoff_delay(attempt, jitter, retry_after, expected):
     (403, [], gmail.CALL_HISTORY, 1, gmail.FAIL),
     (404, ["notFound"], gmail.CALL_HISTORY, 1, gmail.EXPIRED),
     (404, ["notFound"], gmail.CALL_MESSAGE, 1, gmail.GONE),
-    (404, ["notFound"], gmail.CALL_OTHER, 1, gmail.FAIL),  # e.g. the profile of an unknown user
+    (404, ["notFound"], gmail.CALL_OTHER, 1, gmail.FAIL),
+    (400, ["invalidArgument"], gmail.CALL_SWEEP, 1, gmail.EXPIRED),  # a stored page token refused
+    (404, ["notFound"], gmail.CALL_SWEEP, 1, gmail.EXPIRED),
+    (429, [], gmail.CALL_SWEEP, 1, gmail.RETRY),
+    (403, ["insufficientPermissions"], gmail.CALL_SWEEP, 1, gmail.FAIL),  # e.g. the profile of an unknown user
     (401, ["authError"], gmail.CALL_OTHER, 1, gmail.FAIL),
     (400, ["invalidArgument"], gmail.CALL_HISTORY, 1, gmail.FAIL),
     (500, ["backendError"], gmail.CALL_OTHER, 1, gmail.FAIL),
@@ -115,7 +119,7 @@ def test_full_lists_every_page_and_commits_the_history_id_taken_before_listing(f
     first = next(reading)
     late = fake.add(message(5))  # arrives while the listing runs
     batches = [first, *reading]
-    assert [b.cursor for b in batches] == [None, None, before]
+    assert [gmail.is_sweep(b.cursor) for b in batches[:2]] == [True, True] and batches[2].cursor == before
     assert sorted(mid for b in batches for mid, _ in b.items) == sorted(ids)
     assert sorted(contents(batches)) == sorted(message(n) for n in range(5))
     assert len(fake.listings()) == 3 and all(c.query["labelIds"] == ["INBOX"] for c in fake.listings())
@@ -123,6 +127,29 @@ def test_full_lists_every_page_and_commits_the_history_id_taken_before_listing(f
     after = list(source().changes(before))
     assert [mid for b in after for mid, _ in b.items] == [late]
     assert contents(after) == [message(5)]
+
+
+def test_a_listing_cut_short_resumes_from_its_sweep_cursor(fake, source):
+    ids = [fake.add(message(n)) for n in range(5)]
+    before = str(fake.history_id)
+    first = next(source(page_size=2).initial("full"))
+    fake.add(message(5))
+    rest = list(source(page_size=2).changes(first.cursor))  # the next poll, from the committed cursor
+    assert sorted(mid for b in [first, *rest] for mid, _ in b.items) == sorted(ids)
+    assert rest[-1].cursor == before
+    assert len(fake.listings()) == 3  # no page listed twice
+
+
+def test_a_sweep_cursor_gmail_no_longer_takes_is_cursor_expired(fake, source):
+    for n in range(3):
+        fake.add(message(n))
+    first = next(source(page_size=2).initial("full"))
+    page_token = gmail.parse_sweep(first.cursor)[2]
+    fake.delete(page_token)  # the fake's page tokens name the last message served
+    with pytest.raises(CursorExpired, match="HTTP 400"):
+        list(source(page_size=2).changes(first.cursor))
+    with pytest.raises(CursorExpired):
+        list(source().changes("sweep?nonsense"))
 
 
 def test_since_lists_mail_received_from_that_day_on(fake, source):
@@ -175,7 +202,7 @@ def test_a_message_deleted_before_its_fetch_is_left_out(fake, source):
 def test_an_expired_history_id_is_cursor_expired(fake, source):
     fake.add(message(1))
     fake.oldest_history = fake.history_id
-    with pytest.raises(CursorExpired, match="no longer has history"):
+    with pytest.raises(CursorExpired, match="no longer takes the cursor of label INBOX"):
         list(source().changes("1000"))
 
 

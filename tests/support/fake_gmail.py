@@ -229,6 +229,8 @@ class FakeGmail(_LoopbackServer):
                  and (after is None or m.internal_ms // 1000 > int(after.group(1)))]
         found.reverse()  # newest first, as Gmail lists them
         page, token = _page(found, query, lambda m: m.id)
+        if page is None:
+            return _json(400, _error(400, "Invalid pageToken", "invalidArgument"))
         body = {"resultSizeEstimate": len(page), "messages": [{"id": m.id, "threadId": m.id} for m in page]}
         if not page:
             del body["messages"]
@@ -251,6 +253,8 @@ class FakeGmail(_LoopbackServer):
             records.append({"id": str(hid), "messages": [{"id": mid, "threadId": mid}],
                             "messagesAdded": [{"message": entry}]})
         page, token = _page(records, query, lambda r: r["id"])
+        if page is None:
+            return _json(400, _error(400, "Invalid pageToken", "invalidArgument"))
         body = {"historyId": str(self.history_id)}
         if page:
             body["history"] = page
@@ -277,10 +281,15 @@ class FakeGmail(_LoopbackServer):
 
 
 def _page(items: list, query: dict, key) -> tuple[list, str | None]:
-    """A page of ``items``; the token names the last item served, so arrivals do not shift pages."""
+    """A page of ``items``; the token names the last item served, so arrivals do not shift pages.
+
+    ``(None, None)`` for a token naming no item (Gmail's "Invalid pageToken").
+    """
     token = query.get("pageToken", [None])[0]
     keys = [key(item) for item in items]
-    start = keys.index(token) + 1 if token in keys else 0
+    if token is not None and token not in keys:
+        return None, None
+    start = keys.index(token) + 1 if token is not None else 0
     end = start + int(query.get("maxResults", ["100"])[0])
     return items[start:end], (keys[end - 1] if end < len(items) else None)
 

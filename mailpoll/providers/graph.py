@@ -8,10 +8,9 @@ earlier pages while a round goes on (``SyncStateNotFound`` on a replayed
 ``nextLink``), so an interrupted round starts again from the committed deltaLink
 (or from scratch) and dedup absorbs what was stored twice.
 
-Tokens come from msal (``AppOnlyTokens``: client credentials; ``DelegatedTokens``:
-a refresh token inside msal's serialized cache, which the caller loads and stores
-encrypted). HTTP goes through one ``requests.Session`` whose TLS verification is
-the default unless the caller passes a CA bundle of its own (the tests' fake).
+The access token comes from a callable (``graph_auth``: msal, app-only or delegated).
+HTTP goes through one ``requests.Session`` whose TLS verification is the default
+unless the caller passes a CA bundle of its own (the tests' fake).
 """
 
 from __future__ import annotations
@@ -24,23 +23,18 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
-from dataclasses import dataclass, field
 
-import msal
 import requests
 
 from .. import conf
 from ..cursor import fetch_groups
 from .base import FolderError, PollInterrupted, ProviderError
 from .changes import Batch, CursorExpired, Throttled, TooBig
+from .graph_auth import new_session
 
 log = logging.getLogger(__name__)
 
 GRAPH_URL = "https://graph.microsoft.com/v1.0"
-AUTHORITY_HOST = "https://login.microsoftonline.com"
-APP_SCOPES = ["https://graph.microsoft.com/.default"]
-DELEGATED_SCOPES = ["https://graph.microsoft.com/Mail.Read"]
 # Graph's own advice for Outlook resources: at most 4 concurrent requests per mailbox.
 MAX_CONCURRENT = 4
 # PidTagMessageSize: Exchange's size of the message, the only size Graph offers before downloading it.
@@ -50,116 +44,6 @@ EXPIRED_CODES = frozenset({"syncstatenotfound", "syncstateinvalid", "resyncrequi
 THROTTLE_STATUSES = frozenset({429, 503})
 MAX_THROTTLE_RETRIES = 5
 MAX_THROTTLE_WAIT = 120.0  # seconds; a longer Retry-After is left to a later poll
-
-
-class TokenRefused(ProviderError):
-    """Microsoft's token endpoint refused (``error``: ``invalid_grant``, ``invalid_client``...).
-
-    ``codes`` are its AADSTS numbers (700082: refresh token expired by inactivity, 50173:
-    grant revoked...); the message carries its description, never a secret.
-    """
-
-    def __init__(self, message: str, error: str = "", codes: tuple[int, ...] = ()):
-        super().__init__(message)
-        self.error = error
-        self.codes = codes
-
-
-@dataclass(frozen=True)
-class GraphApp:
-    """An app registration in a tenant: whose tokens these are."""
-
-    tenant: str
-    client_id: str
-    client_secret: str = field(repr=False)
-    authority_host: str = AUTHORITY_HOST
-
-    @property
-    def authority(self) -> str:
-        return f"{self.authority_host.rstrip('/')}/{self.tenant}"
-
-
-def new_session(verify: bool | str = True) -> requests.Session:
-    """The session for msal and Graph; ``verify`` is a CA bundle's path only for a private endpoint."""
-    session = requests.Session()
-    session.verify = verify
-    if verify is not True:
-        # requests lets REQUESTS_CA_BUNDLE / CURL_CA_BUNDLE override a session's own bundle; a private one
-        # must be used as given (and such an endpoint is reached directly, not through the environment's proxy).
-        session.trust_env = False
-    return session
-
-
-def _client(app: GraphApp, session: requests.Session, cache=None) -> msal.ConfidentialClientApplication:
-    # instance_discovery=False: no call to login.microsoftonline.com to vouch for the authority, so a
-    # sovereign cloud or a private endpoint works; Microsoft's own hosts are known to msal anyway.
-    return msal.ConfidentialClientApplication(app.client_id, client_credential=app.client_secret,
-                                              authority=app.authority, http_client=session,
-                                              instance_discovery=False, token_cache=cache)
-
-
-@contextmanager
-def _reaching_microsoft(what: str):
-    """The token endpoint unreachable, or an authority that is none: a ProviderError (transient), no secret."""
-    try:
-        yield
-    except requests.RequestException as exc:
-        raise ProviderError(f"{what}: Microsoft's token endpoint failed: {type(exc).__name__}") from exc
-    except ValueError as exc:  # msal: the authority's OpenID configuration could not be read
-        raise ProviderError(f"{what}: {str(exc).splitlines()[0][:300]}") from exc
-
-
-def _token_of(result: dict | None, what: str) -> str:
-    if result and "access_token" in result:
-        return result["access_token"]
-    result = result or {}
-    error = result.get("error", "no_token")
-    description = result.get("error_description") or "no refresh token in the cache: connect the mailbox"
-    raise TokenRefused(f"{what}: {error}: {description.splitlines()[0]}", error,
-                       tuple(result.get("error_codes") or ()))
-
-
-class AppOnlyTokens:
-    """Client credentials (application permission Mail.Read); msal caches the token in memory, and
-    asks for a new one five minutes before it expires."""
-
-    def __init__(self, app: GraphApp, session: requests.Session):
-        self.app, self.session = app, session
-        self._msal = None
-
-    def __call__(self) -> str:
-        with _reaching_microsoft("app-only token"):
-            if self._msal is None:  # built on first use: msal reads the authority's OpenID configuration
-                self._msal = _client(self.app, self.session)
-            result = self._msal.acquire_token_for_client(APP_SCOPES)
-        return _token_of(result, "app-only token")
-
-
-class DelegatedTokens:
-    """A user's consent, kept as msal's serialized token cache that the caller stores (encrypted).
-
-    ``load()`` returns the stored cache (or None); ``save(state)`` is called with the new
-    state before the access token is handed out whenever msal changed it, so a rotated
-    refresh token is stored before anything uses the new access token.
-    """
-
-    def __init__(self, app: GraphApp, session: requests.Session, *, load: Callable[[], str | None],
-                 save: Callable[[str], None], scopes: list[str] | None = None):
-        self.app, self.session, self.load, self.save = app, session, load, save
-        self.scopes = scopes or DELEGATED_SCOPES
-
-    def __call__(self) -> str:
-        cache = msal.SerializableTokenCache()
-        state = self.load()
-        if state:
-            cache.deserialize(state)
-        with _reaching_microsoft("delegated token"):
-            client = _client(self.app, self.session, cache)
-            accounts = client.get_accounts()
-            result = client.acquire_token_silent_with_error(self.scopes, account=accounts[0]) if accounts else None
-        if cache.has_state_changed:
-            self.save(cache.serialize())
-        return _token_of(result, "delegated token")
 
 
 def parse_retry_after(value: str | None, now: dt.datetime) -> float | None:

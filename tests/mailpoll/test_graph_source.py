@@ -10,17 +10,17 @@ import pytest
 
 from mailpoll.providers.base import PollInterrupted, ProviderError
 from mailpoll.providers.changes import CursorExpired, Throttled, TooBig
-from mailpoll.providers.graph import (
+from mailpoll.oauth_refresh import HeldTokens, TokenEndpointError
+from mailpoll.oauth_rules import Verdict, classify_token_error
+from mailpoll.providers.graph import GraphSource, is_cursor_expired, parse_retry_after, throttle_wait
+from mailpoll.providers.graph_auth import (
     DELEGATED_SCOPES,
     AppOnlyTokens,
     DelegatedTokens,
     GraphApp,
-    GraphSource,
+    MsalRefresh,
     TokenRefused,
-    is_cursor_expired,
     new_session,
-    parse_retry_after,
-    throttle_wait,
 )
 from tests.support.fake_graph import CLIENT_ID, CLIENT_SECRET, TENANT, USER, FakeGraph
 from tests.support.loopback import free_port
@@ -279,6 +279,39 @@ def test_a_revoked_grant_is_a_token_refusal_with_microsofts_code(fake, app, sess
 def test_a_cache_without_consent_is_a_token_refusal(app, session):
     with pytest.raises(TokenRefused, match="connect the mailbox"):
         DelegatedTokens(app, session, load=lambda: None, save=lambda state: None)()
+
+
+def test_msal_refresh_hands_oauth_the_rotated_cache(fake, app, session):
+    refresh = MsalRefresh(app, session)
+    first = refresh(HeldTokens(token_cache=consented_cache(fake, app, session)))
+    assert first.access_token and first.expires_in == 3600 and first.token_cache
+    second = refresh(HeldTokens(token_cache=first.token_cache))
+    refreshes = [g["refresh_token"] for g in fake.token_grants if g["grant_type"] == "refresh_token"]
+    # The second refresh used the token the first one rotated in, which only its returned cache held.
+    assert refreshes[2] in first.token_cache and refreshes[2] not in refreshes[:2]
+    assert second.token_cache and second.token_cache != first.token_cache
+
+
+def test_msal_refresh_starts_from_a_bare_refresh_token(fake, app, session):
+    refreshed = MsalRefresh(app, session)(HeldTokens(refresh_token=fake.grant_refresh_token()))
+    assert refreshed.access_token and refreshed.token_cache and refreshed.refresh_token is None
+
+
+@pytest.mark.parametrize("case, verdict", [
+    ("revoked", Verdict.REAUTHORIZE), ("wrong secret", Verdict.MISCONFIGURED), ("unreachable", Verdict.TRANSIENT),
+])
+def test_msal_refresh_failures_are_classified_as_oauth_expects(fake, app, session, case, verdict):
+    held = HeldTokens(token_cache=consented_cache(fake, app, session))
+    if case == "revoked":
+        fake.revoked = "AADSTS50173: The provided grant has expired due to it being revoked."
+    elif case == "wrong secret":
+        app = GraphApp(TENANT, CLIENT_ID, "wrong", authority_host=fake.origin)
+    else:
+        app = GraphApp(TENANT, CLIENT_ID, CLIENT_SECRET, authority_host=f"https://127.0.0.1:{free_port()}")
+    with pytest.raises(TokenEndpointError) as raised:
+        MsalRefresh(app, session)(held)
+    error = raised.value
+    assert classify_token_error(error.status, error.body, error.detail).verdict is verdict
 
 
 def test_no_token_or_secret_in_logs_at_debug(fake, app, session, source, caplog):

@@ -3,8 +3,8 @@
 One HTTPS server on 127.0.0.1 (msal accepts only https authorities) with a
 certificate made per run for that address: clients trust it through
 ``ca_file`` alone, so TLS stays verified. It serves the authority's OpenID
-configuration and token endpoint (client credentials, authorization code,
-refresh token with rotation) and, under ``/v1.0``, message delta per folder,
+configuration and token endpoint (client credentials; refresh token with
+rotation, revocation, short-lived access tokens) and, under ``/v1.0``, message delta per folder,
 a message's internet headers, and its MIME ``$value``. Knobs: page size, a
 410 on a given delta page, expired tokens, throttling answers, a slow
 ``$value`` (to see concurrency), a revoked grant.

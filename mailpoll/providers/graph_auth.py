@@ -1,0 +1,174 @@
+"""Tokens for Microsoft Graph through msal: app-only, or a user's consent kept in msal's serialized cache.
+
+``AppOnlyTokens`` (client credentials) and ``DelegatedTokens`` (load/save hooks for the
+cache, which the caller stores encrypted) are callables returning an access token, as
+``GraphSource`` wants. ``MsalRefresh`` is the same delegated refresh behind
+``mailpoll.oauth_refresh``'s ``Refresh`` interface, for ``oauth.access_token`` to call
+under the grant's row lock. Nothing here stores a token or logs one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import msal
+import requests
+
+from ..oauth_refresh import DEFAULT_EXPIRES_IN, HeldTokens, Refreshed, TokenEndpointError
+from .base import ProviderError
+
+AUTHORITY_HOST = "https://login.microsoftonline.com"
+APP_SCOPES = ["https://graph.microsoft.com/.default"]
+DELEGATED_SCOPES = ["https://graph.microsoft.com/Mail.Read"]
+
+
+class TokenRefused(ProviderError):
+    """Microsoft's token endpoint refused (``error``: ``invalid_grant``, ``invalid_client``...).
+
+    ``codes`` are its AADSTS numbers (700082: refresh token expired by inactivity, 50173:
+    grant revoked...); the message carries its description, never a secret.
+    """
+
+    def __init__(self, message: str, error: str = "", codes: tuple[int, ...] = ()):
+        super().__init__(message)
+        self.error = error
+        self.codes = codes
+
+
+@dataclass(frozen=True)
+class GraphApp:
+    """An app registration in a tenant: whose tokens these are."""
+
+    tenant: str
+    client_id: str
+    client_secret: str = field(repr=False)
+    authority_host: str = AUTHORITY_HOST
+
+    @property
+    def authority(self) -> str:
+        return f"{self.authority_host.rstrip('/')}/{self.tenant}"
+
+
+def new_session(verify: bool | str = True) -> requests.Session:
+    """The session for msal and Graph; ``verify`` is a CA bundle's path only for a private endpoint."""
+    session = requests.Session()
+    session.verify = verify
+    if verify is not True:
+        # requests lets REQUESTS_CA_BUNDLE / CURL_CA_BUNDLE override a session's own bundle; a private one
+        # must be used as given (and such an endpoint is reached directly, not through the environment's proxy).
+        session.trust_env = False
+    return session
+
+
+def _client(app: GraphApp, session: requests.Session, cache=None) -> msal.ConfidentialClientApplication:
+    # instance_discovery=False: no call to login.microsoftonline.com to vouch for the authority, so a
+    # sovereign cloud or a private endpoint works; Microsoft's own hosts are known to msal anyway.
+    return msal.ConfidentialClientApplication(app.client_id, client_credential=app.client_secret,
+                                              authority=app.authority, http_client=session,
+                                              instance_discovery=False, token_cache=cache)
+
+
+@contextmanager
+def _reaching_microsoft(what: str):
+    """The token endpoint unreachable, or an authority that is none: a ProviderError (transient), no secret."""
+    try:
+        yield
+    except requests.RequestException as exc:
+        raise ProviderError(f"{what}: Microsoft's token endpoint failed: {type(exc).__name__}") from exc
+    except ValueError as exc:  # msal: the authority's OpenID configuration could not be read
+        raise ProviderError(f"{what}: {str(exc).splitlines()[0][:300]}") from exc
+
+
+def _token_of(result: dict | None, what: str) -> str:
+    if result and "access_token" in result:
+        return result["access_token"]
+    result = result or {}
+    error = result.get("error", "no_token")
+    description = result.get("error_description") or "no refresh token in the cache: connect the mailbox"
+    raise TokenRefused(f"{what}: {error}: {description.splitlines()[0]}", error,
+                       tuple(result.get("error_codes") or ()))
+
+
+class AppOnlyTokens:
+    """Client credentials (application permission Mail.Read); msal caches the token in memory, and
+    asks for a new one five minutes before it expires."""
+
+    def __init__(self, app: GraphApp, session: requests.Session):
+        self.app, self.session = app, session
+        self._msal = None
+
+    def __call__(self) -> str:
+        with _reaching_microsoft("app-only token"):
+            if self._msal is None:  # built on first use: msal reads the authority's OpenID configuration
+                self._msal = _client(self.app, self.session)
+            result = self._msal.acquire_token_for_client(APP_SCOPES)
+        return _token_of(result, "app-only token")
+
+
+def _cached_refresh(app: GraphApp, session: requests.Session, scopes: list[str], state: str | None, *,
+                    force: bool, refresh_token: str = "") -> tuple[dict | None, str | None]:
+    """msal's answer for the cache's account (or for a bare refresh token), and the cache's new state if it changed."""
+    cache = msal.SerializableTokenCache()
+    if state:
+        cache.deserialize(state)
+    client = _client(app, session, cache)
+    accounts = client.get_accounts()
+    if accounts:
+        result = client.acquire_token_silent_with_error(scopes, account=accounts[0], force_refresh=force)
+    elif refresh_token:
+        result = client.acquire_token_by_refresh_token(refresh_token, scopes)
+    else:
+        result = None
+    return result, cache.serialize() if cache.has_state_changed else None
+
+
+class DelegatedTokens:
+    """A user's consent, kept as msal's serialized token cache that the caller stores (encrypted).
+
+    ``load()`` returns the stored cache (or None); ``save(state)`` is called with the new
+    state before the access token is handed out whenever msal changed it, so a rotated
+    refresh token is stored before anything uses the new access token.
+    """
+
+    def __init__(self, app: GraphApp, session: requests.Session, *, load: Callable[[], str | None],
+                 save: Callable[[str], None], scopes: list[str] | None = None):
+        self.app, self.session, self.load, self.save = app, session, load, save
+        self.scopes = scopes or DELEGATED_SCOPES
+
+    def __call__(self) -> str:
+        with _reaching_microsoft("delegated token"):
+            result, state = _cached_refresh(self.app, self.session, self.scopes, self.load(), force=False)
+        if state is not None:
+            self.save(state)
+        return _token_of(result, "delegated token")
+
+
+class MsalRefresh:
+    """``oauth_refresh.Refresh`` for a Microsoft grant: a forced refresh through msal (``oauth`` decides when).
+
+    Uses the grant's serialized cache, or its bare refresh token when it has no cache
+    yet; returns the new cache whenever msal changed it (a rotated refresh token
+    inside). msal does not say the HTTP status: an OAuth error answer counts as the
+    400 (401 for ``invalid_client``) RFC 6749 §5.2 prescribes.
+    """
+
+    def __init__(self, app: GraphApp, session: requests.Session, scopes: list[str] | None = None):
+        self.app, self.session, self.scopes = app, session, scopes or DELEGATED_SCOPES
+
+    def __call__(self, held: HeldTokens) -> Refreshed:
+        try:
+            result, state = _cached_refresh(self.app, self.session, self.scopes, held.token_cache or None,
+                                            force=True, refresh_token=held.refresh_token)
+        except requests.RequestException as exc:
+            raise TokenEndpointError(None, None, type(exc).__name__) from None
+        except ValueError as exc:  # msal: the authority's OpenID configuration could not be read
+            raise TokenEndpointError(None, None, str(exc).splitlines()[0][:200]) from None
+        if result is None:
+            raise TokenEndpointError(None, None, "no account or refresh token in the grant: connect the mailbox")
+        if "access_token" not in result:
+            body = {k: result[k] for k in ("error", "error_description", "error_codes") if k in result}
+            raise TokenEndpointError(401 if body.get("error") == "invalid_client" else 400, body)
+        return Refreshed(result["access_token"], float(result.get("expires_in") or DEFAULT_EXPIRES_IN),
+                         token_cache=state)

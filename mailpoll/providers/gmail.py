@@ -24,6 +24,7 @@ within ``MAILPOLL_MAX_MESSAGE_BYTES`` fetched with ``format="raw"``, the others 
 ``BatchHttpRequest``s of ``BATCH_SIZE``. A raw message larger than the limit whatever its
 estimate also becomes ``TooBig``. A message deleted meanwhile (404) is left out.
 
+A connection that fails (refused, reset, timed out) is a ``ProviderError`` naming the endpoint.
 Throttling (429, 403 ``rateLimitExceeded``/``userRateLimitExceeded``), for a whole call or
 for a part of a batch: bounded exponential backoff with jitter (``backoff_delay``,
 ``decide``), then ``Throttled``. ``sleep`` and ``jitter`` are injectable. Errors and logs
@@ -48,6 +49,8 @@ from google.oauth2 import service_account
 from googleapiclient.discovery import build
 from googleapiclient.errors import HttpError
 from googleapiclient.http import BatchHttpRequest
+
+from imports.searchconsole_client import NETWORK_ERRORS, endpoint_of, network_failure
 
 from .. import conf
 from .base import ProviderError
@@ -344,8 +347,16 @@ class GmailSource:
         attempt = 0
         while True:
             attempt += 1
+            request = make_request()
             try:
-                return make_request().execute()
+                return request.execute()
+            except NETWORK_ERRORS as exc:
+                failure = network_failure(exc)
+                if failure is None:
+                    raise
+                # Not retried here: the poller's own backoff per mailbox paces a server that is down.
+                uri = getattr(request, "uri", None) or getattr(request, "_batch_uri", "")
+                raise ProviderError(f"Gmail API at {endpoint_of(uri)} could not be reached: {failure}") from None
             except HttpError as exc:
                 verdict = decide(exc.resp.status, error_reasons(exc), call=call, attempt=attempt,
                                  max_attempts=self.max_attempts)

@@ -16,6 +16,7 @@ from mailpoll.providers.base import ProviderError
 from mailpoll.providers.changes import Batch, CursorExpired, Throttled, TooBig
 from tests.support.fake_gmail import FakeGmail
 from tests.support.google import service_account_key
+from tests.support.loopback import free_port
 
 REFRESH_TOKEN = "1//fake-refresh-" + "r" * 40
 CLIENT_SECRET = "GOCSPX-fake-client-secret"
@@ -290,6 +291,18 @@ def test_a_forbidden_call_that_is_not_a_quota_fails_at_once(fake, source, pauses
     with pytest.raises(ProviderError) as raised:
         list(source().changes("1000"))
     assert not isinstance(raised.value, (Throttled, CursorExpired)) and "HTTP 403" in str(raised.value)
+    assert pauses == []
+
+
+def test_an_unreachable_api_is_a_provider_error_naming_it(fake, pauses):
+    credentials = gmail.user_credentials(refresh_token=REFRESH_TOKEN, client_id="client-1.apps",
+                                         client_secret=CLIENT_SECRET, token_uri=fake.token_uri)
+    nowhere = f"http://127.0.0.1:{free_port()}/"
+    reader = gmail.GmailSource(gmail.build_service(credentials, api_endpoint=nowhere), api_endpoint=nowhere,
+                               max_bytes=10_000, sleep=pauses.append)
+    with pytest.raises(ProviderError, match=r"Gmail API at http://127\.0\.0\.1:\d+ could not be reached: "
+                                            r"connection refused"):
+        list(reader.changes("1000"))
     assert pauses == []
 
 

@@ -21,6 +21,7 @@ import logging
 import random
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -105,6 +106,7 @@ class GraphSource:
         self._slots = threading.BoundedSemaphore(max_concurrent)
         self._token_lock = threading.Lock()  # one token refresh at a time, not one per worker
         self._interrupted: str | None = None
+        self._user_url = f"{self.graph_url}/users/{_segment(user)}"
 
     def interrupt(self, reason: str) -> None:
         """From any thread: every later request fails with ``PollInterrupted`` (one in flight ends within
@@ -124,7 +126,7 @@ class GraphSource:
         if cursor is not None:
             url, params = cursor, None
         else:
-            url = f"{self.graph_url}/users/{self.user}/mailFolders/{folder}/messages/delta"
+            url = f"{self._user_url}/mailFolders/{_segment(folder)}/messages/delta"
             params = {"$select": "id", "changeType": "created",
                       "$expand": f"singleValueExtendedProperties($filter=id eq '{PID_TAG_MESSAGE_SIZE}')"}
             if mode == "new-only":
@@ -180,7 +182,7 @@ class GraphSource:
         size = _exchange_size(item)
         if size is not None and size > limit:
             return self._too_big(folder, mid, size)
-        response = self._get(folder, f"{self.graph_url}/users/{self.user}/messages/{mid}/$value", stream=True)
+        response = self._get(folder, f"{self._user_url}/messages/{_segment(mid)}/$value", stream=True)
         with response:
             if response.status_code == 404:
                 return None
@@ -199,7 +201,7 @@ class GraphSource:
         return bytes(raw) if over is None else self._too_big(folder, mid, over)
 
     def _too_big(self, folder: str, mid: str, size: int) -> TooBig | None:
-        response = self._get(folder, f"{self.graph_url}/users/{self.user}/messages/{mid}",
+        response = self._get(folder, f"{self._user_url}/messages/{_segment(mid)}",
                              params={"$select": "internetMessageHeaders"})
         if response.status_code == 404:
             return None
@@ -239,6 +241,11 @@ class GraphSource:
             log.info("mailbox=%s folder=%s Graph answered %s: retry %s in %.1fs", self.mailbox, folder,
                      response.status_code, attempt, wait)
             self.sleep(wait)
+
+
+def _segment(value: str) -> str:
+    """One path segment: a folder or message id (base64url, may end in ``=``), a user's name with ``@``."""
+    return urllib.parse.quote(value, safe="@=")
 
 
 def _exchange_size(item: dict) -> int | None:

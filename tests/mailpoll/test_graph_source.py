@@ -8,7 +8,7 @@ import logging
 import msal
 import pytest
 
-from mailpoll.providers.base import PollInterrupted, ProviderError
+from mailpoll.providers.base import FolderError, PollInterrupted, ProviderError
 from mailpoll.providers.changes import CursorExpired, Throttled, TooBig
 from mailpoll.oauth_refresh import HeldTokens, TokenEndpointError
 from mailpoll.oauth_rules import Verdict, classify_token_error
@@ -160,6 +160,20 @@ def test_a_message_gone_between_listing_and_download_is_left_out(fake, source):
     fake.deleted.add(fake.add("inbox", mail(2)).id)
     [batch] = run(source())
     assert batch.items == [(kept.id, kept.raw)] and batch.cursor
+
+
+def test_a_message_graph_fails_to_give_is_a_folder_error_naming_it(fake, source):
+    broken = fake.add("inbox", mail(1))
+    fake.refuse_value[broken.id] = 500
+    with pytest.raises(FolderError, match=f"message {broken.id}: 500 ErrorInternalServerError"):
+        run(source())
+
+
+def test_a_refused_delta_is_a_provider_error_not_an_expired_cursor(fake, source):
+    fake.refuse_delta = (403, "ErrorAccessDenied")  # e.g. an application access policy leaves this mailbox out
+    with pytest.raises(ProviderError, match="403 ErrorAccessDenied") as raised:
+        run(source())
+    assert not isinstance(raised.value, CursorExpired)
 
 
 def test_throttling_waits_as_retry_after_says(fake, source, sleeps):

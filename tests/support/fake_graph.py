@@ -105,6 +105,8 @@ class FakeGraph:
         self.access_ttl = 3600
         self.revoked: str | None = None  # an AADSTS reason: every refresh-token grant is refused with it
         self.deleted: set[str] = set()  # ids still listed by delta but whose content is gone (404)
+        self.refuse_value: dict[str, int] = {}  # message id -> the status its $value answers
+        self.refuse_delta: tuple[int, str] | None = None  # (status, error code) every delta request answers
         self.inflight = 0
         self.peak_inflight = 0
         self._states: dict[str, tuple] = {}
@@ -322,12 +324,18 @@ def _handler(fake: FakeGraph):
                 return self._json(401, {"error": {"code": "InvalidAuthenticationToken", "message": "expired"}})
             parts = path.split("/")  # '', 'v1.0', 'users', user, ...
             if len(parts) == 8 and parts[4] == "mailFolders" and parts[6:] == ["messages", "delta"]:
+                if fake.refuse_delta:
+                    status, code = fake.refuse_delta
+                    return self._json(status, {"error": {"code": code, "message": "Access is denied."}})
                 return self._json(*fake.delta(parts[5], query, self.headers.get("Prefer", "")))
             message = fake.message(parts[5]) if len(parts) >= 6 and parts[4] == "messages" else None
             if message is None:
                 return self._json(404, {"error": {"code": "ErrorItemNotFound", "message": "not found"}})
             if len(parts) == 6:
                 return self._json(200, fake.headers_of(message))
+            if parts[6:] == ["$value"] and message.id in fake.refuse_value:
+                return self._json(fake.refuse_value[message.id], {"error": {"code": "ErrorInternalServerError",
+                                                                           "message": "Something failed."}})
             if parts[6:] == ["$value"]:
                 time.sleep(fake.value_delay)
                 self.send_response(200)

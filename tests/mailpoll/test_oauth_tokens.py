@@ -8,12 +8,16 @@ these (refresh now?, what a refusal means, cliffs) have their tables in test_oau
 from __future__ import annotations
 
 import hashlib
+import io
 import logging
 import textwrap
+import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from django.db import IntegrityError, transaction
+from cryptography.fernet import Fernet
+from django.core.management import call_command
+from django.db import IntegrityError, connection, transaction
 
 from mailpoll.models import GrantState, OAuthGrant
 from mailpoll.oauth import (
@@ -105,6 +109,37 @@ def test_a_rotated_refresh_token_is_stored_and_the_next_refresh_uses_it(endpoint
     access_token(grant, refresh=refresher(fake), clock=clock)  # the replaced token would be refused
     assert stored_refresh_token(grant) == fake.current_refresh_tokens()[0]
     assert OAuthGrant.objects.get(pk=grant.pk).state == GrantState.ACTIVE
+
+
+def test_a_due_refresh_waits_for_the_grants_lock_and_uses_the_token_its_holder_saved(endpoints):
+    """The second poller of a race, step by step: it finds the row locked, waits, and refreshes nothing."""
+    fake, clock = endpoints("microsoft"), Clock()
+    grant = granted(fake, clock)  # no access token: due
+    poller: dict = {}
+
+    def poll():
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_backend_pid()")
+                poller["pid"] = cursor.fetchone()[0]
+            poller["token"] = access_token(grant, refresh=refresher(fake), clock=clock)
+        finally:
+            connection.close()
+
+    def waiting_for_a_lock() -> bool:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT EXISTS (SELECT FROM pg_locks WHERE pid = %s AND NOT granted)", [poller.get("pid")])
+            return cursor.fetchone()[0]
+
+    with transaction.atomic():
+        OAuthGrant.objects.select_for_update().get(pk=grant.pk)  # the first poller, mid-refresh
+        thread = threading.Thread(target=poll)
+        thread.start()
+        wait_for(waiting_for_a_lock, timeout=20, message="the second poller waiting for the grant's row lock")
+        OAuthGrant.objects.filter(pk=grant.pk).update(
+            access_token=crypto.encrypt("saved-by-the-first"), access_expires_at=clock.now + timedelta(hours=1))
+    thread.join(timeout=20)
+    assert poller["token"] == "saved-by-the-first" and fake.refreshes == 0
 
 
 def test_google_answers_without_a_refresh_token_and_the_stored_one_stays(endpoints):
@@ -223,6 +258,24 @@ def test_the_refresh_callable_is_an_interface_a_provider_library_can_implement()
     assert access_token(grant, refresh=msal_like, clock=clock) == "access-from-cache"
     assert seen == [HeldTokens(refresh_token="", token_cache='{"RefreshToken": {}}')]
     assert crypto.decrypt(OAuthGrant.objects.get(pk=grant.pk).token_cache) == '{"RefreshToken": {"new": 1}}'
+
+
+def test_rotatesecrets_reencrypts_a_grants_tokens_and_they_still_refresh(endpoints, settings):
+    old, new = Fernet.generate_key().decode(), Fernet.generate_key().decode()
+    settings.SECRETS_KEYS = [old]
+    fake, clock = endpoints("microsoft"), Clock()
+    grant = granted(fake, clock, token_cache='{"cache": 1}')
+    access_token(grant, refresh=refresher(fake), clock=clock)
+    settings.SECRETS_KEYS = [new, old]
+
+    out = io.StringIO()
+    call_command("rotatesecrets", stdout=out)
+    for column in ("refresh_token", "token_cache", "access_token"):
+        assert f"mailpoll.OAuthGrant.{column}: 1 rotated" in out.getvalue()
+    settings.SECRETS_KEYS = [new]  # the old key can go
+    assert access_token(grant, refresh=refresher(fake), clock=clock) == fake.issued[-1]
+    clock.advance(hours=2)
+    assert access_token(grant, refresh=refresher(fake), clock=clock) == fake.issued[-1] and fake.refreshes == 2
 
 
 @pytest.mark.parametrize("fields", [

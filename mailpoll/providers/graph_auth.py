@@ -166,7 +166,8 @@ class MsalRefresh:
         except ValueError as exc:  # msal: the authority's OpenID configuration could not be read
             raise TokenEndpointError(None, None, str(exc).splitlines()[0][:200]) from None
         if result is None:
-            raise TokenEndpointError(None, None, "no account or refresh token in the grant: connect the mailbox")
+            # As oauth_refresh.TokenEndpoint does for a grant without a refresh token: nothing to ask the endpoint.
+            raise ValueError("this grant holds no usable refresh token: connect the mailbox again")
         if "access_token" not in result:
             body = {k: result[k] for k in ("error", "error_description", "error_codes") if k in result}
             raise TokenEndpointError(401 if body.get("error") == "invalid_client" else 400, body)

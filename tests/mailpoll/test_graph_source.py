@@ -311,6 +311,12 @@ def test_msal_refresh_starts_from_a_bare_refresh_token(fake, app, session):
     assert refreshed.access_token and refreshed.token_cache and refreshed.refresh_token is None
 
 
+def test_msal_refresh_of_an_empty_grant_asks_nothing(fake, app, session):
+    with pytest.raises(ValueError, match="connect the mailbox"):
+        MsalRefresh(app, session)(HeldTokens())
+    assert fake.token_grants == []
+
+
 @pytest.mark.parametrize("case, verdict", [
     ("revoked", Verdict.REAUTHORIZE), ("wrong secret", Verdict.MISCONFIGURED), ("unreachable", Verdict.TRANSIENT),
 ])

@@ -21,8 +21,11 @@ Gmail no longer takes, raises ``CursorExpired``; the caller resyncs the label
 Content: ids are sized with ``messages.get(format="minimal")`` (``sizeEstimate``), those
 within ``MAILPOLL_MAX_MESSAGE_BYTES`` fetched with ``format="raw"``, the others become
 ``TooBig`` with their header block from ``format="metadata"``; each of the three in
-``BatchHttpRequest``s of ``BATCH_SIZE``. A raw message larger than the limit whatever its
-estimate also becomes ``TooBig``. A message deleted meanwhile (404) is left out.
+``BatchHttpRequest``s of at most ``BATCH_SIZE`` calls. Raw messages go in groups of at most
+``BATCH_BYTES`` (estimated), a group per yielded ``Batch``: a page of large messages is never
+in memory at once, and only the page's last ``Batch`` carries its cursor (the others ``None``).
+A raw message larger than the limit whatever its estimate also becomes ``TooBig``. A message
+deleted meanwhile (404) is left out.
 
 A connection that fails (refused, reset, timed out) is a ``ProviderError`` naming the endpoint.
 Throttling (429, 403 ``rateLimitExceeded``/``userRateLimitExceeded``), for a whole call or
@@ -65,6 +68,9 @@ GMAIL_ENDPOINT = "https://gmail.googleapis.com/"
 # document's rootUrl even when api_endpoint points elsewhere: the batch URI is built here.
 BATCH_PATH = "batch/gmail/v1"
 BATCH_SIZE = 50  # Google advises at most 50 calls a batch for Gmail
+# Raw messages of one batch request, and so of one yielded Batch, add up to at most this many
+# (estimated) bytes: a page of large messages is not held in memory at once.
+BATCH_BYTES = 16 * 1024 * 1024
 PAGE_SIZE = 100
 HTTP_TIMEOUT = 60
 MAX_ATTEMPTS = 5
@@ -178,6 +184,24 @@ def build_service(credentials, *, api_endpoint: str = GMAIL_ENDPOINT, http: http
                  client_options={"api_endpoint": api_endpoint})
 
 
+def size_groups(ids: list[str], sizes: dict[str, int], *, max_count: int, max_bytes: int) -> list[list[str]]:
+    """``ids`` cut, in order, into groups of at most ``max_count`` ids and ``max_bytes`` bytes
+    (a single id larger than that is a group of its own).
+
+    >>> size_groups(["a", "b", "c", "d"], {"a": 5, "b": 5, "c": 20, "d": 1}, max_count=3, max_bytes=10)
+    [['a', 'b'], ['c'], ['d']]
+    """
+    groups: list[list[str]] = []
+    total = 0
+    for mid in ids:
+        if not groups or len(groups[-1]) >= max_count or total + sizes[mid] > max_bytes:
+            groups.append([])
+            total = 0
+        groups[-1].append(mid)
+        total += sizes[mid]
+    return groups
+
+
 def header_block(raw: bytes) -> bytes:
     """The header block of a raw message, blank line included."""
     for end in (b"\r\n\r\n", b"\n\n"):
@@ -207,6 +231,7 @@ class GmailSource:
 
     def __init__(self, service, *, label: str = "INBOX", user_id: str = "me", api_endpoint: str = GMAIL_ENDPOINT,
                  max_bytes: int | None = None, page_size: int = PAGE_SIZE, batch_size: int = BATCH_SIZE,
+                 batch_bytes: int = BATCH_BYTES,
                  max_attempts: int = MAX_ATTEMPTS, sleep: Callable[[float], None] = time.sleep,
                  jitter: Callable[[], float] = random.random, mailbox: str = ""):
         self.service = service
@@ -216,6 +241,7 @@ class GmailSource:
         self.max_bytes = conf.get("MAILPOLL_MAX_MESSAGE_BYTES") if max_bytes is None else max_bytes
         self.page_size = page_size
         self.batch_size = batch_size
+        self.batch_bytes = batch_bytes
         self.max_attempts = max_attempts
         self.sleep = sleep
         self.jitter = jitter
@@ -264,7 +290,7 @@ class GmailSource:
             ids = [added["message"]["id"] for record in records for added in record.get("messagesAdded", [])]
             last = str(records[-1]["id"]) if records else None
             safe = last if page_token else str(answer.get("historyId") or last or cursor)
-            yield Batch(self._contents(ids), safe)
+            yield from self._batches(ids, safe)
             if not page_token:
                 return
 
@@ -276,28 +302,32 @@ class GmailSource:
                                                      pageToken=token, maxResults=self.page_size)
             answer = self._call(listing, call=CALL_SWEEP if page_token else CALL_OTHER, cursor=start)
             page_token = answer.get("nextPageToken")
-            items = self._contents(m["id"] for m in answer.get("messages", []))
-            yield Batch(items, sweep_cursor(start, query, page_token) if page_token else start)
+            yield from self._batches((m["id"] for m in answer.get("messages", [])),
+                                     sweep_cursor(start, query, page_token) if page_token else start)
             if not page_token:
                 return
 
     # -- content -----------------------------------------------------------------
 
-    def _contents(self, ids: Iterable[str]) -> list[tuple[str, bytes | TooBig]]:
+    def _batches(self, ids: Iterable[str], cursor: str | None) -> Iterator[Batch]:
+        """The messages ``ids`` as batches bounded in count and bytes; only the last carries ``cursor``."""
         ids = _unique(ids)
         sizes = self._get_many(ids, "minimal")
-        fits = [i for i in ids if i in sizes and int(sizes[i].get("sizeEstimate", 0)) <= self.max_bytes]
-        big = [i for i in ids if i in sizes and i not in set(fits)]
-        raws = self._get_many(fits, "raw")
+        estimate = {mid: int(sizes[mid].get("sizeEstimate", 0)) for mid in ids if mid in sizes}
+        big = [mid for mid in estimate if estimate[mid] > self.max_bytes]
         metadata = self._get_many(big, "metadata")
-        items: list[tuple[str, bytes | TooBig]] = []
-        for mid in ids:
-            if mid in raws:
-                data = _decode_raw(raws[mid].get("raw", ""))
+        items: list[tuple[str, bytes | TooBig]] = [(mid, TooBig(estimate[mid], metadata_headers(metadata[mid])))
+                                                   for mid in big if mid in metadata]
+        groups = size_groups([mid for mid in estimate if estimate[mid] <= self.max_bytes], estimate,
+                             max_count=self.batch_size, max_bytes=self.batch_bytes)
+        for at, group in enumerate(groups):
+            for mid, resource in self._get_many(group, "raw").items():
+                data = _decode_raw(resource.get("raw", ""))
                 items.append((mid, data if len(data) <= self.max_bytes else TooBig(len(data), header_block(data))))
-            elif mid in metadata:
-                items.append((mid, TooBig(int(sizes[mid].get("sizeEstimate", 0)), metadata_headers(metadata[mid]))))
-        return items
+            if at < len(groups) - 1:
+                yield Batch(items, None)
+                items = []
+        yield Batch(items, cursor)
 
     def _get_many(self, ids: list[str], fmt: str) -> dict[str, dict]:
         """``messages.get`` of each id in ``format=fmt``, batched; a deleted message is absent."""

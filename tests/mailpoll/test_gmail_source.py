@@ -102,6 +102,21 @@ def test_decide(status, reasons, call, attempt, expected):
     assert gmail.decide(status, reasons, call=call, attempt=attempt, max_attempts=5) == expected
 
 
+@pytest.mark.parametrize(("sizes", "max_count", "max_bytes", "expected"), [
+    ([], 3, 10, []),
+    ([4, 4, 4, 4], 3, 100, [[0, 1, 2], [3]]),  # by count
+    ([4, 4, 4, 4], 9, 8, [[0, 1], [2, 3]]),  # by bytes: exactly the budget fits
+    ([4, 5, 4], 9, 8, [[0], [1], [2]]),
+    ([20, 1, 1], 9, 8, [[0], [1, 2]]),  # one over the budget goes alone
+    ([1, 20, 1], 9, 8, [[0], [1], [2]]),
+    ([0, 0, 0], 2, 8, [[0, 1], [2]]),
+])
+def test_size_groups(sizes, max_count, max_bytes, expected):
+    ids = [f"m{n}" for n in range(len(sizes))]
+    groups = gmail.size_groups(ids, dict(zip(ids, sizes, strict=True)), max_count=max_count, max_bytes=max_bytes)
+    assert groups == [[f"m{n}" for n in group] for group in expected]
+
+
 # -- first poll ------------------------------------------------------------------
 
 def test_new_only_stores_the_current_history_id_and_fetches_nothing(fake, source):
@@ -257,6 +272,19 @@ def test_fetches_go_in_batches_of_batch_size(fake, source):
     assert len(contents(batches)) == 7
     assert fake.batch_sizes == [3, 3, 1, 3, 3, 1]  # minimal, then raw
     assert all(c.batched for c in fake.served("/messages/"))
+
+
+def test_a_page_of_large_messages_is_cut_into_batches_bounded_in_bytes(fake, source):
+    start = str(fake.history_id)
+    ids = [fake.add(message(n, b"w" * 900)) for n in range(5)]
+    big = fake.add(message(9, b"v" * 5000))
+    size = len(message(0, b"w" * 900))
+    batches = list(source(batch_bytes=2 * size, max_bytes=4000).changes(start))
+    # The too-big message first, then the others two by two.
+    assert [[mid for mid, _ in b.items] for b in batches] == [[big, *ids[:2]], ids[2:4], ids[4:]]
+    assert batches[0].items[0][1] == TooBig(len(message(9, b"v" * 5000)), message(9, b""))
+    assert [b.cursor for b in batches] == [None, None, str(fake.history_id)]
+    assert fake.batch_sizes == [6, 1, 2, 2, 1]  # minimal, metadata, then raw by two
 
 
 # -- throttling --------------------------------------------------------------------

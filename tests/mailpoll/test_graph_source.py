@@ -334,6 +334,27 @@ def test_msal_refresh_failures_are_classified_as_oauth_expects(fake, app, sessio
     assert classify_token_error(error.status, error.body, error.detail).verdict is verdict
 
 
+@pytest.mark.django_db(transaction=True)  # oauth.access_token commits its own transaction
+def test_a_delegated_mailbox_reads_through_its_oauth_grant(fake, app, session, source):
+    from mailpoll import oauth
+    from mailpoll.models import GrantState, OAuthGrant
+    from tests.mailpoll.factories import MailboxFactory
+
+    mailbox = MailboxFactory()
+    oauth.connect(mailbox, "microsoft", token_cache=consented_cache(fake, app, session))
+    refresh = MsalRefresh(app, session)
+    msg = fake.add("inbox", mail(1))
+    [batch] = run(source(lambda: oauth.access_token(mailbox, refresh=refresh)))
+    assert batch.items == [(msg.id, msg.raw)]
+    # The consent, then one refresh under the grant's lock; every later request reused the stored token.
+    assert len([g for g in fake.token_grants if g["grant_type"] == "refresh_token"]) == 2
+    fake.revoked = "AADSTS700082: The refresh token has expired due to inactivity."
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(hours=2)
+    with pytest.raises(oauth.NeedsReauthorization, match="AADSTS700082"):
+        oauth.access_token(mailbox, refresh=refresh, clock=lambda: later)
+    assert OAuthGrant.objects.get(mailbox=mailbox).state == GrantState.NEEDS_REAUTH
+
+
 def test_no_token_or_secret_in_logs_at_debug(fake, app, session, source, caplog):
     caplog.set_level(logging.DEBUG)
     fake.access_ttl = 60

@@ -352,6 +352,17 @@ def test_a_user_consent_is_refreshed_with_its_refresh_token(fake, source):
     assert fake.grants == [{"refresh_token": REFRESH_TOKEN}]
 
 
+def test_an_access_token_that_stops_working_mid_read_is_refreshed(fake, source):
+    start = str(fake.history_id)
+    ids = [fake.add(message(n)) for n in range(4)]
+    reading = source(page_size=2).changes(start)
+    first = next(reading)
+    fake.access_tokens.clear()  # revoked or expired early: the API answers 401
+    rest = list(reading)
+    assert [mid for b in [first, *rest] for mid, _ in b.items] == ids
+    assert len(fake.grants) == 2
+
+
 def test_a_refused_grant_is_left_to_the_token_machinery_without_the_secrets(fake, source):
     fake.refuse = "Token has been expired or revoked."
     with pytest.raises(RefreshError) as raised:

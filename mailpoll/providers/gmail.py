@@ -1,8 +1,9 @@
 """A Gmail label read as changes since a ``historyId`` (issue 11 groundwork, not wired into the poller yet).
 
 ``GmailSource`` yields ``changes.Batch``es: ``initial(mode)`` for a label's first poll,
-``changes(cursor)`` after that. Each batch's ``cursor`` is a ``historyId`` safe to commit
-once every item of the batch is stored:
+``changes(cursor)`` after that, whatever the stored cursor is. Each batch's ``cursor`` (a
+``historyId``, a sweep cursor, or ``None``: nothing to commit yet) is safe to commit once
+every item of that batch and of the batches before it is stored:
 
 * ``users.history.list`` pages are read in history order: after a page, the id of its
   last record (the next page starts after it); after the last page, the mailbox's

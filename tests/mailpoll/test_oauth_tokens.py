@@ -32,6 +32,7 @@ from mailpoll.oauth_refresh import HeldTokens, Refreshed, TokenEndpoint
 from seoinsight import crypto
 from tests.mailpoll.factories import MailboxFactory
 from tests.support.fake_oauth import CLIENT_ID, CLIENT_SECRET, FakeTokenEndpoint
+from tests.support.guards import finishes_within
 from tests.support.processes import ManagedProcess, process_env, wait_for
 
 # Every test here reads what access_token() committed in its own transaction.
@@ -354,3 +355,34 @@ def test_two_pollers_refreshing_at_once_reach_the_endpoint_once_and_the_newer_to
     row = OAuthGrant.objects.get(pk=grant.pk)
     assert row.state == GrantState.ACTIVE and crypto.decrypt(row.refresh_token) == newest
     assert crypto.decrypt(row.access_token) == issued
+
+
+@pytest.mark.processes
+def test_a_poller_killed_mid_refresh_leaves_the_grant_to_the_next_one(endpoints, processes, tmp_path):
+    """kill -9 while it holds the row lock: PostgreSQL ends its transaction, nothing of it is saved."""
+    fake, clock = endpoints("microsoft"), Clock(datetime.now(UTC))
+    grant = granted(fake, clock)
+    original = stored_refresh_token(grant)
+    asking = tmp_path / "asking"
+    code = textwrap.dedent(f"""
+        import time
+        from pathlib import Path
+        from mailpoll.models import OAuthGrant
+        from mailpoll.oauth import access_token
+
+        def hung_endpoint(held):
+            Path({str(asking)!r}).touch()
+            time.sleep(120)
+
+        access_token(OAuthGrant.objects.get(pk={grant.pk}), refresh=hung_endpoint)
+    """)
+    stuck = processes(ManagedProcess, "shell", "-c", code, env=process_env())
+    wait_for(lambda: asking.exists() or not stuck.alive(), timeout=60, message="the poller inside its refresh")
+    assert stuck.alive(), stuck.output()
+    stuck.kill9()
+
+    with finishes_within(30, "a refresh after the lock holder was killed"):
+        token = access_token(grant, refresh=refresher(fake), clock=clock)
+    assert token == fake.issued[-1]
+    assert fake.refreshes == 1 and stored_refresh_token(grant) != original
+    assert OAuthGrant.objects.get(pk=grant.pk).state == GrantState.ACTIVE

@@ -5,7 +5,8 @@
 ``historyId``, a sweep cursor, or ``None``: nothing to commit yet) is safe to commit once
 every item of that batch and of the batches before it is stored:
 
-* ``users.history.list`` pages are read in history order: after a page, the id of its
+* ``users.history.list`` (``messageAdded`` and ``labelAdded``: see ``added_to``) pages are
+  read in history order: after a page, the id of its
   last record (the next page starts after it); after the last page, the mailbox's
   ``historyId`` the answer names.
 * The listing modes (``since``, ``full``) take the profile's ``historyId`` *before*
@@ -160,6 +161,21 @@ def parse_sweep(cursor: str) -> tuple[str, str, str]:
         raise CursorExpired(f"not a Gmail sweep cursor: {cursor[:100]!r}") from None
 
 
+def added_to(record: dict, label: str) -> list[str]:
+    """The ids a history record brings into ``label``: messages added (``labelId`` has Gmail
+    keep only the label's), and messages given the label later (out of Spam, moved into the
+    inbox), as IMAP shows a message moved into a folder as a new one. Dedup absorbs repeats.
+
+    >>> added_to({"messagesAdded": [{"message": {"id": "a"}}],
+    ...           "labelsAdded": [{"message": {"id": "b"}, "labelIds": ["INBOX"]},
+    ...                           {"message": {"id": "c"}, "labelIds": ["STARRED"]}]}, "INBOX")
+    ['a', 'b']
+    """
+    ids = [added["message"]["id"] for added in record.get("messagesAdded", [])]
+    ids += [added["message"]["id"] for added in record.get("labelsAdded", []) if label in added.get("labelIds", [])]
+    return ids
+
+
 def error_reasons(exc: HttpError) -> list[str]:
     """The ``reason`` codes of a Google JSON error (``error.errors[].reason``)."""
     details = exc.error_details if isinstance(exc.error_details, list) else []
@@ -282,13 +298,13 @@ class GmailSource:
         while True:
             def page(token=page_token):
                 return self._users().history().list(userId=self.user_id, startHistoryId=cursor,
-                                                    historyTypes=["messageAdded"], labelId=self.label,
+                                                    historyTypes=["messageAdded", "labelAdded"],
+                                                    labelId=self.label,
                                                     pageToken=token, maxResults=self.page_size)
             answer = self._call(page, call=CALL_HISTORY, cursor=cursor)
             records = answer.get("history", [])
             page_token = answer.get("nextPageToken")
-            # ``labelId`` has Gmail keep only the label's messages: no filtering of our own.
-            ids = [added["message"]["id"] for record in records for added in record.get("messagesAdded", [])]
+            ids = [mid for record in records for mid in added_to(record, self.label)]
             last = str(records[-1]["id"]) if records else None
             safe = last if page_token else str(answer.get("historyId") or last or cursor)
             yield from self._batches(ids, safe)

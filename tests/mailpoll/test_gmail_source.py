@@ -194,11 +194,20 @@ def test_history_pages_each_carry_a_cursor_that_resumes_after_them(fake, source)
     assert contents(batches) == [message(n) for n in range(5)]
     assert batches[-1].cursor == str(fake.history_id)
     history_calls = fake.served("/history")
-    assert all(c.query["historyTypes"] == ["messageAdded"] and c.query["labelId"] == ["INBOX"]
+    assert all(c.query["historyTypes"] == ["messageAdded", "labelAdded"] and c.query["labelId"] == ["INBOX"]
                for c in history_calls)
     # Committing the first page's cursor and starting again reads only what came after it.
     resumed = list(source(page_size=2).changes(batches[0].cursor))
     assert [mid for b in resumed for mid, _ in b.items] == ids[2:]
+
+
+def test_a_message_moved_into_the_label_later_is_read(fake, source):
+    rescued = fake.add(message(1), labels=["SPAM"])
+    start = str(fake.history_id)
+    fake.add_labels(rescued, "STARRED")  # another label: not a change of the inbox
+    assert [mid for b in source().changes(start) for mid, _ in b.items] == []
+    fake.add_labels(rescued, "INBOX")  # "not spam"
+    assert [mid for b in source().changes(start) for mid, _ in b.items] == [rescued]
 
 
 def test_nothing_new_moves_the_cursor_to_the_mailbox_history_id(fake, source):

@@ -61,7 +61,7 @@ class _State:
     next_history: int = 1000
     next_id: int = 0x18c0000000000000
     messages: dict = field(default_factory=dict)
-    history: list = field(default_factory=list)  # (history id, message id), ascending
+    history: list = field(default_factory=list)  # (history id, message id, kind, labels added), ascending
 
 
 class FakeGmail(_LoopbackServer):
@@ -127,8 +127,15 @@ class FakeGmail(_LoopbackServer):
             self.state.next_id += 1
             mid = f"{self.state.next_id:x}"
             self.state.messages[mid] = FakeMessage(mid, raw, list(labels), internal_ms, self.state.next_history)
-            self.state.history.append((self.state.next_history, mid))
+            self.state.history.append((self.state.next_history, mid, "messageAdded", []))
             return mid
+
+    def add_labels(self, mid: str, *labels: str) -> None:
+        """Label a message (a ``labelAdded`` history record), e.g. moved out of Spam into the inbox."""
+        with self._lock:
+            self.state.next_history += 3
+            self.state.messages[mid].labels.extend(labels)
+            self.state.history.append((self.state.next_history, mid, "labelAdded", list(labels)))
 
     def delete(self, mid: str) -> None:
         with self._lock:
@@ -243,15 +250,19 @@ class FakeGmail(_LoopbackServer):
         if start < self.oldest_history:
             return _json(404, _error(404, "Requested entity was not found.", "notFound"))
         label = query.get("labelId", [None])[0]
+        kinds = set(query.get("historyTypes", [])) or {"messageAdded", "labelAdded"}
         records = []
-        for hid, mid in self.state.history:
+        for hid, mid, kind, added_labels in self.state.history:
             message = self.state.messages.get(mid)
-            if hid <= start or (label and message is not None and label not in message.labels):
+            if hid <= start or kind not in kinds or (label and message is not None and label not in message.labels):
                 continue
-            labels = message.labels if message else []
-            entry = {"id": mid, "threadId": mid, "labelIds": labels}
-            records.append({"id": str(hid), "messages": [{"id": mid, "threadId": mid}],
-                            "messagesAdded": [{"message": entry}]})
+            entry = {"message": {"id": mid, "threadId": mid, "labelIds": message.labels if message else []}}
+            record = {"id": str(hid), "messages": [{"id": mid, "threadId": mid}]}
+            if kind == "messageAdded":
+                record["messagesAdded"] = [entry]
+            else:
+                record["labelsAdded"] = [{**entry, "labelIds": added_labels}]
+            records.append(record)
         page, token = _page(records, query, lambda r: r["id"])
         if page is None:
             return _json(400, _error(400, "Invalid pageToken", "invalidArgument"))

@@ -11,7 +11,7 @@ from datetime import date
 import pytest
 from google.auth.exceptions import RefreshError
 
-from mailpoll.providers import gmail
+from mailpoll.providers import gmail, gmail_rules
 from mailpoll.providers.base import ProviderError
 from mailpoll.providers.changes import Batch, CursorExpired, Throttled, TooBig
 from tests.support.fake_gmail import FakeGmail
@@ -75,31 +75,31 @@ def contents(batches: list[Batch]) -> list:
     (2, 0.0, "Wed, 21 Oct 2026 07:28:00 GMT", 1.0),  # a date is ignored
 ])
 def test_backoff_delay(attempt, jitter, retry_after, expected):
-    assert gmail.backoff_delay(attempt, jitter, retry_after) == pytest.approx(expected)
+    assert gmail_rules.backoff_delay(attempt, jitter, retry_after) == pytest.approx(expected)
 
 
 @pytest.mark.parametrize(("status", "reasons", "call", "attempt", "expected"), [
-    (429, [], gmail.CALL_OTHER, 1, gmail.RETRY),
-    (429, [], gmail.CALL_HISTORY, 4, gmail.RETRY),
-    (429, [], gmail.CALL_MESSAGE, 5, gmail.THROTTLED),
-    (403, ["rateLimitExceeded"], gmail.CALL_OTHER, 2, gmail.RETRY),
-    (403, ["userRateLimitExceeded"], gmail.CALL_MESSAGE, 1, gmail.RETRY),
-    (403, ["userRateLimitExceeded"], gmail.CALL_MESSAGE, 5, gmail.THROTTLED),
-    (403, ["insufficientPermissions"], gmail.CALL_OTHER, 1, gmail.FAIL),  # no access: retrying will not help
-    (403, [], gmail.CALL_HISTORY, 1, gmail.FAIL),
-    (404, ["notFound"], gmail.CALL_HISTORY, 1, gmail.EXPIRED),
-    (404, ["notFound"], gmail.CALL_MESSAGE, 1, gmail.GONE),
-    (404, ["notFound"], gmail.CALL_OTHER, 1, gmail.FAIL),
-    (400, ["invalidArgument"], gmail.CALL_SWEEP, 1, gmail.EXPIRED),  # a stored page token refused
-    (404, ["notFound"], gmail.CALL_SWEEP, 1, gmail.EXPIRED),
-    (429, [], gmail.CALL_SWEEP, 1, gmail.RETRY),
-    (403, ["insufficientPermissions"], gmail.CALL_SWEEP, 1, gmail.FAIL),  # e.g. the profile of an unknown user
-    (401, ["authError"], gmail.CALL_OTHER, 1, gmail.FAIL),
-    (400, ["invalidArgument"], gmail.CALL_HISTORY, 1, gmail.FAIL),
-    (500, ["backendError"], gmail.CALL_OTHER, 1, gmail.FAIL),
+    (429, [], gmail_rules.CALL_OTHER, 1, gmail_rules.RETRY),
+    (429, [], gmail_rules.CALL_HISTORY, 4, gmail_rules.RETRY),
+    (429, [], gmail_rules.CALL_MESSAGE, 5, gmail_rules.THROTTLED),
+    (403, ["rateLimitExceeded"], gmail_rules.CALL_OTHER, 2, gmail_rules.RETRY),
+    (403, ["userRateLimitExceeded"], gmail_rules.CALL_MESSAGE, 1, gmail_rules.RETRY),
+    (403, ["userRateLimitExceeded"], gmail_rules.CALL_MESSAGE, 5, gmail_rules.THROTTLED),
+    (403, ["insufficientPermissions"], gmail_rules.CALL_OTHER, 1, gmail_rules.FAIL),  # no access: retrying will not help
+    (403, [], gmail_rules.CALL_HISTORY, 1, gmail_rules.FAIL),
+    (404, ["notFound"], gmail_rules.CALL_HISTORY, 1, gmail_rules.EXPIRED),
+    (404, ["notFound"], gmail_rules.CALL_MESSAGE, 1, gmail_rules.GONE),
+    (404, ["notFound"], gmail_rules.CALL_OTHER, 1, gmail_rules.FAIL),
+    (400, ["invalidArgument"], gmail_rules.CALL_SWEEP, 1, gmail_rules.EXPIRED),  # a stored page token refused
+    (404, ["notFound"], gmail_rules.CALL_SWEEP, 1, gmail_rules.EXPIRED),
+    (429, [], gmail_rules.CALL_SWEEP, 1, gmail_rules.RETRY),
+    (403, ["insufficientPermissions"], gmail_rules.CALL_SWEEP, 1, gmail_rules.FAIL),  # e.g. the profile of an unknown user
+    (401, ["authError"], gmail_rules.CALL_OTHER, 1, gmail_rules.FAIL),
+    (400, ["invalidArgument"], gmail_rules.CALL_HISTORY, 1, gmail_rules.FAIL),
+    (500, ["backendError"], gmail_rules.CALL_OTHER, 1, gmail_rules.FAIL),
 ])
 def test_decide(status, reasons, call, attempt, expected):
-    assert gmail.decide(status, reasons, call=call, attempt=attempt, max_attempts=5) == expected
+    assert gmail_rules.decide(status, reasons, call=call, attempt=attempt, max_attempts=5) == expected
 
 
 @pytest.mark.parametrize(("sizes", "max_count", "max_bytes", "expected"), [
@@ -113,7 +113,7 @@ def test_decide(status, reasons, call, attempt, expected):
 ])
 def test_size_groups(sizes, max_count, max_bytes, expected):
     ids = [f"m{n}" for n in range(len(sizes))]
-    groups = gmail.size_groups(ids, dict(zip(ids, sizes, strict=True)), max_count=max_count, max_bytes=max_bytes)
+    groups = gmail_rules.size_groups(ids, dict(zip(ids, sizes, strict=True)), max_count=max_count, max_bytes=max_bytes)
     assert groups == [[f"m{n}" for n in group] for group in expected]
 
 
@@ -135,7 +135,7 @@ def test_full_lists_every_page_and_commits_the_history_id_taken_before_listing(f
     first = next(reading)
     late = fake.add(message(5))  # arrives while the listing runs
     batches = [first, *reading]
-    assert [gmail.is_sweep(b.cursor) for b in batches[:2]] == [True, True] and batches[2].cursor == before
+    assert [gmail_rules.is_sweep(b.cursor) for b in batches[:2]] == [True, True] and batches[2].cursor == before
     assert sorted(mid for b in batches for mid, _ in b.items) == sorted(ids)
     assert sorted(contents(batches)) == sorted(message(n) for n in range(5))
     assert len(fake.listings()) == 3 and all(c.query["labelIds"] == ["INBOX"] for c in fake.listings())
@@ -160,7 +160,7 @@ def test_a_sweep_cursor_gmail_no_longer_takes_is_cursor_expired(fake, source):
     for n in range(3):
         fake.add(message(n))
     first = next(source(page_size=2).initial("full"))
-    page_token = gmail.parse_sweep(first.cursor)[2]
+    page_token = gmail_rules.parse_sweep(first.cursor)[2]
     fake.delete(page_token)  # the fake's page tokens name the last message served
     with pytest.raises(CursorExpired, match="HTTP 400"):
         list(source(page_size=2).changes(first.cursor))

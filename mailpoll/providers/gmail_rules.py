@@ -1,0 +1,146 @@
+"""Gmail's pure decisions: backoff, what a failed call means, sweep cursors, history records, grouping.
+
+Plain functions over plain values, so each is table-tested without a server; ``gmail.py``
+makes the calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from urllib.parse import parse_qs, urlencode
+
+from .changes import CursorExpired
+
+MAX_ATTEMPTS = 5
+BACKOFF_FIRST = 1.0
+BACKOFF_MAX = 32.0
+THROTTLE_REASONS = frozenset({"rateLimitExceeded", "userRateLimitExceeded"})
+
+# What ``decide`` says of a failed call.
+RETRY = "retry"  # throttled, attempts left: pause, then again
+THROTTLED = "throttled"  # throttled, no attempts left
+EXPIRED = "expired"  # the history id is too old
+GONE = "gone"  # the message was deleted since it was listed
+FAIL = "fail"  # anything else: the caller's error
+
+# What was called, for ``decide``.
+CALL_HISTORY = "history"
+CALL_MESSAGE = "message"
+CALL_SWEEP = "sweep"  # messages.list from a stored page token
+CALL_OTHER = "other"
+SWEEP = "sweep?"
+
+
+def backoff_delay(attempt: int, jitter: float, retry_after: str | None = None, *,
+                  first: float = BACKOFF_FIRST, cap: float = BACKOFF_MAX) -> float:
+    """Seconds to wait after throttled attempt ``attempt`` (1-based); ``jitter`` is in [0, 1).
+
+    "Equal jitter": between half and all of the doubling step, so pollers throttled together
+    spread out and no pause is ever near zero (no hot loop). A numeric ``Retry-After`` wins,
+    capped at ``cap``:
+
+    >>> [backoff_delay(n, 0.0) for n in (1, 2, 3, 6, 9)]
+    [0.5, 1.0, 2.0, 16.0, 16.0]
+    >>> backoff_delay(3, 0.999) < 4.0, backoff_delay(1, 0.0, "7"), backoff_delay(1, 0.5, "3600")
+    (True, 7.0, 32.0)
+    """
+    if retry_after is not None:
+        try:
+            return min(max(float(retry_after), 0.0), cap)
+        except ValueError:
+            pass
+    step = min(first * 2 ** (attempt - 1), cap)
+    return step / 2 * (1 + jitter)
+
+
+def decide(status: int, reasons: Iterable[str], *, call: str, attempt: int, max_attempts: int) -> str:
+    """What to do after call ``call`` failed with HTTP ``status`` on attempt ``attempt``.
+
+    Only throttling is retried; a 404 means an expired cursor for ``history.list`` and a deleted
+    message for ``messages.get``; a listing resumed from a stored page token that Gmail refuses
+    (400, 404) is an expired cursor too; everything else fails at once (a bad grant, a missing label).
+    """
+    throttled = status == 429 or (status == 403 and bool(THROTTLE_REASONS & set(reasons)))
+    if throttled:
+        return RETRY if attempt < max_attempts else THROTTLED
+    if status == 404 and call == CALL_HISTORY:
+        return EXPIRED
+    if status == 404 and call == CALL_MESSAGE:
+        return GONE
+    if status in (400, 404) and call == CALL_SWEEP:  # the stored page token is no longer taken
+        return EXPIRED
+    return FAIL
+
+
+def sweep_cursor(start: str, query: str, page_token: str) -> str:
+    """The cursor of an unfinished listing: resume at ``page_token``, then commit ``start``.
+
+    >>> sweep_cursor("1042", "after:1704067200", "0912")
+    'sweep?start=1042&q=after%3A1704067200&page=0912'
+    >>> parse_sweep(sweep_cursor("1042", "", "x&y"))
+    ('1042', '', 'x&y')
+    """
+    return SWEEP + urlencode({"start": start, "q": query, "page": page_token})
+
+
+def is_sweep(cursor: str) -> bool:
+    """Whether ``cursor`` is an unfinished listing's (a resync in progress) rather than a history id."""
+    return cursor.startswith(SWEEP)
+
+
+def parse_sweep(cursor: str) -> tuple[str, str, str]:
+    """``(start, query, page_token)`` of a sweep cursor."""
+    fields = parse_qs(cursor[len(SWEEP):], keep_blank_values=True)
+    try:
+        return fields["start"][0], fields["q"][0], fields["page"][0]
+    except KeyError:
+        raise CursorExpired(f"not a Gmail sweep cursor: {cursor[:100]!r}") from None
+
+
+def added_to(record: dict, label: str) -> list[str]:
+    """The ids a history record brings into ``label``: messages added (``labelId`` has Gmail
+    keep only the label's), and messages given the label later (out of Spam, moved into the
+    inbox), as IMAP shows a message moved into a folder as a new one. Dedup absorbs repeats.
+
+    >>> added_to({"messagesAdded": [{"message": {"id": "a"}}],
+    ...           "labelsAdded": [{"message": {"id": "b"}, "labelIds": ["INBOX"]},
+    ...                           {"message": {"id": "c"}, "labelIds": ["STARRED"]}]}, "INBOX")
+    ['a', 'b']
+    """
+    ids = [added["message"]["id"] for added in record.get("messagesAdded", [])]
+    ids += [added["message"]["id"] for added in record.get("labelsAdded", []) if label in added.get("labelIds", [])]
+    return ids
+
+
+def size_groups(ids: list[str], sizes: dict[str, int], *, max_count: int, max_bytes: int) -> list[list[str]]:
+    """``ids`` cut, in order, into groups of at most ``max_count`` ids and ``max_bytes`` bytes
+    (a single id larger than that is a group of its own).
+
+    >>> size_groups(["a", "b", "c", "d"], {"a": 5, "b": 5, "c": 20, "d": 1}, max_count=3, max_bytes=10)
+    [['a', 'b'], ['c'], ['d']]
+    """
+    groups: list[list[str]] = []
+    total = 0
+    for mid in ids:
+        if not groups or len(groups[-1]) >= max_count or total + sizes[mid] > max_bytes:
+            groups.append([])
+            total = 0
+        groups[-1].append(mid)
+        total += sizes[mid]
+    return groups
+
+
+def header_block(raw: bytes) -> bytes:
+    """The header block of a raw message, blank line included."""
+    for end in (b"\r\n\r\n", b"\n\n"):
+        at = raw.find(end)
+        if at >= 0:
+            return raw[: at + len(end)]
+    return raw
+
+
+def metadata_headers(resource: dict) -> bytes:
+    """A header block rebuilt from a ``format=metadata`` resource's ``payload.headers``."""
+    lines = [f"{h.get('name', '')}: {h.get('value', '')}\r\n"
+             for h in resource.get("payload", {}).get("headers", [])]
+    return ("".join(lines) + "\r\n").encode("utf-8", "surrogateescape")

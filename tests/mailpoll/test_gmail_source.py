@@ -268,9 +268,7 @@ def test_a_message_larger_than_its_estimate_is_too_big_whatever_gmail_announced(
 def test_the_limit_defaults_to_the_mailpoll_setting(fake, source, settings):
     settings.MAILPOLL_MAX_MESSAGE_BYTES = 1500
     big = fake.add(message(3, b"z" * 2000))
-    reader = source()
-    reader.max_bytes = gmail.GmailSource(reader.service).max_bytes
-    [batch] = list(reader.changes("1000"))
+    [batch] = list(source(max_bytes=None).changes("1000"))
     assert batch.items[0][0] == big and isinstance(batch.items[0][1], TooBig)
 
 

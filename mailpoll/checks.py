@@ -2,12 +2,15 @@
 
 mailpoll.E001  a MAILPOLL_* environment text is not of the setting's type
 mailpoll.E002  a MAILPOLL_* setting is not above zero
+mailpoll.E003  an API or OAuth endpoint setting is not an https URL (http only on 127.0.0.1 / localhost)
 mailpoll.W001  MAILPOLL_STUCK_AFTER is shorter than the time the queue counts a silent job as alive
 mailpoll.W002  MAILPOLL_POLL_DEADLINE is not longer than MAILPOLL_SOCKET_TIMEOUT
 mailpoll.W003  (with --database) a mailbox receives CSV/Excel attachments but has no site target to import into
 """
 
 from __future__ import annotations
+
+import urllib.parse
 
 from django.core import checks
 from django.db import connections
@@ -19,13 +22,42 @@ from jobs import registry
 from . import conf
 
 # Every one of them is a count, a size or a duration: zero or less means "never" or "no limit" by accident.
-POSITIVE = tuple(setting.name for setting in conf.SETTINGS)
+POSITIVE = tuple(setting.name for setting in conf.SETTINGS if setting.type in (int, float))
 
 
 @checks.register()
 def check_values(app_configs=None, **kwargs):
     return conf.SETTINGS.environment_errors("mailpoll.E001") or conf.SETTINGS.not_positive_errors(
         POSITIVE, "mailpoll.E002")
+
+
+@checks.register()
+def check_endpoints(app_configs=None, **kwargs):
+    """A token or a client secret must never travel in clear text, nor to something that is no URL."""
+    errors = []
+    for name in conf.URL_SETTINGS:
+        value = str(conf.get(name))
+        problem = endpoint_problem(value)
+        if problem:
+            errors.append(checks.Error(f"{name} = {value!r}: {problem}.",
+                                       hint="Use the provider's https URL (the default).", id="mailpoll.E003"))
+    return errors
+
+
+def endpoint_problem(url: str) -> str:
+    """Why ``url`` may not receive tokens, or "".
+
+    >>> endpoint_problem("https://oauth2.googleapis.com/token"), endpoint_problem("http://127.0.0.1:8080/token")
+    ('', '')
+    >>> endpoint_problem("http://example.com/token")
+    'http only on 127.0.0.1 or localhost: tokens would cross the network in clear text'
+    """
+    parsed = urllib.parse.urlsplit(url)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        return "not an http(s) URL with a host"
+    if parsed.scheme == "http" and parsed.hostname not in ("127.0.0.1", "localhost", "::1"):
+        return "http only on 127.0.0.1 or localhost: tokens would cross the network in clear text"
+    return ""
 
 
 @checks.register()

@@ -18,7 +18,30 @@ SETTINGS = Declarations(
     Setting("MAILPOLL_SOCKET_TIMEOUT", float, 60.0, "seconds one IMAP connect, read or write may wait"),
     Setting("MAILPOLL_BACKOFF_MAX", float, 3600.0,
             "longest wait, in seconds, before a failing mailbox is tried again"),
+    # API mailboxes and OAuth (issue 11). Every endpoint is a setting, so a secret is only ever sent to a host
+    # configured here; each must be https (http only on 127.0.0.1 / localhost: mailpoll.E003).
+    Setting("MAILPOLL_GMAIL_API_URL", str, "https://gmail.googleapis.com/", "the Gmail API's base URL"),
+    Setting("MAILPOLL_GOOGLE_AUTH_URL", str, "https://accounts.google.com/o/oauth2/v2/auth",
+            "Google's OAuth authorization endpoint (the admin's Connect button)"),
+    Setting("MAILPOLL_GOOGLE_TOKEN_URL", str, "https://oauth2.googleapis.com/token",
+            "Google's OAuth token endpoint (refreshes, code exchange, service-account assertions)"),
+    Setting("MAILPOLL_GOOGLE_CLIENT_ID", str, "", "the Google OAuth client of user-consent mailboxes"),
+    Setting("MAILPOLL_GOOGLE_CLIENT_SECRET", str, "", "...its secret"),
+    Setting("MAILPOLL_GOOGLE_SERVICE_ACCOUNT_FILE", str, "",
+            "path of a Workspace service account's JSON key (domain-wide delegation), for service Gmail mailboxes"),
+    Setting("MAILPOLL_GRAPH_API_URL", str, "https://graph.microsoft.com/v1.0", "Microsoft Graph's base URL"),
+    Setting("MAILPOLL_MICROSOFT_AUTHORITY", str, "https://login.microsoftonline.com",
+            "Microsoft's identity platform (authorize and token endpoints under /<tenant>/oauth2/v2.0/)"),
+    Setting("MAILPOLL_MICROSOFT_TENANT", str, "organizations", "the tenant of Microsoft mailboxes that name none"),
+    Setting("MAILPOLL_MICROSOFT_CLIENT_ID", str, "", "the Microsoft app (client) id"),
+    Setting("MAILPOLL_MICROSOFT_CLIENT_SECRET", str, "", "...its client secret"),
+    Setting("MAILPOLL_API_CA_BUNDLE", str, "",
+            "a CA bundle to verify the API and token endpoints with instead of the system's (a private endpoint)"),
 )
+
+# The settings above that are endpoints: https, or http on the loopback only.
+URL_SETTINGS = ("MAILPOLL_GMAIL_API_URL", "MAILPOLL_GOOGLE_AUTH_URL", "MAILPOLL_GOOGLE_TOKEN_URL",
+                "MAILPOLL_GRAPH_API_URL", "MAILPOLL_MICROSOFT_AUTHORITY")
 
 get = SETTINGS.get
 # Read by help texts that show the default.

@@ -7,6 +7,8 @@ SELECT, is what makes N pollers create exactly one row per message.
 
 from __future__ import annotations
 
+import functools
+import operator
 from datetime import timedelta
 
 from django.db import models
@@ -24,12 +26,43 @@ LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 class Provider(models.TextChoices):
     IMAP = "imap", "IMAP"
+    GMAIL = "gmail", "Gmail API"
+    GRAPH = "graph", "Microsoft Graph"
+
+
+class Auth(models.TextChoices):
+    # IMAP LOGIN with the encrypted ``secret``.
+    PASSWORD = "password", "Password"
+    # A user's consent (authorization code with PKCE), refreshed through the mailbox's OAuthGrant: XOAUTH2 for
+    # IMAP, a bearer token for the APIs.
+    OAUTH = "oauth", "OAuth (user consent)"
+    # The organisation's own credentials, no user in the loop: a Google Workspace service account with
+    # domain-wide delegation, or a Microsoft app's client credentials (application permission Mail.Read).
+    SERVICE = "service", "Service account / app-only"
+
+
+# Which auth each provider takes: IMAP has no service accounts, the APIs have no passwords.
+PROVIDER_AUTHS = {
+    Provider.IMAP: (Auth.PASSWORD, Auth.OAUTH),
+    Provider.GMAIL: (Auth.OAUTH, Auth.SERVICE),
+    Provider.GRAPH: (Auth.OAUTH, Auth.SERVICE),
+}
+
+
+def _provider_auth_pairs() -> Q:
+    pairs = [Q(provider=provider, auth__in=list(auths)) for provider, auths in PROVIDER_AUTHS.items()]
+    return functools.reduce(operator.or_, pairs)
 
 
 class Security(models.TextChoices):
     TLS = "tls", "TLS (port 993)"
     STARTTLS = "starttls", "STARTTLS (port 143)"
     NONE = "none", "None (127.0.0.1 only)"
+
+
+class OAuthProvider(models.TextChoices):
+    GOOGLE = "google", "Google"
+    MICROSOFT = "microsoft", "Microsoft"
 
 
 class InitialMode(models.TextChoices):
@@ -45,7 +78,15 @@ class Mailbox(models.Model):
     org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="mailboxes")
     name = models.CharField(max_length=100)
     provider = models.CharField(max_length=10, choices=Provider.choices, default=Provider.IMAP)
-    host = models.CharField(max_length=253)
+    auth = models.CharField(max_length=10, choices=Auth.choices, default=Auth.PASSWORD)
+    # Whose OAuth an IMAP mailbox uses (Gmail or Outlook IMAP); an API mailbox's is its provider's.
+    oauth_provider = models.CharField(max_length=10, choices=OAuthProvider.choices, blank=True)
+    # The OAuth app (client) and, for Microsoft, the tenant; empty: the MAILPOLL_GOOGLE_* / MAILPOLL_MICROSOFT_*
+    # settings. ``app_secret`` is the client secret, or a Google service account's JSON key: encrypted, write-only.
+    client_id = models.CharField(max_length=200, blank=True)
+    tenant = models.CharField(max_length=100, blank=True, help_text="Microsoft tenant id or domain.")
+    app_secret = models.TextField(blank=True, editable=False, help_text="Encrypted client secret or key.")
+    host = models.CharField(max_length=253, blank=True)
     port = models.PositiveIntegerField(default=993)
     security = models.CharField(max_length=10, choices=Security.choices, default=Security.TLS)
     username = models.CharField(max_length=254)
@@ -85,10 +126,33 @@ class Mailbox(models.Model):
             models.CheckConstraint(condition=Q(poll_interval__gt=timedelta(0)), name="mailbox_poll_interval_positive"),
             # An unknown value must not quietly mean "no encryption" to a provider.
             models.CheckConstraint(condition=Q(security__in=Security.values), name="mailbox_security_valid"),
+            models.CheckConstraint(
+                condition=_provider_auth_pairs(),
+                name="mailbox_auth_fits_provider"),
+            # An IMAP server has to be somewhere; an API mailbox's endpoint comes from the settings.
+            models.CheckConstraint(condition=~Q(provider="imap") | ~Q(host=""), name="mailbox_imap_has_host"),
+            # IMAP with OAuth must say whose tokens it presents (an API mailbox's issuer is its provider's).
+            models.CheckConstraint(condition=~Q(provider="imap", auth="oauth") | ~Q(oauth_provider=""),
+                                   name="mailbox_imap_oauth_has_issuer"),
         ]
 
     def __str__(self):
-        return f"{self.name} ({self.username}@{self.host})"
+        where = self.host if self.provider == Provider.IMAP else self.get_provider_display()
+        return f"{self.name} ({self.username}@{where})"
+
+    @property
+    def issuer(self) -> str:
+        """Whose OAuth tokens this mailbox uses: ``google``, ``microsoft``, or "" (none: a password)."""
+        if self.auth == Auth.PASSWORD:
+            return ""
+        return {Provider.GMAIL: OAuthProvider.GOOGLE, Provider.GRAPH: OAuthProvider.MICROSOFT}.get(
+            self.provider, self.oauth_provider)
+
+    def set_app_secret(self, plaintext: str) -> None:
+        self.app_secret = crypto.encrypt(plaintext) if plaintext else ""
+
+    def get_app_secret(self) -> str:
+        return crypto.decrypt(self.app_secret) if self.app_secret else ""
 
     def set_secret(self, plaintext: str) -> None:
         self.secret = crypto.encrypt(plaintext) if plaintext else ""
@@ -102,6 +166,7 @@ class Mailbox(models.Model):
 
 
 crypto.register_column("mailpoll.Mailbox", "secret")
+crypto.register_column("mailpoll.Mailbox", "app_secret")
 
 
 class FolderCursor(models.Model):
@@ -120,6 +185,14 @@ class FolderCursor(models.Model):
         null=True, blank=True,
         help_text="An unfinished sweep of the folder: its last UID when the sweep began. Empty once done.")
     sweep_since = models.DateField(null=True, blank=True, help_text="The date of an unfinished 'since' sweep.")
+    # An API folder's cursor instead (Gmail history id or sweep cursor, Graph deltaLink), opaque here; empty
+    # while it has none. It only ever moves over messages that are stored (mailpoll.changes_sync).
+    position = models.TextField(blank=True, db_default="")
+    # A resync: the provider forgot the cursor, so the folder is read again in full, dedup absorbing what was
+    # stored before. ``resync_started_at`` is set while one is unfinished; the count and reason stay.
+    resyncs = models.IntegerField(db_default=0)
+    resync_started_at = models.DateTimeField(null=True, blank=True)
+    resync_reason = models.TextField(blank=True, db_default="")
     last_sync_ts = models.DateTimeField(null=True, blank=True)
     # The folder's problem at its last poll (it could not be read, or one message in it could not be stored,
     # named by UID); empty after a poll that read it through.
@@ -133,9 +206,14 @@ class FolderCursor(models.Model):
                                    name="cursor_position_needs_uidvalidity"),
             models.CheckConstraint(condition=Q(sweep_since__isnull=True) | Q(sweep_until__isnull=False),
                                    name="cursor_sweep_since_only_in_a_sweep"),
+            # One folder has one kind of cursor: IMAP's UIDs or an API's opaque position.
+            models.CheckConstraint(condition=Q(position="") | Q(uidvalidity__isnull=True),
+                                   name="cursor_one_kind_of_position"),
         ]
 
     def __str__(self):
+        if self.position:
+            return f"{self.folder}: {'resyncing, ' if self.resync_started_at else ''}cursor {self.position[:40]}"
         if self.uidvalidity is None:
             return f"{self.folder}: never read"
         return f"{self.folder}: uidvalidity {self.uidvalidity}, last uid {self.last_uid}"
@@ -163,6 +241,8 @@ class Request(models.Model):
     mailbox = models.ForeignKey(Mailbox, null=True, blank=True, on_delete=models.SET_NULL, related_name="requests")
     folder = models.CharField(max_length=255, blank=True)
     uid = models.BigIntegerField(null=True, blank=True)
+    # The message's id at an API provider (Gmail's message id, Graph's); IMAP messages have their uid instead.
+    provider_ref = models.CharField(max_length=255, blank=True, db_default="")
     sender = models.CharField(max_length=500, blank=True)
     subject = models.CharField(max_length=1000, blank=True)
     received_at = models.DateTimeField(null=True, blank=True)
@@ -265,11 +345,6 @@ class Attachment(models.Model):
 
     def __str__(self):
         return self.filename
-
-
-class OAuthProvider(models.TextChoices):
-    GOOGLE = "google", "Google"
-    MICROSOFT = "microsoft", "Microsoft"
 
 
 class GrantState(models.TextChoices):

@@ -1,8 +1,16 @@
-"""Mail providers behind one small interface, chosen by ``Mailbox.provider``."""
+"""Mail providers behind one small boundary, chosen by ``Mailbox.provider``.
 
-from .base import FolderError, MailProvider, MessageArrivedTooLarge, MessageTooLarge, PollInterrupted, ProviderError
+Each lives in its own module, imported only when a mailbox needs it (the Google and
+Microsoft client libraries are heavy): ``imap``, ``gmail_mailbox``, ``graph_mailbox``.
+"""
 
-_providers: dict[str, type[MailProvider]] = {}
+import importlib
+
+from .base import (ChangesProvider, FolderError, MailProvider, MessageArrivedTooLarge, MessageTooLarge,
+                   PollInterrupted, ProviderError)
+
+MODULES = {"imap": "imap", "gmail": "gmail_mailbox", "graph": "graph_mailbox"}
+_providers: dict[str, type[MailProvider] | type[ChangesProvider]] = {}
 
 
 def register(name: str):
@@ -13,15 +21,13 @@ def register(name: str):
     return decorate
 
 
-def for_mailbox(mailbox) -> MailProvider:
-    from . import imap  # noqa: F401  (registers itself)
-
-    try:
-        cls = _providers[mailbox.provider]
-    except KeyError:
-        raise ProviderError(f"no provider {mailbox.provider!r} (known: {', '.join(sorted(_providers))})") from None
-    return cls(mailbox)
+def for_mailbox(mailbox) -> MailProvider | ChangesProvider:
+    module = MODULES.get(mailbox.provider)
+    if module is None:
+        raise ProviderError(f"no provider {mailbox.provider!r} (known: {', '.join(sorted(MODULES))})")
+    importlib.import_module(f"{__name__}.{module}")  # registers itself
+    return _providers[mailbox.provider](mailbox)
 
 
-__all__ = ["FolderError", "MailProvider", "MessageArrivedTooLarge", "MessageTooLarge", "PollInterrupted",
-           "ProviderError", "for_mailbox", "register"]
+__all__ = ["ChangesProvider", "FolderError", "MailProvider", "MessageArrivedTooLarge", "MessageTooLarge",
+           "PollInterrupted", "ProviderError", "for_mailbox", "register"]

@@ -1,6 +1,12 @@
-"""What the poller needs from a mail server.
+"""What the poller needs from a mail server: two shapes of one boundary.
 
-The poller reaches a server only through this interface, and everything after
+``MailProvider`` is IMAP's: UIDVALIDITY, UID search, sizes and fetches, planned by
+the UID cursor rules of ``mailpoll.cursor`` (``folder_sync``). ``ChangesProvider`` is
+the APIs': a folder's *changes since an opaque cursor*, in ``changes.Batch``es, each
+with the cursor that is safe to commit once it is stored (``changes_sync``). Either
+way the cursor moves only over what is durably stored.
+
+The poller reaches a server only through these interfaces, and everything after
 the fetch (``store.store_messages``: parse, dedup, triage, rows, jobs) takes
 raw RFC 5322 bytes, whoever fetched them. An API provider that can hand those
 over (Gmail's ``format=raw``, Graph's ``$value``) reuses all of it unchanged;
@@ -11,6 +17,7 @@ of the UID cursor of ``mailpoll.cursor``.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from datetime import date
 
 from ..cursor import FolderStatus
@@ -96,3 +103,44 @@ class MailProvider(ABC):
     @abstractmethod
     def fetch_headers(self, uid: int) -> bytes | None:
         """The header block only (for messages too big to fetch whole)."""
+
+
+class ChangesProvider(ABC):
+    """An API mailbox (Gmail, Microsoft Graph): each folder read as changes since a cursor.
+
+    ``changes`` yields ``changes.Batch``es; the caller stores each batch, then commits its
+    cursor (when it has one). It may raise ``changes.CursorExpired`` (the caller resyncs,
+    once per poll), ``changes.Throttled`` or any ``ProviderError``; token errors come from
+    ``mailpoll.oauth``. ``interrupt`` has ``MailProvider.interrupt``'s contract.
+    """
+
+    def __init__(self, mailbox):
+        self.mailbox = mailbox
+
+    def __enter__(self):
+        self.connect()
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    @abstractmethod
+    def connect(self) -> None:
+        """Build the clients; tokens are asked for on first use (they may need a refresh)."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release connections."""
+
+    @abstractmethod
+    def interrupt(self, reason: str) -> None: ...
+
+    @abstractmethod
+    def changes(self, folder: str, cursor: str | None, *, mode: str, since: date | None = None) -> Iterator:
+        """The folder's changes since ``cursor``; without one, a first read in ``mode`` (``full`` for a resync)."""
+
+    def completes_read(self, cursor: str) -> bool:
+        """Whether committing ``cursor`` means the folder has been read through (a resync is over).
+
+        False for a point inside an unfinished listing (Gmail's sweep cursors)."""
+        return True

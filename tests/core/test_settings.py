@@ -167,7 +167,7 @@ def shown(default) -> str | None:
         return ",".join(default) or None
     if isinstance(default, float):
         return f"{default:g}"
-    return str(default)
+    return str(default) or None
 
 
 def django_level_names() -> set[str]:

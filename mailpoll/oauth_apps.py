@@ -1,0 +1,89 @@
+"""Which OAuth app a mailbox uses, where its tokens come from, and the token a poll presents.
+
+A mailbox's own ``client_id`` / ``tenant`` / ``app_secret`` win over the ``MAILPOLL_GOOGLE_*`` /
+``MAILPOLL_MICROSOFT_*`` settings. Every endpoint comes from the settings (``mailpoll.conf``,
+checked by mailpoll.E003), never from the mailbox: a client secret or a refresh token is sent only to
+the issuer's configured token endpoint, whatever an editor types into a mailbox.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import conf, oauth
+from .models import Mailbox, OAuthGrant, OAuthProvider, Provider
+from .oauth_refresh import Refresh, TokenEndpoint
+
+# What a grant is asked for, by issuer and by what reads the mail. offline_access: Microsoft hands out a
+# refresh token only with it (Google does with access_type=offline on the authorization request).
+SCOPES = {
+    (OAuthProvider.GOOGLE, Provider.GMAIL): ("https://www.googleapis.com/auth/gmail.readonly",),
+    (OAuthProvider.GOOGLE, Provider.IMAP): ("https://mail.google.com/",),
+    (OAuthProvider.MICROSOFT, Provider.GRAPH): ("https://graph.microsoft.com/Mail.Read", "offline_access"),
+    (OAuthProvider.MICROSOFT, Provider.IMAP): ("https://outlook.office.com/IMAP.AccessAsUser.All", "offline_access"),
+}
+
+
+class NotConfigured(Exception):
+    """The mailbox's OAuth app is incomplete (no client id, say): a configuration error, named plainly."""
+
+
+class NotConnected(Exception):
+    """An OAuth mailbox nobody has connected yet (no grant): the admin's Connect button makes one."""
+
+
+@dataclass(frozen=True)
+class OAuthApp:
+    """The OAuth client a mailbox's grant belongs to, with its endpoints."""
+
+    issuer: str
+    client_id: str
+    client_secret: str = field(repr=False)
+    tenant: str  # Microsoft only
+    authorize_url: str
+    token_url: str
+    scopes: tuple[str, ...]
+
+    @property
+    def scope(self) -> str:
+        return " ".join(self.scopes)
+
+
+def app_for(mailbox: Mailbox) -> OAuthApp:
+    """The OAuth app of an OAuth mailbox; ``NotConfigured`` if it has none or lacks its client id."""
+    issuer = mailbox.issuer
+    if issuer == OAuthProvider.GOOGLE:
+        client_id = mailbox.client_id or conf.get("MAILPOLL_GOOGLE_CLIENT_ID")
+        secret = mailbox.get_app_secret() if mailbox.client_id else conf.get("MAILPOLL_GOOGLE_CLIENT_SECRET")
+        tenant = ""
+        authorize_url = conf.get("MAILPOLL_GOOGLE_AUTH_URL")
+        token_url = conf.get("MAILPOLL_GOOGLE_TOKEN_URL")
+    elif issuer == OAuthProvider.MICROSOFT:
+        client_id = mailbox.client_id or conf.get("MAILPOLL_MICROSOFT_CLIENT_ID")
+        secret = mailbox.get_app_secret() if mailbox.client_id else conf.get("MAILPOLL_MICROSOFT_CLIENT_SECRET")
+        tenant = mailbox.tenant or conf.get("MAILPOLL_MICROSOFT_TENANT")
+        base = f"{conf.get('MAILPOLL_MICROSOFT_AUTHORITY').rstrip('/')}/{tenant}/oauth2/v2.0"
+        authorize_url, token_url = f"{base}/authorize", f"{base}/token"
+    else:
+        raise NotConfigured(f"mailbox={mailbox.pk} does not use OAuth")
+    if not client_id:
+        setting = "MAILPOLL_GOOGLE_CLIENT_ID" if issuer == OAuthProvider.GOOGLE else "MAILPOLL_MICROSOFT_CLIENT_ID"
+        raise NotConfigured(f"mailbox={mailbox.pk} has no OAuth client id: set the mailbox's client id or {setting}")
+    return OAuthApp(issuer, client_id, secret, tenant, authorize_url, token_url, SCOPES[(issuer, mailbox.provider)])
+
+
+def refresh_for(mailbox: Mailbox) -> Refresh:
+    """How the mailbox's grant is refreshed: RFC 6749 §6 at its issuer's token endpoint."""
+    app = app_for(mailbox)
+    # Microsoft wants the scopes again on a refresh; Google ignores them.
+    return TokenEndpoint(app.token_url, app.client_id, app.client_secret,
+                         scope=app.scope if app.issuer == OAuthProvider.MICROSOFT else "")
+
+
+def token_for(mailbox: Mailbox) -> str:
+    """A valid access token for the mailbox's user-consent grant, refreshed if due (``mailpoll.oauth``)."""
+    refresh = refresh_for(mailbox)
+    try:
+        return oauth.access_token(mailbox, refresh)
+    except OAuthGrant.DoesNotExist:
+        raise NotConnected(f"mailbox={mailbox.pk} is not connected: use Connect on its admin page") from None

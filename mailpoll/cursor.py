@@ -209,3 +209,37 @@ def cursor_after_batch(plan: SyncPlan, to_fetch: list[int], start: int, end: int
     """
     floor = to_fetch[start - 1] if start else plan.floor
     return next_cursor(replace(plan, floor=floor), to_fetch[start:end + 1], to_fetch[start:end], succeeded)
+
+
+# -- API folders (Gmail, Graph): an opaque cursor instead of UIDs --------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReadPlan:
+    """How an API folder is read this poll: from ``cursor``, or without one in ``mode`` (``changes_sync``)."""
+
+    label: str  # for the logs and FolderResult.mode, like SyncPlan.mode
+    cursor: str | None
+    mode: str
+
+
+def plan_changes_read(position: str, resyncing: bool, initial_mode: str) -> ReadPlan:
+    """The read of an API folder, from its stored position and whether a resync is unfinished.
+
+    A folder with a position goes on from it (an unfinished resync that got somewhere resumes
+    from its own point). One without a position reads per the mailbox's first-poll policy,
+    except during a resync, which always reads everything: the provider has forgotten
+    where we were, so only a full read (dedup absorbing what was stored) leaves no gap.
+
+    >>> plan_changes_read("4711", False, "new-only")
+    ReadPlan(label='incremental', cursor='4711', mode='full')
+    >>> plan_changes_read("", False, "since").label, plan_changes_read("", True, "new-only")
+    ('initial-since', ReadPlan(label='resync', cursor=None, mode='full'))
+    """
+    if initial_mode not in ("new-only", "since", "full"):
+        raise ValueError(f"unknown initial mode {initial_mode!r}")
+    if position:
+        return ReadPlan("resync-resumed" if resyncing else "incremental", position, "full")
+    if resyncing:
+        return ReadPlan("resync", None, "full")
+    return ReadPlan(f"initial-{initial_mode}", None, initial_mode)

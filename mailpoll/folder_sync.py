@@ -18,9 +18,7 @@ from django.utils import timezone
 from jobs import dbsession
 
 from . import conf, cursor, sql, store
-from .headers import dedup_ref
 from .models import FolderCursor, Mailbox
-from .parse import parse_headers
 from .providers import FolderError, ProviderError
 
 # The poller's log, as before it was split into modules: operators grep for it (docs/mail.md).
@@ -37,16 +35,63 @@ class FolderResult:
     rejected: int = 0
     failed: dict = field(default_factory=dict)  # uid -> error
     last_uid: int | None = None  # the stored cursor after this poll; None while the folder has none
+    position: str = ""  # an API folder's stored cursor after this poll (it has no last_uid)
     error: str = ""  # why the folder could not be read at all
 
 
-class FolderSync:
-    """Reads folders for a poller: stops between batches once ``stop`` is set; stores through ``store_messages``."""
+class BatchStore:
+    """What every folder reader shares: storing fetched messages batch by batch, and recording failures.
+
+    Stops between batches once ``stop`` is set; stores through ``store_messages``.
+    """
 
     def __init__(self, store_messages, stop: threading.Event):
         # The storage step, replaceable so tests can make one message fail.
         self.store_messages = store_messages
         self._stop = stop
+
+    def folder_failed(self, mailbox, folder, exc: FolderError) -> FolderResult:
+        """Record on the folder's cursor (created without a position if need be) why it could not be read."""
+        error = str(exc)
+        log.warning("mailbox=%s folder=%s could not be read: %s", mailbox.pk, folder, error)
+        row, _ = FolderCursor.objects.update_or_create(
+            mailbox=mailbox, folder=folder, defaults={"last_error": error[:2000], "last_error_at": timezone.now()},
+        )
+        return FolderResult(folder, "failed", last_uid=row.last_uid if row.uidvalidity is not None else None,
+                            error=error)
+
+    def _store_fetched(self, mailbox, folder, fetched, result, succeeded) -> None:
+        result.fetched += len(fetched)
+        if len(fetched) > 1:
+            try:
+                outcomes = self.store_messages(mailbox, folder, fetched)
+            except Exception as exc:
+                reset_connection_if_broken()
+                log.warning("mailbox=%s folder=%s a batch of %s messages was not stored (%s: %s): "
+                            "storing them one by one", mailbox.pk, folder, len(fetched), type(exc).__name__, exc)
+            else:
+                for (uid, _), outcome in zip(fetched, outcomes, strict=False):
+                    count_outcome(uid, outcome, result, succeeded)
+                return
+        # One by one (a batch of one, or a failed batch): only a message that
+        # really cannot be stored fails, and holds the cursor.
+        for uid, raw in fetched:
+            try:
+                [outcome] = self.store_messages(mailbox, folder, [(uid, raw)])
+            except Exception as exc:
+                self._not_stored(mailbox, folder, uid, exc, result)
+            else:
+                count_outcome(uid, outcome, result, succeeded)
+
+    def _not_stored(self, mailbox, folder, uid, exc, result) -> None:
+        reset_connection_if_broken()
+        # A refusal's text is the server's own ("fetch failed: ..."); anything else is named by its type.
+        result.failed[uid] = str(exc) if isinstance(exc, FolderError) else f"{type(exc).__name__}: {exc}"
+        log.error("mailbox=%s folder=%s uid=%s not stored: %s", mailbox.pk, folder, uid, result.failed[uid])
+
+
+class FolderSync(BatchStore):
+    """Reads IMAP folders under the UID cursor rules."""
 
     def sync_folder(self, provider, mailbox: Mailbox, folder: str) -> FolderResult:
         """Read one folder under the cursor rules (seed 002), storing the cursor after every batch.
@@ -109,16 +154,6 @@ class FolderSync:
             })
         result.last_uid = state.last_uid
 
-    def folder_failed(self, mailbox, folder, exc: FolderError) -> FolderResult:
-        """Record on the folder's cursor (created without a position if need be) why it could not be read."""
-        error = str(exc)
-        log.warning("mailbox=%s folder=%s could not be read: %s", mailbox.pk, folder, error)
-        row, _ = FolderCursor.objects.update_or_create(
-            mailbox=mailbox, folder=folder, defaults={"last_error": error[:2000], "last_error_at": timezone.now()},
-        )
-        return FolderResult(folder, "failed", last_uid=row.last_uid if row.uidvalidity is not None else None,
-                            error=error)
-
     def _store_batch(self, provider, mailbox, status: cursor.FolderStatus, batch, result, succeeded) -> None:
         folder = status.name
         limit = conf.get("MAILPOLL_MAX_MESSAGE_BYTES")
@@ -137,7 +172,7 @@ class FolderSync:
                 except Exception as exc:
                     self._not_stored(mailbox, folder, uid, exc, result)
                 else:
-                    _count(uid, outcome, result, succeeded)
+                    count_outcome(uid, outcome, result, succeeded)
         for group in cursor.fetch_groups(small, sizes, conf.get("MAILPOLL_FETCH_MAX_BYTES")):
             raws = self._ask_server(provider.fetch, provider, mailbox, status, group, result)
             # Absent and not refused: expunged since SIZE, likewise.
@@ -184,48 +219,11 @@ class FolderSync:
             raise ProviderError(f"folder {status.name}: UIDVALIDITY changed from {status.uidvalidity} to "
                                 f"{now.uidvalidity} while it was being read")
 
-    def _store_fetched(self, mailbox, folder, fetched, result, succeeded) -> None:
-        result.fetched += len(fetched)
-        if len(fetched) > 1:
-            try:
-                outcomes = self.store_messages(mailbox, folder, fetched)
-            except Exception as exc:
-                reset_connection_if_broken()
-                log.warning("mailbox=%s folder=%s a batch of %s messages was not stored (%s: %s): "
-                            "storing them one by one", mailbox.pk, folder, len(fetched), type(exc).__name__, exc)
-            else:
-                for (uid, _), outcome in zip(fetched, outcomes, strict=False):
-                    _count(uid, outcome, result, succeeded)
-                return
-        # One by one (a batch of one, or a failed batch): only a message that
-        # really cannot be stored fails, and holds the cursor.
-        for uid, raw in fetched:
-            try:
-                [outcome] = self.store_messages(mailbox, folder, [(uid, raw)])
-            except Exception as exc:
-                self._not_stored(mailbox, folder, uid, exc, result)
-            else:
-                _count(uid, outcome, result, succeeded)
-
-    def _not_stored(self, mailbox, folder, uid, exc, result) -> None:
-        reset_connection_if_broken()
-        # A refusal's text is the server's own ("fetch failed: ..."); anything else is named by its type.
-        result.failed[uid] = str(exc) if isinstance(exc, FolderError) else f"{type(exc).__name__}: {exc}"
-        log.error("mailbox=%s folder=%s uid=%s not stored: %s", mailbox.pk, folder, uid, result.failed[uid])
-
     def _reject_oversized(self, provider, mailbox, folder, uid, size, limit):
-        headers = provider.fetch_headers(uid) or b""
-        # Decoded exactly as an accepted message's headers are: same sender, subject and dedup name.
-        parsed = parse_headers(headers)
-        source_ref = dedup_ref(parsed.message_id, headers + str(size).encode())
-        return store.store_rejected(
-            mailbox, folder, uid, source_ref,
-            f"message is {size:,} bytes, over the {limit:,}-byte limit", size=size,
-            sender=parsed.sender, subject=parsed.subject,
-        )
+        return store.store_oversized(mailbox, folder, uid, size, provider.fetch_headers(uid) or b"", limit)
 
 
-def _count(uid: int, outcome: store.Stored, result: FolderResult, succeeded: set[int]) -> None:
+def count_outcome(uid: int, outcome: store.Stored, result: FolderResult, succeeded: set[int]) -> None:
     succeeded.add(uid)
     if not outcome.created:
         result.duplicates += 1

@@ -22,12 +22,18 @@ from django.utils import timezone
 from jobs import dbsession
 
 from . import conf, sql
+from .changes_sync import ChangesSync
 from .folder_sync import FolderResult, FolderSync, reset_connection_if_broken
 from .models import Mailbox, Request
-from .providers import FolderError, ProviderError, for_mailbox
+from .oauth import NeedsReauthorization, TokenRefreshError
+from .oauth_apps import NotConfigured, NotConnected
+from .providers import ChangesProvider, FolderError, ProviderError, for_mailbox
 
 # The poller's log, as before it was split into modules: operators grep for it (docs/mail.md).
 log = logging.getLogger("mailpoll.poller")
+
+# Errors whose message says what happened without their type's name (and never holds a secret).
+SELF_EXPLAINING = (ProviderError, NeedsReauthorization, TokenRefreshError, NotConfigured, NotConnected)
 
 # After SIGTERM, a poll has this long to end on its own (between batches) before its connection is cut.
 STOP_GRACE = 2.0
@@ -36,8 +42,9 @@ STOP_GRACE = 2.0
 class MailboxPoll:
     """Polls a mailbox per call, from several threads at once; reads its folders through ``folder_sync``."""
 
-    def __init__(self, folder_sync: FolderSync, stop: threading.Event):
+    def __init__(self, folder_sync: FolderSync, changes_sync: ChangesSync, stop: threading.Event):
         self.folder_sync = folder_sync
+        self.changes_sync = changes_sync
         self._stop = stop
         # Failures that could not be written (the database was down), by mailbox id: written at the next cycle.
         self._unrecorded: dict[int, tuple[str, datetime, bool]] = {}
@@ -59,18 +66,21 @@ class MailboxPoll:
         try:
             provider = for_mailbox(mailbox)
             watch = _Watch(provider, conf.get("MAILPOLL_POLL_DEADLINE"), self._stop)
+            # IMAP's UID cursor or an API's changes: the same storage, the same rule for the cursor.
+            sync = self.changes_sync if isinstance(provider, ChangesProvider) else self.folder_sync
             with watch, provider:
                 for folder in mailbox.folder_list:
                     try:
-                        results.append(self.folder_sync.sync_folder(provider, mailbox, folder))
+                        results.append(sync.sync_folder(provider, mailbox, folder))
                     except FolderError as exc:
                         # The server refused this folder (renamed, deleted): the session is fine and so are
                         # the other folders. Reported on the mailbox below, but no reason to back it off.
-                        results.append(self.folder_sync.folder_failed(mailbox, folder, exc))
+                        results.append(sync.folder_failed(mailbox, folder, exc))
         except Exception as exc:
             reset_connection_if_broken()
-            # A provider's error names its server and folder already; anything else is named by its type.
-            error = str(exc) if isinstance(exc, ProviderError) else f"{type(exc).__name__}: {exc}"
+            # A provider's or the token machinery's error names its server, folder or grant already (and never a
+            # secret); anything else is named by its type.
+            error = str(exc) if isinstance(exc, SELF_EXPLAINING) else f"{type(exc).__name__}: {exc}"
             cause = watch.cause if watch else None
             if cause == _Watch.STOPPING:
                 log.info("mailbox=%s poll cut short by the shutdown: %s", mailbox.pk, error)
@@ -97,8 +107,8 @@ class MailboxPoll:
             self.record_success(mailbox)
         for r in results:
             log.info("mailbox=%s folder=%s mode=%s fetched=%s stored=%s duplicates=%s rejected=%s failed=%s "
-                     "last_uid=%s", mailbox.pk, r.folder, r.mode, r.fetched, r.stored, r.duplicates, r.rejected,
-                     len(r.failed), r.last_uid)
+                     "%s", mailbox.pk, r.folder, r.mode, r.fetched, r.stored, r.duplicates, r.rejected,
+                     len(r.failed), f"cursor={r.position[:80]}" if r.position else f"last_uid={r.last_uid}")
         return results
 
     def record_success(self, mailbox: Mailbox) -> None:

@@ -25,6 +25,7 @@ from django.db import connection
 from jobs import dbsession
 
 from . import conf, sql, store, watchdog
+from .changes_sync import ChangesSync
 from .folder_sync import FolderResult, FolderSync
 from .mailbox_poll import STOP_GRACE, MailboxPoll
 from .models import Mailbox
@@ -41,8 +42,9 @@ class Poller:
         self.interval = interval or conf.get("MAILPOLL_INTERVAL")
         self.concurrency = max(1, concurrency or conf.get("MAILPOLL_CONCURRENCY"))
         self._stop = threading.Event()
-        self.folder_sync = FolderSync(store_messages or store.store_messages, self._stop)
-        self.mailbox_poll = MailboxPoll(self.folder_sync, self._stop)
+        store_messages = store_messages or store.store_messages
+        self.folder_sync = FolderSync(store_messages, self._stop)
+        self.mailbox_poll = MailboxPoll(self.folder_sync, ChangesSync(store_messages, self._stop), self._stop)
 
     def install_signal_handlers(self) -> None:
         signal.signal(signal.SIGTERM, self._on_signal)

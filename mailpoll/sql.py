@@ -13,6 +13,10 @@ SET last_polled_at = now()
 FROM (
     SELECT id FROM mailpoll_mailbox
     WHERE enabled
+      -- An OAuth mailbox is polled only with a live grant: one that needs re-authorization (or was never
+      -- connected) would only fail again, and hammer the token endpoint; its last error says why.
+      AND (auth <> 'oauth' OR EXISTS (SELECT 1 FROM mailpoll_oauthgrant g
+                                      WHERE g.mailbox_id = mailpoll_mailbox.id AND g.state = 'active'))
       AND (last_polled_at IS NULL
            OR (last_polled_at < now() - poll_interval AND (next_attempt_at IS NULL OR next_attempt_at <= now())))
     ORDER BY last_polled_at NULLS FIRST, id
@@ -51,7 +55,7 @@ FROM (
 WHERE m.id = s.id AND (m.last_error_at IS NULL OR m.last_error_at < %(failed_at)s)
 """
 
-# A folder's cursor after a batch (``mailpoll.poller``), in one statement: the
+# A folder's cursor after a batch (``mailpoll.folder_sync``), in one statement: the
 # row is created on the folder's first batch and overwritten after every later one.
 SAVE_CURSOR = """
 INSERT INTO mailpoll_foldercursor (mailbox_id, folder, uidvalidity, last_uid, sweep_until, sweep_since,
@@ -91,12 +95,12 @@ WITH message AS (
     SELECT * FROM unnest(
         %(source_refs)s::text[], %(uids)s::bigint[], %(statuses)s::text[], %(reject_reasons)s::text[],
         %(senders)s::text[], %(subjects)s::text[], %(received_ats)s::timestamptz[], %(bodies)s::text[],
-        %(sizes)s::bigint[]
-    ) AS m(source_ref, uid, status, reject_reason, sender, subject, received_at, body_text, size)
+        %(sizes)s::bigint[], %(provider_refs)s::text[]
+    ) AS m(source_ref, uid, status, reject_reason, sender, subject, received_at, body_text, size, provider_ref)
 ), request AS (
-    INSERT INTO mailpoll_request (org_id, source, source_ref, mailbox_id, folder, uid, status, reject_reason,
-                                  sender, subject, received_at, body_text, size, created_at)
-    SELECT %(org_id)s, 'email', source_ref, %(mailbox_id)s, %(folder)s, uid, status, reject_reason,
+    INSERT INTO mailpoll_request (org_id, source, source_ref, mailbox_id, folder, uid, provider_ref, status,
+                                  reject_reason, sender, subject, received_at, body_text, size, created_at)
+    SELECT %(org_id)s, 'email', source_ref, %(mailbox_id)s, %(folder)s, uid, provider_ref, status, reject_reason,
            sender, subject, received_at, body_text, size, now()
     FROM message
     ORDER BY source_ref

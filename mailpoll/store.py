@@ -56,7 +56,7 @@ class Stored:
 class _Row:
     """One Request to insert, with its attachment rows (column name -> value)."""
 
-    uid: int | None
+    uid: int | str | None  # an IMAP UID, or an API provider's message id
     source_ref: str
     status: str
     reject_reason: str = ""
@@ -73,8 +73,10 @@ def save_content(content: bytes) -> tuple[str, str]:
     return storage.save_content("mail", content)
 
 
-def store_messages(mailbox, folder: str, fetched: list[tuple[int | None, bytes]]) -> list[Stored]:
+def store_messages(mailbox, folder: str, fetched: list[tuple[int | str | None, bytes]]) -> list[Stored]:
     """Store a fetched batch of ``(uid, raw)`` in one transaction; one outcome per message, in order.
+
+    ``uid`` is an IMAP UID (an int) or an API provider's message id (a str, kept as ``provider_ref``).
 
     An unparseable message becomes a rejected Request; a message seen before
     (in this org, or earlier in the batch) is a duplicate.
@@ -105,7 +107,19 @@ def store_message(mailbox, folder: str, uid: int | None, raw: bytes) -> Stored:
     return store_messages(mailbox, folder, [(uid, raw)])[0]
 
 
-def store_rejected(mailbox, folder: str, uid: int | None, source_ref: str, reason: str, *, size: int = 0,
+def store_oversized(mailbox, folder: str, uid: int | str | None, size: int, headers: bytes, limit: int) -> Stored:
+    """A message over the size limit, known by its size and header block only: a rejected Request.
+
+    Its sender, subject and dedup name are decoded exactly as an accepted message's are; without a
+    Message-ID the name hashes the headers and the size, so the same message is still one Request.
+    """
+    parsed = parse_headers(headers)
+    source_ref = dedup_ref(parsed.message_id, headers + str(size).encode())
+    return store_rejected(mailbox, folder, uid, source_ref, f"message is {size:,} bytes, over the {limit:,}-byte limit",
+                          size=size, sender=parsed.sender, subject=parsed.subject)
+
+
+def store_rejected(mailbox, folder: str, uid: int | str | None, source_ref: str, reason: str, *, size: int = 0,
                    sender: str = "", subject: str = "") -> Stored:
     """Record a message we cannot take in, with the reason: it is visible, never silently skipped."""
     row = _Row(uid, source_ref[:300], RequestStatus.REJECTED, reject_reason=reason, size=size,
@@ -173,7 +187,7 @@ def _attachment(*, kind, filename, original_filename, mime, size, status, docume
 
 
 _REQUEST_ARRAYS = {
-    "source_refs": "source_ref", "uids": "uid", "statuses": "status", "reject_reasons": "reject_reason",
+    "source_refs": "source_ref", "statuses": "status", "reject_reasons": "reject_reason",
     "senders": "sender", "subjects": "subject", "received_ats": "received_at", "bodies": "body_text",
     "sizes": "size",
 }
@@ -223,6 +237,9 @@ def _chunks(rows: list[_Row]):
 def _params(mailbox, folder: str, rows: list[_Row]) -> dict:
     params = {"org_id": mailbox.org_id, "mailbox_id": mailbox.pk, "folder": folder}
     params.update({name: [getattr(row, column) for row in rows] for name, column in _REQUEST_ARRAYS.items()})
+    # Where the message was at its server: Request.uid for IMAP's integers, provider_ref for an API's ids.
+    params["uids"] = [row.uid if isinstance(row.uid, int) else None for row in rows]
+    params["provider_refs"] = [row.uid if isinstance(row.uid, str) else "" for row in rows]
     attachments = [(row.source_ref, attachment) for row in rows for attachment in row.attachments]
     params["a_source_refs"] = [ref for ref, _ in attachments]
     params.update({name: [a[column] for _, a in attachments] for name, column in _ATTACHMENT_ARRAYS.items()})

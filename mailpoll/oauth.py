@@ -60,8 +60,12 @@ class RefreshRefused(TokenRefreshError):
 
 
 def access_token(mailbox_or_grant: Mailbox | OAuthGrant, refresh: Refresh, *, clock: Clock = timezone.now,
-                 margin: timedelta = REFRESH_MARGIN) -> str:
+                 margin: timedelta = REFRESH_MARGIN, rejected: str | None = None) -> str:
     """A valid access token of the mailbox's grant, refreshed through ``refresh`` if it is due.
+
+    ``rejected``: a token the provider just refused (a 401 before its expiry: revoked sessions, clock
+    skew). It is refreshed even if not due, unless another poller has replaced it meanwhile, in which
+    case that newer token is handed out: a refusal never causes two refreshes.
 
     Raises NeedsReauthorization (the grant is or just became dead), RefreshDeferred or RefreshRefused.
     Must be called outside any transaction: the rotated refresh token has to be committed when this returns.
@@ -71,14 +75,14 @@ def access_token(mailbox_or_grant: Mailbox | OAuthGrant, refresh: Refresh, *, cl
                            "out a token whose rotated refresh token is not committed yet")
     grant = _grant_of(mailbox_or_grant)
     token = _usable(grant, clock(), margin)
-    if token is not None:
+    if token is not None and token != rejected:
         return token
     with transaction.atomic():
         grant = OAuthGrant.objects.select_for_update().get(pk=grant.pk)
         # Read again under the lock: a poller that held it before us may have refreshed meanwhile, and its
         # token is used rather than refreshing once more (which would race its rotation).
         token = _usable(grant, clock(), margin)
-        if token is not None:
+        if token is not None and token != rejected:
             return token
         outcome = _refresh_locked(grant, refresh, clock)
     # The transaction has committed (the new tokens, or the failure): only now is anything handed out.

@@ -80,10 +80,13 @@ def refresh_for(mailbox: Mailbox) -> Refresh:
                          scope=app.scope if app.issuer == OAuthProvider.MICROSOFT else "")
 
 
-def token_for(mailbox: Mailbox) -> str:
-    """A valid access token for the mailbox's user-consent grant, refreshed if due (``mailpoll.oauth``)."""
+def token_for(mailbox: Mailbox, *, rejected: str | None = None) -> str:
+    """A valid access token for the mailbox's user-consent grant, refreshed if due (``mailpoll.oauth``).
+
+    ``rejected``: the token the provider just refused with a 401; a fresh one is handed out instead.
+    """
     refresh = refresh_for(mailbox)
     try:
-        return oauth.access_token(mailbox, refresh)
+        return oauth.access_token(mailbox, refresh, rejected=rejected)
     except OAuthGrant.DoesNotExist:
         raise NotConnected(f"mailbox={mailbox.pk} is not connected: use Connect on its admin page") from None

@@ -98,6 +98,19 @@ def test_a_token_is_refreshed_once_then_reused_until_the_margin_before_its_expir
     assert row.last_refreshed_at == clock.now and row.access_expires_at == clock.now + timedelta(seconds=3600)
 
 
+def test_a_token_the_provider_rejected_is_replaced_once_even_before_its_expiry(endpoints):
+    fake, clock = endpoints("google", expires_in=3600), Clock()
+    grant = granted(fake, clock)
+    first = access_token(grant, refresh=refresher(fake), clock=clock)
+
+    # A 401 for a token with an hour left: refreshed now, whatever its expiry says.
+    second = access_token(grant, refresh=refresher(fake), clock=clock, rejected=first)
+    assert second != first and fake.refreshes == 2
+    # A second poller reporting the same old token finds the new one and refreshes nothing.
+    assert access_token(grant, refresh=refresher(fake), clock=clock, rejected=first) == second
+    assert fake.refreshes == 2
+
+
 def test_a_rotated_refresh_token_is_stored_and_the_next_refresh_uses_it(endpoints):
     fake, clock = endpoints("microsoft"), Clock()
     grant = granted(fake, clock)

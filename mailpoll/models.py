@@ -118,9 +118,11 @@ class Mailbox(models.Model):
                 condition=~Q(initial_mode="since") | Q(initial_since__isnull=False),
                 name="mailbox_since_has_date",
             ),
-            # Plain-text credentials never cross a network.
+            # Plain-text credentials never cross a network. (An API mailbox has no IMAP security of its own: its
+            # endpoints are https, or http on the loopback only, by check mailpoll.E003.)
             models.CheckConstraint(
-                condition=~Q(security="none") | Q(host__in=LOOPBACK_HOSTS), name="mailbox_plaintext_loopback_only"
+                condition=~Q(security="none") | Q(host__in=LOOPBACK_HOSTS) | ~Q(provider="imap"),
+                name="mailbox_plaintext_loopback_only"
             ),
             # Zero or less would make a mailbox due on every cycle, and its backoff zero.
             models.CheckConstraint(condition=Q(poll_interval__gt=timedelta(0)), name="mailbox_poll_interval_positive"),

@@ -6,6 +6,7 @@ mailpoll.E003  an API or OAuth endpoint setting is not an https URL (http only o
 mailpoll.W001  MAILPOLL_STUCK_AFTER is shorter than the time the queue counts a silent job as alive
 mailpoll.W002  MAILPOLL_POLL_DEADLINE is not longer than MAILPOLL_SOCKET_TIMEOUT
 mailpoll.W003  (with --database) a mailbox receives CSV/Excel attachments but has no site target to import into
+mailpoll.W004  (with --database) an enabled mailbox lacks what it authenticates with (password, key, client id...)
 """
 
 from __future__ import annotations
@@ -125,4 +126,25 @@ def check_mailboxes_have_targets(app_configs=None, databases=None, **kwargs):
             )
             for mailbox in untargeted
         ]
+    return found
+
+
+@checks.register(checks.Tags.database)
+def check_mailboxes_can_authenticate(app_configs=None, databases=None, **kwargs):
+    """A mailbox without its credentials fails at every poll; better said by ``check`` at deploy time."""
+    from .models import Mailbox
+    from .oauth_apps import credentials_problem
+
+    found = []
+    for alias in databases or ():
+        executor = MigrationExecutor(connections[alias])
+        if executor.migration_plan(executor.loader.graph.leaf_nodes()):
+            continue  # as above: the columns read below may not exist yet
+        for mailbox in Mailbox.objects.using(alias).filter(enabled=True).order_by("pk"):
+            problem = credentials_problem(mailbox)
+            if problem:
+                found.append(checks.Warning(
+                    f"Mailbox {mailbox.pk} ({mailbox.name!r}, {mailbox.get_provider_display()}, "
+                    f"{mailbox.get_auth_display()}) cannot authenticate: {problem}.",
+                    hint="Complete it in the admin, or disable the mailbox.", obj=mailbox, id="mailpoll.W004"))
     return found

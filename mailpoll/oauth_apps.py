@@ -8,10 +8,11 @@ the issuer's configured token endpoint, whatever an editor types into a mailbox.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 from . import conf, oauth
-from .models import Mailbox, OAuthGrant, OAuthProvider, Provider
+from .models import Auth, Mailbox, OAuthGrant, OAuthProvider, Provider
 from .oauth_refresh import Refresh, TokenEndpoint
 
 # What a grant is asked for, by issuer and by what reads the mail. offline_access: Microsoft hands out a
@@ -70,6 +71,32 @@ def app_for(mailbox: Mailbox) -> OAuthApp:
         setting = "MAILPOLL_GOOGLE_CLIENT_ID" if issuer == OAuthProvider.GOOGLE else "MAILPOLL_MICROSOFT_CLIENT_ID"
         raise NotConfigured(f"mailbox={mailbox.pk} has no OAuth client id: set the mailbox's client id or {setting}")
     return OAuthApp(issuer, client_id, secret, tenant, authorize_url, token_url, SCOPES[(issuer, mailbox.provider)])
+
+
+def credentials_problem(mailbox: Mailbox) -> str:
+    """What is missing for the mailbox to authenticate at all, or "" (no network: the check and the admin).
+
+    Whether a grant is connected and alive is the grant's state, not this.
+    """
+    if mailbox.auth == Auth.PASSWORD:
+        return "" if mailbox.secret else "no password stored"
+    if mailbox.auth == Auth.SERVICE and mailbox.provider == Provider.GMAIL:
+        key_file = conf.get("MAILPOLL_GOOGLE_SERVICE_ACCOUNT_FILE")
+        if mailbox.app_secret or (key_file and os.path.isfile(key_file)):
+            return ""
+        return ("no service account key: store the key on the mailbox or point MAILPOLL_GOOGLE_SERVICE_ACCOUNT_FILE "
+                f"at one{f' ({key_file} is no file)' if key_file else ''}")
+    try:
+        app = app_for(mailbox)
+    except NotConfigured as exc:
+        return str(exc).split(" ", 1)[1]  # without the mailbox=<pk>, which the caller names
+    if mailbox.auth == Auth.SERVICE:
+        if not app.client_secret:
+            return "no client secret for app-only access: store it on the mailbox or set MAILPOLL_MICROSOFT_CLIENT_SECRET"
+        if app.tenant in ("common", "organizations", "consumers"):
+            return (f"app-only access needs the tenant's own id or domain, not {app.tenant!r}: set the mailbox's "
+                    "tenant or MAILPOLL_MICROSOFT_TENANT")
+    return ""
 
 
 def refresh_for(mailbox: Mailbox) -> Refresh:

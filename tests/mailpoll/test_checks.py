@@ -9,7 +9,8 @@ import pytest
 from django.db import connection
 from psycopg import sql
 
-from mailpoll.checks import check_limits_agree, check_mailboxes_have_targets, check_values, limit_warnings
+from mailpoll.checks import (check_endpoints, check_limits_agree, check_mailboxes_can_authenticate,
+                             check_mailboxes_have_targets, check_values, limit_warnings)
 from tests.factories import SiteTargetFactory
 from tests.mailpoll.factories import AttachmentFactory, MailboxFactory
 from tests.support.processes import ROOT, database_url
@@ -97,3 +98,69 @@ def test_the_database_check_passes_on_a_database_not_yet_migrated():
             server.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
     assert result.returncode == 0, result.stderr
     assert "no issues" in result.stdout
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("fields, settings_values, problem", [
+    ({"provider": "imap", "auth": "password", "password": ""}, {}, "no password stored"),
+    ({"provider": "gmail", "auth": "service"}, {}, "no service account key"),
+    ({"provider": "gmail", "auth": "service"}, {"MAILPOLL_GOOGLE_SERVICE_ACCOUNT_FILE": "/nonexistent/key.json"},
+     "(/nonexistent/key.json is no file)"),
+    ({"provider": "gmail", "auth": "oauth"}, {}, "no OAuth client id: set the mailbox's client id or "
+     "MAILPOLL_GOOGLE_CLIENT_ID"),
+    ({"provider": "imap", "auth": "oauth", "oauth_provider": "microsoft"}, {}, "MAILPOLL_MICROSOFT_CLIENT_ID"),
+    ({"provider": "graph", "auth": "service", "client_id": "app-1"}, {}, "no client secret for app-only access"),
+    ({"provider": "graph", "auth": "service"}, {"MAILPOLL_MICROSOFT_CLIENT_ID": "app-1",
+                                                "MAILPOLL_MICROSOFT_CLIENT_SECRET": "s"},
+     "app-only access needs the tenant's own id or domain, not 'organizations'"),
+])
+def test_a_mailbox_that_cannot_authenticate_is_named_by_check(fields, settings_values, problem, settings):
+    for name, value in settings_values.items():
+        setattr(settings, name, value)
+    password = fields.pop("password", "secret")
+    mailbox = MailboxFactory(host="" if fields["provider"] != "imap" else "127.0.0.1", password=password, **fields)
+    if not password:
+        mailbox.set_secret("")
+        mailbox.save()
+    (warning,) = check_mailboxes_can_authenticate(databases=["default"])
+    assert (warning.id, warning.obj) == ("mailpoll.W004", mailbox)
+    assert problem in warning.msg
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("fields, settings_values", [
+    ({"provider": "imap", "auth": "password"}, {}),
+    ({"provider": "gmail", "auth": "oauth"}, {"MAILPOLL_GOOGLE_CLIENT_ID": "web-client"}),
+    ({"provider": "graph", "auth": "service", "tenant": "contoso.onmicrosoft.com"},
+     {"MAILPOLL_MICROSOFT_CLIENT_ID": "app-1", "MAILPOLL_MICROSOFT_CLIENT_SECRET": "s"}),
+    ({"provider": "graph", "auth": "oauth", "client_id": "own-app"}, {}),
+    ({"provider": "imap", "auth": "oauth", "oauth_provider": "google"}, {"MAILPOLL_GOOGLE_CLIENT_ID": "web-client"}),
+])
+def test_a_mailbox_with_its_credentials_passes(fields, settings_values, settings):
+    for name, value in settings_values.items():
+        setattr(settings, name, value)
+    MailboxFactory(host="" if fields["provider"] != "imap" else "127.0.0.1", **fields)
+    assert check_mailboxes_can_authenticate(databases=["default"]) == []
+
+
+def test_a_gmail_service_mailbox_may_take_its_key_from_the_settings_file(tmp_path, settings, db):
+    key = tmp_path / "key.json"
+    key.write_text("{}")
+    settings.MAILPOLL_GOOGLE_SERVICE_ACCOUNT_FILE = str(key)
+    MailboxFactory(provider="gmail", auth="service", host="")
+    assert check_mailboxes_can_authenticate(databases=["default"]) == []
+
+
+@pytest.mark.parametrize("name", ["MAILPOLL_GOOGLE_TOKEN_URL", "MAILPOLL_GRAPH_API_URL",
+                                  "MAILPOLL_MICROSOFT_AUTHORITY"])
+@pytest.mark.parametrize("value", ["http://oauth.example.com/token", "ftp://127.0.0.1/", "not a url"])
+def test_an_endpoint_that_would_carry_tokens_in_clear_text_is_an_error(name, value, settings):
+    setattr(settings, name, value)
+    (error,) = check_endpoints()
+    assert error.id == "mailpoll.E003" and error.msg.startswith(f"{name} = {value!r}")
+
+
+def test_the_default_endpoints_and_loopback_http_pass(settings):
+    assert check_endpoints() == []
+    settings.MAILPOLL_GMAIL_API_URL = "http://127.0.0.1:8123/"
+    assert check_endpoints() == []

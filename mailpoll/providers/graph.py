@@ -1,6 +1,6 @@
 """Microsoft Graph mail: a folder's new messages since a delta cursor, in batches (issue 11 groundwork).
 
-Not wired into the poller yet. ``GraphSource.changes(folder, cursor, ...)`` yields
+``GraphSource.changes(folder, cursor, ...)`` yields
 ``changes.Batch``es, one per delta page: ``(message id, raw MIME | TooBig)`` items
 and, on the round's last page only, the ``@odata.deltaLink`` to commit once the
 batch is stored. A ``nextLink`` is never a cursor: Graph retires the sync state of
@@ -8,9 +8,11 @@ earlier pages while a round goes on (``SyncStateNotFound`` on a replayed
 ``nextLink``), so an interrupted round starts again from the committed deltaLink
 (or from scratch) and dedup absorbs what was stored twice.
 
-The access token comes from a callable (``graph_auth``: msal, app-only or delegated).
-HTTP goes through one ``requests.Session`` whose TLS verification is the default
-unless the caller passes a CA bundle of its own (the tests' fake).
+The access token comes from a callable (``graph_auth``: msal, app-only or delegated), and
+a token Graph refuses (401) is replaced through ``renew`` once per request. HTTP goes
+through one ``requests.Session`` whose TLS verification is the default unless the caller
+passes a CA bundle of its own (the tests' fake). ``providers.graph_mailbox`` puts this
+behind the poller's ``ChangesProvider`` boundary.
 """
 
 from __future__ import annotations
@@ -42,6 +44,9 @@ MAX_CONCURRENT = 4
 PID_TAG_MESSAGE_SIZE = "Integer 0x0E08"
 # Delta error codes meaning "this sync state is gone": start over (seen with 410 and, for some, 400).
 EXPIRED_CODES = frozenset({"syncstatenotfound", "syncstateinvalid", "resyncrequired"})
+# A folder Graph does not have: an id of a deleted folder (404), or a name that is neither a well-known name nor
+# an id (400: Graph takes it for a malformed id).
+MISSING_FOLDER_CODES = frozenset({"erroritemnotfound", "errorinvalididmalformed"})
 THROTTLE_STATUSES = frozenset({429, 503})
 MAX_THROTTLE_RETRIES = 5
 MAX_THROTTLE_WAIT = 120.0  # seconds; a longer Retry-After is left to a later poll
@@ -85,17 +90,29 @@ def is_cursor_expired(status: int, code: str) -> bool:
     return status == 410 or code.lower() in EXPIRED_CODES
 
 
+def is_missing_folder(status: int, code: str) -> bool:
+    """A delta answer saying the folder is not there (the mailbox and its other folders are fine)."""
+    return status in (400, 404) and code.lower() in MISSING_FOLDER_CODES
+
+
 class GraphSource:
     """One mailbox (``user``: id or principal name) read through Graph; every request of it shares
-    one limit of ``max_concurrent`` in flight. ``mailbox`` names it in logs (its pk)."""
+    one limit of ``max_concurrent`` in flight. ``mailbox`` names it in logs (its pk).
 
-    def __init__(self, user: str, token: Callable[[], str], *, mailbox=None, session: requests.Session | None = None,
+    ``token()`` gives the access token for a request; ``renew(rejected)``, if given, a new one in place of a
+    token Graph refused with 401 (asked at most once per request, so a token that keeps failing is an error,
+    not a loop). Both are called one thread at a time, from the source's download threads too.
+    """
+
+    def __init__(self, user: str, token: Callable[[], str], *, renew: Callable[[str], str] | None = None,
+                 mailbox=None, session: requests.Session | None = None,
                  graph_url: str = GRAPH_URL, max_message_bytes: int | None = None,
                  fetch_max_bytes: int | None = None, page_size: int = 50,
                  max_concurrent: int = MAX_CONCURRENT, sleep: Callable[[float], None] = time.sleep,
                  clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
                  jitter: Callable[[], float] = random.random):
-        self.user, self.token, self.mailbox = user, token, mailbox if mailbox is not None else user
+        self.user, self.token, self.renew = user, token, renew
+        self.mailbox = mailbox if mailbox is not None else user
         self.session = session or new_session()
         self.graph_url = graph_url.rstrip("/")
         self.max_message_bytes = max_message_bytes or conf.get("MAILPOLL_MAX_MESSAGE_BYTES")
@@ -169,6 +186,9 @@ class GraphSource:
         if is_cursor_expired(response.status_code, code):
             raise CursorExpired(f"folder {folder}: the delta state is gone ({response.status_code} {code}): "
                                 f"resync needed")
+        if is_missing_folder(response.status_code, code):
+            raise FolderError(f"folder {folder}: Graph has no such folder ({response.status_code} {code}): use a "
+                              f"well-known name (inbox, ...) or the folder's id")
         raise ProviderError(f"folder {folder}: delta answered {response.status_code} {code}: {message}")
 
     def _contents(self, folder: str, listed: list[dict]) -> list[tuple[str, bytes | TooBig]]:
@@ -217,21 +237,32 @@ class GraphSource:
         if not url.startswith(self.graph_url + "/"):
             # A stored or returned link elsewhere would be handed our bearer token.
             raise ProviderError(f"refusing a Graph link outside {self.graph_url}")
-        attempt = 0
+        attempt, renewed, token = 0, False, None
         while True:
             if self._interrupted is not None:
                 raise PollInterrupted(f"folder {folder}: {self._interrupted}")
-            with self._token_lock:
-                token = self.token()
+            if token is None:
+                with self._token_lock:
+                    token = self.token()
             with self._slots:
                 try:
                     response = self.session.get(url, headers={**(headers or {}), "Authorization": f"Bearer {token}"},
                                                 timeout=self.timeout, **kwargs)
                 except requests.RequestException as exc:
                     raise ProviderError(f"folder {folder}: Graph request failed: {type(exc).__name__}") from exc
+            if response.status_code == 401 and self.renew is not None and not renewed:
+                # Refused before its expiry (revoked sessions, clock skew): one new token, then Graph's answer stands.
+                response.close()
+                renewed = True
+                log.info("mailbox=%s folder=%s Graph refused the access token (401): asking for a new one",
+                         self.mailbox, folder)
+                with self._token_lock:
+                    token = self.renew(token)
+                continue
             if response.status_code not in THROTTLE_STATUSES:
                 return response
             attempt += 1
+            token = None  # after the wait, the token of that moment
             hint = parse_retry_after(response.headers.get("Retry-After"), self.clock())
             response.close()
             wait = throttle_wait(attempt, hint, jitter=self.jitter())

@@ -1,14 +1,16 @@
 """Tokens for Microsoft Graph through msal: app-only, or a user's consent kept in msal's serialized cache.
 
-``AppOnlyTokens`` (client credentials) and ``DelegatedTokens`` (load/save hooks for the
-cache, which the caller stores encrypted) are callables returning an access token, as
-``GraphSource`` wants. ``MsalRefresh`` is the same delegated refresh behind
+``AppOnlyTokens`` (client credentials; ``app_only_tokens`` shares one per app registration)
+and ``DelegatedTokens`` (load/save hooks for the cache, which the caller stores encrypted)
+are callables returning an access token, as ``GraphSource`` wants. ``MsalRefresh`` is the same delegated refresh behind
 ``mailpoll.oauth_refresh``'s ``Refresh`` interface, for ``oauth.access_token`` to call
 under the grant's row lock. Nothing here stores a token or logs one.
 """
 
 from __future__ import annotations
 
+import hashlib
+import threading
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -16,6 +18,7 @@ from dataclasses import dataclass, field
 import msal
 import requests
 
+from .. import conf
 from ..oauth_refresh import DEFAULT_EXPIRES_IN, HeldTokens, Refreshed, TokenEndpointError
 from .base import ProviderError
 
@@ -51,9 +54,25 @@ class GraphApp:
         return f"{self.authority_host.rstrip('/')}/{self.tenant}"
 
 
-def new_session(verify: bool | str = True) -> requests.Session:
-    """The session for msal and Graph; ``verify`` is a CA bundle's path only for a private endpoint."""
-    session = requests.Session()
+class _Session(requests.Session):
+    """A session whose every request times out: msal, handed a session, passes no timeout of its own, and a
+    token request may run under the grant's row lock."""
+
+    def __init__(self, timeout: float):
+        super().__init__()
+        self.timeout = timeout
+
+    def request(self, method, url, **kwargs):
+        kwargs.setdefault("timeout", self.timeout)
+        return super().request(method, url, **kwargs)
+
+
+def new_session(verify: bool | str = True, timeout: float | None = None) -> requests.Session:
+    """The session for msal and Graph; ``verify`` is a CA bundle's path only for a private endpoint.
+
+    ``timeout``: seconds to connect and to read, ``MAILPOLL_SOCKET_TIMEOUT`` unless a request says otherwise.
+    """
+    session = _Session(timeout if timeout is not None else conf.get("MAILPOLL_SOCKET_TIMEOUT"))
     session.verify = verify
     if verify is not True:
         # requests lets REQUESTS_CA_BUNDLE / CURL_CA_BUNDLE override a session's own bundle; a private one
@@ -93,18 +112,48 @@ def _token_of(result: dict | None, what: str) -> str:
 
 class AppOnlyTokens:
     """Client credentials (application permission Mail.Read); msal caches the token in memory, and
-    asks for a new one five minutes before it expires."""
+    asks for a new one five minutes before it expires. Safe to share between threads."""
 
     def __init__(self, app: GraphApp, session: requests.Session):
         self.app, self.session = app, session
         self._msal = None
+        self._lock = threading.Lock()
 
     def __call__(self) -> str:
-        with _reaching_microsoft("app-only token"):
+        with self._lock, _reaching_microsoft("app-only token"):
             if self._msal is None:  # built on first use: msal reads the authority's OpenID configuration
                 self._msal = _client(self.app, self.session)
             result = self._msal.acquire_token_for_client(APP_SCOPES)
         return _token_of(result, "app-only token")
+
+    def renew(self, rejected: str) -> str:
+        """A token in place of ``rejected``, which Graph refused before its expiry: msal's cached one is
+        dropped, unless another caller already got a new one."""
+        token = self()
+        if token == rejected:
+            with self._lock:
+                self._msal.remove_tokens_for_client()
+            token = self()
+        return token
+
+
+_shared_app_tokens: dict[tuple, AppOnlyTokens] = {}
+_shared_lock = threading.Lock()
+
+
+def app_only_tokens(app: GraphApp, verify: bool | str = True) -> AppOnlyTokens:
+    """The process's ``AppOnlyTokens`` of an app registration, on a session of its own.
+
+    One per app (authority, client id, secret, CA bundle), so the mailboxes of one app and their successive
+    polls share its token (an hour long) instead of asking Microsoft for one at every poll. The secret counts by
+    its digest: a rotated secret gets tokens of its own.
+    """
+    key = (app.authority, app.client_id, hashlib.sha256(app.client_secret.encode()).hexdigest(), verify)
+    with _shared_lock:
+        tokens = _shared_app_tokens.get(key)
+        if tokens is None:
+            tokens = _shared_app_tokens[key] = AppOnlyTokens(app, new_session(verify))
+        return tokens
 
 
 def _cached_refresh(app: GraphApp, session: requests.Session, scopes: list[str], state: str | None, *,

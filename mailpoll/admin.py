@@ -1,6 +1,7 @@
 """Admin for mail intake: mailbox health at a glance, what arrived, stuck documents.
 
-Mailboxes are edited here, their secret write-only. Requests and attachments
+Mailboxes are edited here, their secrets write-only; an OAuth mailbox's Connect button starts the consent
+flow of ``oauth_connect`` (its URLs hang under this admin's). Requests and attachments
 are read-only: an attachment changes state only through the guarded
 transitions of ``mailpoll.attachments`` behind "Release" and "Retry failed",
 the ones the watchdog uses — back to ``pending`` with a ``process_attachment``
@@ -10,10 +11,10 @@ in ``admin_filters``, health in ``mailpoll.health``.
 
 from __future__ import annotations
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.db.models import Count
 from django.template.defaultfilters import filesizeformat, truncatechars
-from django.urls import reverse
+from django.urls import path, reverse
 from django.utils.html import format_html
 
 from seoinsight.orgscope import OrgScopedAdmin, OrgScopedInline
@@ -26,19 +27,27 @@ from .admin_display import (
     GREEN,
     GREY,
     RED,
+    AMBER,
     ago,
     badge,
+    cliff_text,
     counted,
     duration_label,
+    grant_of,
     next_try,
     preformatted,
     report,
+    token_badge,
     when,
 )
-from .admin_filters import DocumentTypeFilter, HealthFilter, StuckFilter
+from .admin_filters import DocumentTypeFilter, HealthFilter, StuckFilter, TokenStateFilter
 from .forms import MailboxForm
 from .health import FAILING, HEALTHY, NEVER, mailbox_health
-from .models import Attachment, FolderCursor, Mailbox, Request, RequestStatus
+from .models import Attachment, Auth, FolderCursor, GrantState, Mailbox, OAuthGrant, Provider, Request, RequestStatus
+from .oauth_connect import ConnectViews
+
+# How much of an API cursor the page shows: enough to see it move, not a wall of base64.
+POSITION_SHOWN = 24
 
 
 class ReadOnlyAdmin(OrgScopedAdmin, admin.ModelAdmin):
@@ -58,7 +67,7 @@ class ReadOnlyAdmin(OrgScopedAdmin, admin.ModelAdmin):
 class FolderCursorInline(OrgScopedInline, admin.TabularInline):
     model = FolderCursor
     verbose_name_plural = "cursors (how far each folder has been durably read)"
-    fields = ["folder", "uidvalidity", "last_uid", "sweep", "last_sync", "problem"]
+    fields = ["folder", "position_shown", "sweep", "resync", "last_sync", "problem"]
     readonly_fields = fields
     extra = 0
     can_delete = False
@@ -72,6 +81,26 @@ class FolderCursorInline(OrgScopedInline, admin.TabularInline):
     @admin.display(description="last sync")
     def last_sync(self, cursor):
         return when(cursor.last_sync_ts)
+
+    @admin.display(description="cursor")
+    def position_shown(self, cursor):
+        """IMAP: UIDVALIDITY and the last UID read; an API: its opaque position, shortened (whole on hover)."""
+        if cursor.position:
+            short = cursor.position if len(cursor.position) <= POSITION_SHOWN else f"{cursor.position[:POSITION_SHOWN]}…"
+            return format_html('<code title="{}">{}</code>', cursor.position, short)
+        if cursor.uidvalidity is None:
+            return "not read yet"
+        return f"uidvalidity {cursor.uidvalidity}, last uid {cursor.last_uid}"
+
+    @admin.display(description="resyncs")
+    def resync(self, cursor):
+        """Full re-reads after the provider forgot the cursor: how many, the last reason, and one unfinished."""
+        if not cursor.resyncs and cursor.resync_started_at is None:
+            return EMPTY
+        running = (format_html('<span style="color:{}">resyncing since {}</span><br>', AMBER,
+                               when(cursor.resync_started_at)) if cursor.resync_started_at else "")
+        reason = f": last {truncatechars(cursor.resync_reason, 200)}" if cursor.resync_reason else ""
+        return format_html("{}{}{}", running, counted(cursor.resyncs, "resync", "resyncs"), reason)
 
     @admin.display(description="sweep")
     def sweep(self, cursor):
@@ -93,27 +122,35 @@ class FolderCursorInline(OrgScopedInline, admin.TabularInline):
 @admin.register(Mailbox)
 class MailboxAdmin(OrgScopedAdmin, admin.ModelAdmin):
     form = MailboxForm
-    list_display = ["name", "org", "account", "enabled", "health_badge", "last_poll", "last_success",
-                    "last_error_short", "failures", "next_try_at"]
-    list_filter = ["org", "enabled", "provider", HealthFilter]
-    list_select_related = ["org"]
+    list_display = ["name", "org", "provider_auth", "account", "enabled", "health_badge", "token", "last_poll",
+                    "last_success", "last_error_short", "failures", "next_try_at"]
+    list_filter = ["org", "enabled", "provider", "auth", HealthFilter, TokenStateFilter]
+    list_select_related = ["org", "oauth_grant"]
     search_fields = ["name", "username", "host"]
     ordering = ["org", "name"]
     autocomplete_fields = ["org"]
     empty_value_display = EMPTY
     inlines = [FolderCursorInline]
     actions = ["poll_now", "enable", "disable"]
-    readonly_fields = ["secret_state", "health_badge", "last_polled_at", "last_success_at", "consecutive_failures",
-                       "next_try_at", "last_error_at", "last_error_text", "requests_link", "created_at"]
+    readonly_fields = ["secret_state", "app_secret_state", "token_detail", "cliff", "connect", "health_badge",
+                       "last_polled_at", "last_success_at", "consecutive_failures", "next_try_at", "last_error_at",
+                       "last_error_text", "requests_link", "created_at"]
 
     def get_fieldsets(self, request, obj=None):
         secret = ["password", "remove_secret", "secret_state"] if obj else ["password"]
+        app_secret = ["new_app_secret", "remove_app_secret", "app_secret_state"] if obj else ["new_app_secret"]
         fieldsets = [
             (None, {"fields": ["org", "name", "enabled"]}),
-            ("Connection", {"fields": ["provider", "host", "port", "security", "username", *secret]}),
+            ("Connection", {"fields": ["provider", "auth", "username"]}),
+            ("IMAP server", {"fields": ["host", "port", "security", *secret],
+                             "description": "IMAP only; the password with password auth only."}),
+            ("OAuth app", {"fields": ["oauth_provider", "client_id", "tenant", *app_secret],
+                           "description": "OAuth and service-account mailboxes; empty fields: the settings' app."}),
             ("What to read", {"fields": ["folders", "poll_interval", "initial_mode", "initial_since",
                                          "site_target"]}),
         ]
+        if obj and obj.auth != Auth.PASSWORD:
+            fieldsets.append(("Token", {"fields": ["token_detail", "cliff", "connect"]}))
         if obj:
             fieldsets.append(("Health", {"fields": ["health_badge", "last_polled_at", "last_success_at",
                                                     "consecutive_failures", "next_try_at", "last_error_at",
@@ -128,9 +165,60 @@ class MailboxAdmin(OrgScopedAdmin, admin.ModelAdmin):
     def get_inlines(self, request, obj):
         return self.inlines if obj else []
 
+    def get_urls(self):
+        views, wrap = ConnectViews(self), self.admin_site.admin_view
+        # Before the defaults: their <path:object_id>/ would take "oauth/callback/" for an object id.
+        return [
+            # The redirect URI registered at Google and Microsoft: one for every mailbox (the state says which).
+            path("oauth/callback/", wrap(views.callback), name="mailpoll_mailbox_oauth_callback"),
+            path("<path:object_id>/connect/", wrap(views.start), name="mailpoll_mailbox_connect"),
+            *super().get_urls(),
+        ]
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        if change and getattr(form, "app_changed", None):
+            # The grant was given to the old app (or issuer): its refresh token is never sent to the new one.
+            if OAuthGrant.objects.filter(mailbox=obj).delete()[0]:
+                self.message_user(request, f"The {', '.join(form.app_changed)} changed: the mailbox's OAuth grant "
+                                  "was removed; connect it again.", messages.WARNING)
+
     @admin.display(description="account", ordering="username")
     def account(self, mailbox):
-        return f"{mailbox.username}@{mailbox.host}"
+        where = mailbox.host if mailbox.provider == Provider.IMAP else mailbox.get_provider_display()
+        return f"{mailbox.username}@{where}"
+
+    @admin.display(description="provider", ordering="provider")
+    def provider_auth(self, mailbox):
+        return f"{mailbox.get_provider_display()}, {mailbox.get_auth_display()}"
+
+    @admin.display(description="token", ordering="oauth_grant__state")
+    def token(self, mailbox):
+        return token_badge(mailbox)
+
+    @admin.display(description="token state")
+    def token_detail(self, mailbox):
+        return token_badge(mailbox, detail=True)
+
+    @admin.display(description="warning")
+    def cliff(self, mailbox):
+        text = cliff_text(grant_of(mailbox))
+        return format_html('<span style="color:{}">{}</span>', AMBER, text) if text else EMPTY
+
+    @admin.display(description="connect")
+    def connect(self, mailbox):
+        if mailbox.auth != Auth.OAUTH:
+            return "Service accounts and app-only access need no consent: nothing to connect."
+        grant = grant_of(mailbox)
+        label = "Connect" if grant is None else "Reconnect"
+        url = reverse("admin:mailpoll_mailbox_connect", args=[mailbox.pk])
+        return format_html('<a class="button" href="{}">{}</a> <small>Opens {}\'s consent screen; the account\'s '
+                           "user signs in there and allows read access to mail. Save your edits first.</small>",
+                           url, label, mailbox.issuer.capitalize() or "the provider")
+
+    @admin.display(description="app secret")
+    def app_secret_state(self, mailbox):
+        return "stored (encrypted)" if mailbox.app_secret else "none stored"
 
     @admin.display(description="health", ordering="consecutive_failures")
     def health_badge(self, mailbox):
@@ -187,6 +275,12 @@ class MailboxAdmin(OrgScopedAdmin, admin.ModelAdmin):
                f"{counted(changed, 'mailbox', 'mailboxes')} marked due: the next cycle of any running pollmail "
                f"(every {conf.get('MAILPOLL_INTERVAL'):g} s) polls them", len(ids) - changed,
                "disabled mailboxes are never polled: enable them first")
+        # The claim takes an OAuth mailbox only with an active grant (mailpoll.sql): say so rather than wait.
+        blocked = (Mailbox.objects.filter(pk__in=ids, enabled=True, auth=Auth.OAUTH)
+                   .exclude(oauth_grant__state=GrantState.ACTIVE).order_by("name").values_list("name", flat=True))
+        if blocked:
+            self.message_user(request, f"{', '.join(blocked)}: needs re-authorization or not connected, so it will "
+                              "not be polled until someone reconnects it (Connect on its page).", messages.WARNING)
 
     @admin.action(description="Enable selected mailboxes", permissions=["change"])
     def enable(self, request, queryset):

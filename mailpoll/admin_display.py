@@ -1,4 +1,5 @@
-"""What the mail admin pages show: badges, times at a glance, long texts, and the message after an action."""
+"""What the mail admin pages show: badges, times at a glance, long texts, token states, and the message after
+an action."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ from django.contrib import messages
 from django.utils import timezone
 from django.utils.html import format_html
 
-from .models import AttachmentStatus, Mailbox
+from .models import Auth, AttachmentStatus, GrantState, Mailbox, OAuthGrant
+from .oauth_rules import CLIFFS, cliff_warning
 
 EMPTY = "—"
 
@@ -19,6 +21,13 @@ ATTACHMENT_COLOURS = {
     AttachmentStatus.SKIPPED: AMBER,
 }
 
+# A mailbox's token state: what decides whether the poller takes it at all (mailpoll.sql's claim).
+TOKEN_ACTIVE, TOKEN_NEEDS_REAUTH, TOKEN_NOT_CONNECTED, TOKEN_SERVICE, TOKEN_NONE = (
+    "active", "needs_reauth", "not_connected", "service", "none")
+TOKEN_LABELS = {TOKEN_ACTIVE: "Active", TOKEN_NEEDS_REAUTH: "Needs re-authorization",
+                TOKEN_NOT_CONNECTED: "Not connected", TOKEN_SERVICE: "Service account / app-only",
+                TOKEN_NONE: "Password"}
+TOKEN_COLOURS = {TOKEN_ACTIVE: GREEN, TOKEN_NEEDS_REAUTH: RED, TOKEN_NOT_CONNECTED: AMBER}
 
 
 def badge(colour: str, text: str, title: str = ""):
@@ -94,3 +103,73 @@ def report(model_admin, request, done: str, skipped: int, why: str) -> None:
         model_admin.message_user(request, f"{done}; {skipped} skipped ({why})", messages.WARNING)
     else:
         model_admin.message_user(request, done, messages.SUCCESS)
+
+
+def token_state(auth: str, grant: OAuthGrant | None) -> str:
+    """One of the TOKEN_* states: user-consent mailboxes by their grant, the others by their kind of auth.
+
+    >>> token_state("oauth", None), token_state("password", None), token_state("service", None)
+    ('not_connected', 'none', 'service')
+    """
+    if auth == Auth.PASSWORD:
+        return TOKEN_NONE
+    if auth == Auth.SERVICE:
+        return TOKEN_SERVICE
+    if grant is None:
+        return TOKEN_NOT_CONNECTED
+    return TOKEN_NEEDS_REAUTH if grant.state == GrantState.NEEDS_REAUTH else TOKEN_ACTIVE
+
+
+def grant_of(mailbox: Mailbox) -> OAuthGrant | None:
+    try:
+        return mailbox.oauth_grant
+    except OAuthGrant.DoesNotExist:
+        return None
+
+
+def token_badge(mailbox: Mailbox, *, detail: bool = False):
+    """The token state as a badge; with ``detail``, the provider's reason and when, or since when it is active."""
+    grant = grant_of(mailbox)
+    state = token_state(mailbox.auth, grant)
+    if state == TOKEN_NONE:
+        return EMPTY
+    reason = grant.failure_reason if state == TOKEN_NEEDS_REAUTH else ""
+    shown = badge(TOKEN_COLOURS.get(state, GREY), TOKEN_LABELS[state], reason)
+    if not detail:
+        return shown
+    if state == TOKEN_NEEDS_REAUTH:
+        return format_html("{} {} <small>({})</small><br>Not polled until someone reconnects it with Connect.",
+                           shown, grant.failure_reason, when(grant.failed_at))
+    if state == TOKEN_NOT_CONNECTED:
+        return format_html("{} Not polled until someone connects it with Connect.", shown)
+    if state == TOKEN_ACTIVE:
+        refreshed = format_html(", last refreshed {}", when(grant.last_refreshed_at)) if grant.last_refreshed_at else ""
+        failed = (format_html('<br><span style="color:{}">last refresh failed {}: {}</span>', AMBER,
+                              when(grant.failed_at), grant.failure_reason) if grant.failure_reason else "")
+        return format_html("{} <small>connected {}{}</small>{}", shown, when(grant.authorized_at), refreshed, failed)
+    return shown
+
+
+# Google's testing-app limit, read from the rules rather than restated.
+TESTING_APP_LIFETIME = next(c.lifetime for c in CLIFFS if c.testing_apps_only)
+
+
+def cliff_text(grant: OAuthGrant | None, now=None) -> str:
+    """The warning ahead of the active grant's nearest known cliff (``oauth_rules.cliff_warning``), or "".
+
+    Whether a Google app is in Testing status is not stored, so that cliff is shown as a condition, until a
+    refresh after its deadline has proved the app is not a testing one.
+    """
+    if grant is None or grant.state != GrantState.ACTIVE:
+        return ""
+    now = now or timezone.now()
+    args = {"authorized_at": grant.authorized_at, "last_refreshed_at": grant.last_refreshed_at, "now": now}
+    lines = []
+    warning = cliff_warning(grant.provider, **args)
+    if warning:
+        lines.append(warning.message)
+    testing = cliff_warning(grant.provider, testing_app=True, **args)
+    outlived = grant.last_refreshed_at and grant.last_refreshed_at > grant.authorized_at + TESTING_APP_LIFETIME
+    if testing and testing != warning and not outlived:
+        lines.append(f"if the Google OAuth app's publishing status is Testing, {testing.message}")
+    return "; ".join(lines)

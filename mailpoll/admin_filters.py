@@ -1,12 +1,13 @@
-"""The mail admin's list filters: mailbox health, stuck attachments, document type."""
+"""The mail admin's list filters: mailbox health, token state, stuck attachments, document type."""
 
 from __future__ import annotations
 
 from django.contrib import admin
 
 from . import conf
-from .admin_display import duration_label
+from .admin_display import TOKEN_ACTIVE, TOKEN_NEEDS_REAUTH, TOKEN_NOT_CONNECTED, duration_label
 from .health import FAILING, FILTERS, HEALTHY, NEVER
+from .models import Auth, GrantState
 
 
 class HealthFilter(admin.SimpleListFilter):
@@ -48,3 +49,24 @@ class DocumentTypeFilter(admin.SimpleListFilter):
             return queryset
         return queryset.filter(document_type="" if self.value() == "none" else self.value())
 
+
+
+class TokenStateFilter(admin.SimpleListFilter):
+    """User-consent mailboxes by their grant: the ones the poller skips until someone connects them."""
+
+    title = "token"
+    parameter_name = "token"
+
+    def lookups(self, request, model_admin):
+        return [(TOKEN_ACTIVE, "active"), (TOKEN_NEEDS_REAUTH, "needs re-authorization"),
+                (TOKEN_NOT_CONNECTED, "not connected")]
+
+    def queryset(self, request, queryset):
+        oauth = queryset.filter(auth=Auth.OAUTH)
+        if self.value() == TOKEN_ACTIVE:
+            return oauth.filter(oauth_grant__state=GrantState.ACTIVE)
+        if self.value() == TOKEN_NEEDS_REAUTH:
+            return oauth.filter(oauth_grant__state=GrantState.NEEDS_REAUTH)
+        if self.value() == TOKEN_NOT_CONNECTED:
+            return oauth.filter(oauth_grant__isnull=True)
+        return queryset

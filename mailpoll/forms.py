@@ -1,18 +1,31 @@
-"""The mailbox form: write-only secret, folders as text, an explicit first-poll policy."""
+"""The mailbox form: write-only secrets, folders as text, an explicit first-poll policy, auth per provider."""
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 from django import forms
 
 from seoinsight.models import SiteTarget
 
-from .models import LOOPBACK_HOSTS, InitialMode, Mailbox, Security
+from . import conf
+from .models import LOOPBACK_HOSTS, PROVIDER_AUTHS, Auth, InitialMode, Mailbox, OAuthProvider, Provider, Security
 
 MIN_POLL_INTERVAL = 30  # seconds; below that we would only hammer the server
 # Where the password is sent: changing any of these needs the password typed again.
 DESTINATION_FIELDS = ("provider", "host", "port", "security", "username")
+# Whose app the app secret (and the grant) belong to: changing any of these needs the app secret typed again.
+APP_FIELDS = ("provider", "auth", "oauth_provider", "client_id", "tenant")
+# Microsoft's tenant aliases that name no tenant: app-only access needs the real one.
+TENANT_ALIASES = ("", "common", "organizations", "consumers")
+
+
+class WriteOnlyTextarea(forms.Textarea):
+    """A textarea that never renders a value back, not even the one just typed into a refused form."""
+
+    def format_value(self, value):
+        return None
 
 INITIAL_MODE_HELP = (
     "What the first poll of each folder (also a folder added later) does; later polls continue from the "
@@ -73,6 +86,14 @@ class MailboxForm(forms.ModelForm):
         "leave empty to keep the stored one. Changing the server, port, security or username needs it again.",
     )
     remove_secret = forms.BooleanField(required=False, label="Remove the stored secret")
+    new_app_secret = forms.CharField(
+        required=False, strip=True, label="App secret",
+        widget=WriteOnlyTextarea(attrs={"rows": 3, "cols": 60, "autocomplete": "off", "spellcheck": "false"}),
+        help_text="With the mailbox's own client id: its client secret. For a Gmail service account: the "
+        "service account's JSON key (paste the whole file). Stored encrypted and never shown again; leave empty "
+        "to keep the stored one. Changing the provider, auth, OAuth provider, client id or tenant needs it again.",
+    )
+    remove_app_secret = forms.BooleanField(required=False, label="Remove the stored app secret")
     folders = FolderListField(
         help_text="Comma-separated, e.g. <code>INBOX, Invoices</code>. Names as the server shows them "
         "(sub-folders often as <code>INBOX/Reports</code> or <code>INBOX.Reports</code>).",
@@ -94,9 +115,19 @@ class MailboxForm(forms.ModelForm):
 
     class Meta:
         model = Mailbox
-        fields = ["org", "name", "enabled", "provider", "host", "port", "security", "username", "folders",
-                  "poll_interval", "initial_mode", "initial_since", "site_target"]
+        fields = ["org", "name", "enabled", "provider", "auth", "oauth_provider", "client_id", "tenant", "host",
+                  "port", "security", "username", "folders", "poll_interval", "initial_mode", "initial_since",
+                  "site_target"]
         help_texts = {
+            "auth": "IMAP: a password, or OAuth (Gmail or Outlook IMAP, then use Connect). Gmail API and Graph: "
+                    "OAuth (a user's consent, then use Connect), or a service account (Google Workspace, "
+                    "domain-wide delegation) / app-only (Microsoft, application permission Mail.Read).",
+            "oauth_provider": "IMAP with OAuth only: whose tokens the server takes (Gmail or Outlook IMAP).",
+            "client_id": "Empty: the app of the MAILPOLL_GOOGLE_* / MAILPOLL_MICROSOFT_* settings.",
+            "tenant": "Microsoft only; empty: MAILPOLL_MICROSOFT_TENANT.",
+            "host": "IMAP only (API mailboxes use the settings' endpoints).",
+            "username": "The account's address (API mailboxes: the mailbox user to read, e.g. the one a "
+                        "service account impersonates).",
             "port": "993 for TLS, 143 for STARTTLS.",
             "security": "TLS or STARTTLS (certificates are verified). None only for a server on this machine.",
             "initial_since": "Required with “Since a date”: mail received on or after this day.",
@@ -115,24 +146,100 @@ class MailboxForm(forms.ModelForm):
     def clean_host(self):
         return self.cleaned_data["host"].strip().lower()
 
-    def clean_password(self):
-        password = self.cleaned_data["password"]
-        if not password and not self.instance.pk:
-            raise forms.ValidationError("A new mailbox needs the account's password.")
-        return password
-
     def clean(self):
         data = super().clean()
+        provider, auth = data.get("provider"), data.get("auth")
+        if provider and auth and auth not in PROVIDER_AUTHS.get(provider, ()):
+            takes = " or ".join(str(Auth(a).label) for a in PROVIDER_AUTHS[provider])
+            self.add_error("auth", f"{Provider(provider).label} takes {takes}.")
+        elif provider == Provider.IMAP:
+            self._clean_imap(data)
+        elif provider:
+            # An API mailbox has no server of its own: its endpoints come from the settings.
+            data.update(host="", port=Mailbox._meta.get_field("port").default, security=Security.TLS)
+            data["oauth_provider"] = ""
+        # Kept for the admin: a grant given to another app (or issuer) is dropped with the change.
+        self.app_changed = self.moved_app(data)
+        if provider and auth:
+            self._clean_app(data, provider, auth)
+        self._clean_what_to_read(data)
+        return data
+
+    def _clean_imap(self, data) -> None:
+        host, auth = data.get("host"), data.get("auth")
+        if not host:
+            self.add_error("host", "An IMAP mailbox needs its server.")
+        if data.get("security") == Security.NONE and host and host not in LOOPBACK_HOSTS:
+            self.add_error("security", "No encryption is allowed only for a server on this machine (127.0.0.1, "
+                           "localhost or ::1): the password would cross the network in clear text. "
+                           "Choose TLS or STARTTLS.")
+        if auth == Auth.OAUTH and not data.get("oauth_provider"):
+            self.add_error("oauth_provider", "IMAP with OAuth needs whose tokens the server takes: Google (Gmail "
+                           "IMAP) or Microsoft (Outlook IMAP).")
+        if auth != Auth.PASSWORD:
+            data["oauth_provider"] = data.get("oauth_provider", "")
+            return
+        data["oauth_provider"] = ""
+        if not data.get("password") and (not self.instance.pk or self.instance.auth != Auth.PASSWORD):
+            self.add_error("password", "A new mailbox needs the account's password." if not self.instance.pk
+                           else "Password auth needs the account's password.")
         moved = self.moved_destination(data)
         if moved and not data.get("password") and not data.get("remove_secret"):
             # Else the stored password would follow the mailbox to a server of the editor's choice.
             self.add_error("password", f"The {', '.join(moved)} changed: type the password again for the new "
                            "destination (the stored one is not sent there), or remove the stored secret.")
-        host = data.get("host")
-        if data.get("security") == Security.NONE and host and host not in LOOPBACK_HOSTS:
-            self.add_error("security", "No encryption is allowed only for a server on this machine (127.0.0.1, "
-                           "localhost or ::1): the password would cross the network in clear text. "
-                           "Choose TLS or STARTTLS.")
+
+    def _clean_app(self, data, provider: str, auth: str) -> None:
+        """The OAuth app and its write-only secret: typed again when whose app it is changes."""
+        secret, client_id = data.get("new_app_secret", ""), data.get("client_id", "").strip()
+        data["client_id"], data["tenant"] = client_id, data.get("tenant", "").strip()
+        issuer = {Provider.GMAIL: OAuthProvider.GOOGLE, Provider.GRAPH: OAuthProvider.MICROSOFT}.get(
+            provider, data.get("oauth_provider", ""))
+        if auth == Auth.PASSWORD:
+            if secret or client_id or data["tenant"]:
+                self.add_error("auth", "Password auth uses no OAuth app: clear the client id, tenant and app "
+                               "secret, or choose OAuth.")
+            return
+        if data["tenant"] and issuer != OAuthProvider.MICROSOFT:
+            self.add_error("tenant", "A tenant is Microsoft's only: clear it.")
+        key = provider == Provider.GMAIL and auth == Auth.SERVICE
+        if secret and key:
+            self._check_service_account_key(secret)
+        elif secret and not client_id:
+            self.add_error("new_app_secret", "A client secret is used only with the mailbox's own client id (else the "
+                           "settings' app and secret are used): type the client id, or clear the secret.")
+        stored = bool(self.instance.app_secret) and not data.get("remove_app_secret")
+        moved = self.app_changed
+        if moved and self.instance.app_secret and not secret and not data.get("remove_app_secret"):
+            # Else the stored secret would be presented for an app (or to an issuer) of the editor's choice.
+            self.add_error("new_app_secret", f"The {', '.join(moved)} changed: type the app secret again for the "
+                           "new app (the stored one is not sent there), or remove the stored app secret.")
+            return
+        has_secret = bool(secret) or (stored and not moved)
+        if client_id and not key and not has_secret:
+            self.add_error("new_app_secret", "The mailbox's own client id needs its client secret (the settings' "
+                           "secret belongs to the settings' client).")
+        if key and not has_secret and not conf.get("MAILPOLL_GOOGLE_SERVICE_ACCOUNT_FILE"):
+            self.add_error("new_app_secret", "A Gmail service account needs its JSON key here (or "
+                           "MAILPOLL_GOOGLE_SERVICE_ACCOUNT_FILE in the settings).")
+        if provider == Provider.GRAPH and auth == Auth.SERVICE:
+            tenant = data["tenant"] or conf.get("MAILPOLL_MICROSOFT_TENANT")
+            if tenant.lower() in TENANT_ALIASES:
+                self.add_error("tenant", f"App-only access needs the organisation's tenant id or domain, not "
+                               f"“{tenant or 'none'}”.")
+
+    def _check_service_account_key(self, text: str) -> None:
+        try:
+            key = json.loads(text)
+        except ValueError:
+            self.add_error("new_app_secret", "This is not a JSON key: paste the whole key file Google gave you.")
+            return
+        missing = [name for name in ("client_email", "private_key")
+                   if not isinstance(key, dict) or not isinstance(key.get(name), str) or not key.get(name)]
+        if missing:
+            self.add_error("new_app_secret", f"This JSON is not a service account key: it lacks {', '.join(missing)}.")
+
+    def _clean_what_to_read(self, data) -> None:
         mode, since = data.get("initial_mode"), data.get("initial_since")
         if mode == InitialMode.SINCE and since is None:
             self.add_error("initial_since", "“Since a date” needs a date.")
@@ -142,7 +249,6 @@ class MailboxForm(forms.ModelForm):
         org_id = data["org"].pk if data.get("org") else self.instance.org_id
         if target is not None and org_id and target.site.org_id != org_id:
             self.add_error("site_target", f"This target belongs to org {target.site.org_id}, not {org_id}.")
-        return data
 
     def moved_destination(self, data) -> list[str]:
         """The fields of where the stored password is sent that this edit changes (none on a new mailbox)."""
@@ -152,9 +258,24 @@ class MailboxForm(forms.ModelForm):
         return [name.replace("_", " ") for name in DESTINATION_FIELDS
                 if name in data and data[name] != getattr(self.instance, name)]
 
+    def moved_app(self, data) -> list[str]:
+        """The fields of whose app the stored app secret and grant belong to that this edit changes."""
+        if not self.instance.pk:
+            return []
+        return [name.replace("_", " ") for name in APP_FIELDS
+                if name in data and data[name] != getattr(self.instance, name)]
+
     def save(self, commit=True):
-        if self.cleaned_data.get("password"):
-            self.instance.set_secret(self.cleaned_data["password"])
-        elif self.cleaned_data.get("remove_secret"):
+        data = self.cleaned_data
+        if data.get("auth") != Auth.PASSWORD:
+            # Nothing would ever use it: a password is not kept where it is not sent.
             self.instance.set_secret("")
+        elif data.get("password"):
+            self.instance.set_secret(data["password"])
+        elif data.get("remove_secret"):
+            self.instance.set_secret("")
+        if data.get("new_app_secret"):
+            self.instance.set_app_secret(data["new_app_secret"])
+        elif data.get("remove_app_secret") or data.get("auth") == Auth.PASSWORD:
+            self.instance.set_app_secret("")
         return super().save(commit)

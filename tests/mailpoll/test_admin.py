@@ -44,7 +44,8 @@ def failed(req, **fields) -> Attachment:
 
 
 def form_data(org, **overrides) -> dict:
-    data = {"org": org.pk, "name": "intake", "enabled": "on", "provider": "imap", "host": "imap.example.com",
+    data = {"org": org.pk, "name": "intake", "enabled": "on", "provider": "imap", "auth": "password",
+            "host": "imap.example.com",
             "port": "993", "security": "tls", "username": "reports@example.com", "password": PASSWORD,
             "folders": "INBOX, Invoices", "poll_interval": "120", "initial_mode": "new-only", "initial_since": "",
             "site_target": ""}

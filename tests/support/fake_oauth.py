@@ -7,10 +7,18 @@ refresh, AADSTS errors with ``error_codes``, trace and correlation ids). Rotatio
 refresh token is refused from then on, stricter than Microsoft — so a refresh that raced a rotation shows up
 as ``invalid_grant`` instead of passing by luck. ``delay`` holds every refresh that long before it is
 looked at, so that two concurrent refreshes are both in flight.
+
+The authorization-code grant (RFC 6749 §4.1 with PKCE, RFC 7636) is there too, for the admin's Connect:
+``GET`` on any path ending in ``/auth`` or ``/authorize`` plays the user at the consent screen (``consent``:
+"grant" or an error such as "access_denied") and redirects back to the ``redirect_uri`` with a code, bound
+to the request's client, redirect URI and S256 challenge. The token endpoint checks the verifier against
+that challenge, refuses a code used twice, and answers with a refresh token ``grant()`` would have issued.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import secrets
 import threading
@@ -60,10 +68,27 @@ class FakeTokenEndpoint(_LoopbackServer):
         self.issued: list[str] = []
         self.refreshes = 0
         self.faults: list[tuple[int, dict | str]] = []
+        self.consent = "grant"  # what the user answers at the consent screen: "grant", or an error code
+        self.authorizations: list[dict] = []  # the query of every authorization request, as received
+        self.exchanges: list[dict] = []  # the form of every authorization_code request, as received
+        self._codes: dict[str, dict] = {}  # code -> its binding, "used" once exchanged
         self._lock = threading.Lock()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                url = urllib.parse.urlsplit(self.path)
+                if not url.path.endswith(("/auth", "/authorize")):
+                    self.send_error(404)
+                    return
+                query = {k: v[0] for k, v in urllib.parse.parse_qs(url.query).items()}
+                status, location = server._authorize(query)
+                self.send_response(status)
+                if location:
+                    self.send_header("Location", location)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
             def do_POST(self):
                 length = int(self.headers.get("Content-Length", 0))
                 form = {k: v[0] for k, v in urllib.parse.parse_qs(self.rfile.read(length).decode()).items()}
@@ -113,6 +138,8 @@ class FakeTokenEndpoint(_LoopbackServer):
         with self._lock:
             if self.faults:
                 return self.faults.pop(0)
+        if form.get("grant_type") == "authorization_code":
+            return self._exchange(form)
         if form.get("grant_type") != "refresh_token":
             return 400, self._error("unsupported_grant_type", "Unsupported grant type.", 70003)
         if form.get("client_id") != CLIENT_ID or form.get("client_secret") != CLIENT_SECRET:
@@ -139,6 +166,47 @@ class FakeTokenEndpoint(_LoopbackServer):
                 body["refresh_token"] = self._new_refresh_token()
             return 200, body
 
+    def _authorize(self, query: dict) -> tuple[int, str]:
+        """The consent screen: a redirect to ``redirect_uri`` with a code or an error, and the ``state``."""
+        with self._lock:
+            self.authorizations.append(dict(query))
+            redirect = query.get("redirect_uri", "")
+            if query.get("client_id") != CLIENT_ID or not redirect:
+                return 400, ""
+            answer = {"state": query.get("state", "")}
+            if self.consent != "grant":
+                answer.update(error=self.consent, error_description="The user denied the request.")
+            elif query.get("response_type") != "code":
+                answer.update(error="unsupported_response_type")
+            else:
+                code = ("4/0A" if self.flavour == "google" else "M.C5") + secrets.token_urlsafe(24)
+                self._codes[code] = {"redirect_uri": redirect, "challenge": query.get("code_challenge", ""),
+                                     "method": query.get("code_challenge_method", ""), "used": False}
+                answer["code"] = code
+        return 302, f"{redirect}?{urllib.parse.urlencode(answer)}"
+
+    def _exchange(self, form: dict) -> tuple[int, dict]:
+        """RFC 6749 §4.1.3 with RFC 7636 §4.6: the code, its client, redirect URI and PKCE verifier."""
+        with self._lock:
+            self.exchanges.append(dict(form))
+            if form.get("client_id") != CLIENT_ID or form.get("client_secret") != CLIENT_SECRET:
+                if self.flavour == "google":
+                    return 401, {"error": "invalid_client", "error_description": "Unauthorized"}
+                return 401, self._error("invalid_client", None, 7000215)
+            bound = self._codes.get(form.get("code", ""))
+            if bound is None or bound["used"]:
+                # A code is single use; one presented twice is refused (RFC 6749 §4.1.2).
+                return 400, self._error("invalid_grant", "Malformed auth code.", 70000)
+            bound["used"] = True
+            if form.get("redirect_uri") != bound["redirect_uri"]:
+                return 400, self._error("redirect_uri_mismatch", "Bad Request", 50011)
+            if bound["method"] != "S256" or pkce_challenge(form.get("code_verifier", "")) != bound["challenge"]:
+                return 400, self._error("invalid_grant", "Missing code verifier.", 501481)
+            access = ("ya29." if self.flavour == "google" else "eyJ0") + secrets.token_urlsafe(40)
+            self.issued.append(access)
+            return 200, {"access_token": access, "expires_in": self.expires_in, "token_type": "Bearer",
+                         "refresh_token": self._new_refresh_token(), "scope": form.get("scope", "")}
+
     def _new_refresh_token(self) -> str:
         token = ("1//" if self.flavour == "google" else "0.A") + secrets.token_urlsafe(24)
         self.live[token] = "live"
@@ -148,6 +216,12 @@ class FakeTokenEndpoint(_LoopbackServer):
         if self.flavour == "google":
             return {"error": error, "error_description": google_text or error}
         return microsoft_error(error, code)
+
+
+def pkce_challenge(verifier: str) -> str:
+    """RFC 7636 §4.2's S256 challenge of ``verifier``: what the fake compares, computed independently."""
+    digest = hashlib.sha256(verifier.encode()).digest()
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
 
 
 def microsoft_error(error: str, code: int) -> dict:

@@ -31,7 +31,8 @@ from pathlib import Path
 import pytest
 from imapclient import IMAPClient
 
-from tests.support.dovecot_setup import DovecotUnavailable, config_text, dovecot_binary, run_as
+from tests.support.dovecot_setup import DovecotUnavailable, config_text, dovecot_binary, oauth2_text, run_as
+from tests.support.fake_introspection import FakeIntrospection
 from tests.support.loopback import HOST, free_port
 
 START_TIMEOUT = 10.0
@@ -43,14 +44,18 @@ _user_seq = itertools.count(1)
 class DovecotServer:
     """A running private Dovecot: ``host``/``port`` for clients, helpers for test setup.
 
-    Built by :func:`dovecot_server`, which owns start and stop.
+    Built by :func:`dovecot_server`, which owns start and stop. Passwords log in (PLAIN, LOGIN), and so do
+    bearer tokens (XOAUTH2, OAUTHBEARER) that ``introspection`` (a running FakeIntrospection), if given,
+    vouches for.
     """
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, introspection: FakeIntrospection | None = None):
         self.root = root
         self.host = HOST
         self.port = 0
+        self.introspection = introspection
         self.config_path = root / "dovecot.conf"
+        self.oauth2_path = root / "dovecot-oauth2.conf.ext"
         self.log_path = root / "dovecot.log"
         self.passwords: dict[str, str] = {}
         self._proc: subprocess.Popen | None = None
@@ -69,10 +74,14 @@ class DovecotServer:
         # mkdtemp makes it 0700; mail processes run as another uid and must reach mail/.
         self.root.chmod(0o755)
 
+        oauth2 = None
+        if self.introspection is not None:
+            self.oauth2_path.write_text(oauth2_text(self.introspection.url))
+            oauth2 = self.oauth2_path
         for attempt in range(attempts):
             self.port = free_port()
             self.config_path.write_text(config_text(self.root, self.port, login_user, internal_user, mail_uid,
-                                                     mail_gid))
+                                                     mail_gid, oauth2))
             self.log_path.write_text("")
             with (self.root / "stderr.log").open("wb") as stderr:
                 self._proc = subprocess.Popen(
@@ -296,14 +305,19 @@ class DovecotServer:
 
 @contextmanager
 def dovecot_server() -> Iterator[DovecotServer]:
-    """Start a private Dovecot in a temporary directory; stop it and delete everything on exit."""
+    """Start a private Dovecot in a temporary directory; stop it and delete everything on exit.
+
+    Its token introspection endpoint starts first: Dovecot's config names its URL.
+    """
     root = Path(tempfile.mkdtemp(prefix="seoinsight-dovecot-"))
-    server = DovecotServer(root)
+    introspection = FakeIntrospection().start()
+    server = DovecotServer(root, introspection)
     try:
         server.start()
         yield server
     finally:
         server.stop()
+        introspection.stop()
         shutil.rmtree(root, ignore_errors=True)
 
 

@@ -55,7 +55,9 @@ def ensure_system_users() -> None:
                            check=True, capture_output=True)
 
 
-def config_text(root: Path, port: int, login_user: str, internal_user: str, mail_uid: int, mail_gid: int) -> str:
+def config_text(root: Path, port: int, login_user: str, internal_user: str, mail_uid: int, mail_gid: int,
+                oauth2_args: Path | None = None) -> str:
+    """The whole config; with ``oauth2_args`` (``oauth2_text``'s file) bearer tokens log in too."""
     # Without root Dovecot can neither chroot nor hand sockets to other users or
     # groups: every process runs as the caller.
     as_root = os.geteuid() == 0
@@ -70,7 +72,7 @@ state_dir = {root}/state
 log_path = {root}/dovecot.log
 ssl = no
 disable_plaintext_auth = no
-auth_mechanisms = plain login
+auth_mechanisms = plain login{" xoauth2 oauthbearer" if oauth2_args else ""}
 # Tests log in with wrong passwords on purpose: answer at once.
 auth_failure_delay = 0
 default_internal_user = {internal_user}
@@ -85,9 +87,10 @@ mail_fsync = never
 # read on its first lookup.
 passdb {{
   driver = passwd-file
+  mechanisms = plain login
   args = scheme=PLAIN {root}/users/%u
 }}
-userdb {{
+{_oauth2_passdb(oauth2_args) if oauth2_args else ""}userdb {{
   driver = passwd-file
   args = {root}/users/%u
   default_fields = uid={mail_uid} gid={mail_gid} home={root}/home/%u
@@ -109,4 +112,30 @@ service imap-login {{
 service anvil {{
   {chroot}
 }}
+"""
+
+
+def _oauth2_passdb(args: Path) -> str:
+    return f"""\
+# Bearer tokens (XOAUTH2, OAUTHBEARER) are checked at the introspection endpoint only: a password never
+# reaches it, nor a token the passwd-file.
+passdb {{
+  driver = oauth2
+  mechanisms = xoauth2 oauthbearer
+  args = {args}
+}}
+"""
+
+
+def oauth2_text(introspection_url: str) -> str:
+    """The oauth2 passdb's settings: every token is introspected (RFC 7662, POST) at ``introspection_url``."""
+    return f"""\
+# Written by tests/support/dovecot_setup.py.
+introspection_mode = post
+introspection_url = {introspection_url}
+username_attribute = username
+active_attribute = active
+active_value = true
+# A hung endpoint fails the login within the tests' socket timeouts.
+timeout_msecs = 5000
 """

@@ -150,7 +150,9 @@ class MailboxAdmin(OrgScopedAdmin, admin.ModelAdmin):
                                          "site_target"]}),
         ]
         if obj and obj.auth != Auth.PASSWORD:
-            fieldsets.append(("Token", {"fields": ["token_detail", "cliff", "connect"]}))
+            # Connect changes the mailbox's grant: offered only to who may change the mailbox.
+            connect = ["connect"] if self.has_change_permission(request, obj) else []
+            fieldsets.append(("Token", {"fields": ["token_detail", "cliff", *connect]}))
         if obj:
             fieldsets.append(("Health", {"fields": ["health_badge", "last_polled_at", "last_success_at",
                                                     "consecutive_failures", "next_try_at", "last_error_at",

@@ -33,8 +33,18 @@ class MailboxFactory(factory.django.DjangoModelFactory):
         lambda mb: SiteTargetFactory(site__org=mb.org, url_prefix="https://shop.example/")
     )
 
+    class Params:
+        # API and OAuth mailboxes, not connected (no OAuthGrant): the settings' app unless client_id is given.
+        gmail_oauth = factory.Trait(provider="gmail", auth="oauth", host="", port=993, security="tls")
+        graph_oauth = factory.Trait(provider="graph", auth="oauth", host="", port=993, security="tls")
+        gmail_service = factory.Trait(provider="gmail", auth="service", host="", port=993, security="tls")
+        imap_oauth = factory.Trait(auth="oauth", oauth_provider="google", host="imap.gmail.com", port=993,
+                                   security="tls")
+
     @factory.post_generation
     def password(self, create, extracted, **kwargs):
+        if self.auth != "password":
+            return  # an OAuth or service mailbox keeps no password
         self.set_secret(extracted or "secret")
         if create:
             self.save(update_fields=["secret"])

@@ -1,0 +1,345 @@
+"""The admin's Connect: authorization code with PKCE against the loopback token endpoint of fake_oauth.
+
+The test plays the browser: the start view's redirect is followed to the fake's consent screen with
+``requests`` (it answers 302 to our callback with a code), and the callback is then requested through the
+Django test client, in the session that started it. The fake checks the PKCE verifier against the challenge
+and refuses a code used twice, so a flow that skipped either would fail here.
+"""
+
+import logging
+import time
+import urllib.parse
+from datetime import timedelta
+
+import pytest
+import requests
+from django.contrib.auth.models import Permission
+from django.urls import reverse
+from django.utils import timezone
+
+from mailpoll.models import GrantState, Mailbox, OAuthGrant
+from mailpoll.oauth_connect import SESSION_KEY, refusal
+from seoinsight import crypto
+from seoinsight.models import Membership
+from tests.factories import OrgFactory, UserFactory
+from tests.mailpoll.factories import MailboxFactory
+from tests.support.fake_oauth import CLIENT_ID, CLIENT_SECRET, FakeTokenEndpoint, pkce_challenge
+
+CALLBACK = reverse("admin:mailpoll_mailbox_oauth_callback")
+REDIRECT_URI = f"http://testserver{CALLBACK}"
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def google(settings):
+    fake = FakeTokenEndpoint("google").start()
+    settings.MAILPOLL_GOOGLE_AUTH_URL = f"{fake.uri.rsplit('/', 1)[0]}/auth"
+    settings.MAILPOLL_GOOGLE_TOKEN_URL = fake.uri
+    settings.MAILPOLL_GOOGLE_CLIENT_ID, settings.MAILPOLL_GOOGLE_CLIENT_SECRET = CLIENT_ID, CLIENT_SECRET
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def microsoft(settings):
+    fake = FakeTokenEndpoint("microsoft").start()
+    settings.MAILPOLL_MICROSOFT_AUTHORITY = fake.uri.split("/organizations/")[0]
+    settings.MAILPOLL_MICROSOFT_TENANT = "organizations"
+    settings.MAILPOLL_MICROSOFT_CLIENT_ID, settings.MAILPOLL_MICROSOFT_CLIENT_SECRET = CLIENT_ID, CLIENT_SECRET
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def editor(client):
+    """A staff member of one org who may change its mailboxes, logged in; ``editor.org`` is that org."""
+    org = OrgFactory()
+    user = UserFactory(is_staff=True, org=org)
+    user.user_permissions.add(*Permission.objects.filter(codename__in=["view_mailbox", "change_mailbox"]))
+    client.force_login(user)
+    user.org = org
+    return user
+
+
+def connect_url(box) -> str:
+    return reverse("admin:mailpoll_mailbox_connect", args=[box.pk])
+
+
+def change_url(box) -> str:
+    return reverse("admin:mailpoll_mailbox_change", args=[box.pk])
+
+
+def query_of(url: str) -> dict:
+    return {k: v[0] for k, v in urllib.parse.parse_qs(urllib.parse.urlsplit(url).query).items()}
+
+
+def start(client, box) -> dict:
+    """Press Connect: the query of the authorization request our start view redirects to."""
+    response = client.get(connect_url(box))
+    assert response.status_code == 302, response
+    return {"url": response["Location"], **query_of(response["Location"])}
+
+
+def consent(authorization: dict) -> str:
+    """The user at the provider's consent screen: the callback URL (path and query) it redirects back to."""
+    answer = requests.get(authorization["url"], allow_redirects=False, timeout=10)
+    assert answer.status_code == 302, answer.text
+    back = urllib.parse.urlsplit(answer.headers["Location"])
+    assert f"{back.scheme}://{back.netloc}{back.path}" == REDIRECT_URI
+    return f"{back.path}?{back.query}"
+
+
+def finish(client, callback_url: str):
+    return client.get(callback_url, follow=True)
+
+
+def messages_of(response) -> list[str]:
+    return [str(m) for m in response.context["messages"]]
+
+
+def pending_in(client) -> dict:
+    return client.session.get(SESSION_KEY, {})
+
+
+def edit_pending(client, state: str, **changes) -> None:
+    session = client.session
+    session[SESSION_KEY][state].update(changes)
+    session.save()
+
+
+def test_connect_stores_an_active_encrypted_grant_and_makes_the_mailbox_due(client, editor, google):
+    box = MailboxFactory(org=editor.org, gmail_oauth=True, consecutive_failures=4, last_polled_at=timezone.now(),
+                         next_attempt_at=timezone.now() + timedelta(hours=1))
+
+    authorization = start(client, box)
+    verifier = pending_in(client)[authorization["state"]]["code_verifier"]
+    response = finish(client, consent(authorization))
+
+    assert {k: authorization[k] for k in ("client_id", "redirect_uri", "response_type", "scope",
+                                          "code_challenge_method", "access_type", "prompt")} == {
+        "client_id": CLIENT_ID, "redirect_uri": REDIRECT_URI, "response_type": "code",
+        "scope": "https://www.googleapis.com/auth/gmail.readonly", "code_challenge_method": "S256",
+        "access_type": "offline", "prompt": "consent"}
+    assert authorization["code_challenge"] == pkce_challenge(verifier) and len(verifier) >= 43
+    assert response.redirect_chain[-1][0] == change_url(box)
+    assert messages_of(response) == [f"{box.name} is connected to google: the next cycle of any running pollmail "
+                                     "polls it."]
+    grant = OAuthGrant.objects.get(mailbox=box)
+    (refresh_token,) = google.current_refresh_tokens()
+    assert (grant.provider, grant.state) == ("google", GrantState.ACTIVE)
+    assert crypto.decrypt(grant.refresh_token) == refresh_token and refresh_token not in grant.refresh_token
+    assert crypto.decrypt(grant.access_token) == google.issued[-1] and google.issued[-1] not in grant.access_token
+    assert grant.access_expires_at > timezone.now() + timedelta(minutes=50)
+    box.refresh_from_db()
+    assert (box.last_polled_at, box.next_attempt_at, box.consecutive_failures) == (None, None, 0)
+    assert pending_in(client) == {}  # used up
+    exchange = google.exchanges[-1]
+    assert (exchange["code_verifier"], exchange["redirect_uri"]) == (verifier, REDIRECT_URI)
+
+
+def test_a_microsoft_mailbox_asks_for_mail_read_and_offline_access(client, editor, microsoft):
+    box = MailboxFactory(org=editor.org, graph_oauth=True)
+
+    authorization = start(client, box)
+    response = finish(client, consent(authorization))
+
+    assert authorization["scope"] == "https://graph.microsoft.com/Mail.Read offline_access"
+    assert "access_type" not in authorization and "prompt" not in authorization
+    assert urllib.parse.urlsplit(authorization["url"]).path == "/organizations/oauth2/v2.0/authorize"
+    assert microsoft.exchanges[-1]["scope"] == authorization["scope"]
+    assert OAuthGrant.objects.get(mailbox=box).provider == "microsoft"
+    assert "is connected to microsoft" in messages_of(response)[0]
+
+
+def test_reconnecting_a_grant_that_needs_re_authorization_makes_it_active_again(client, editor, google):
+    box = MailboxFactory(org=editor.org, imap_oauth=True)
+    OAuthGrant.objects.create(mailbox=box, provider="google", state=GrantState.NEEDS_REAUTH,
+                              refresh_token=crypto.encrypt("1//dead"), authorized_at=timezone.now(),
+                              failure_reason="invalid_grant: Token has been expired or revoked.",
+                              failed_at=timezone.now())
+
+    finish(client, consent(start(client, box)))
+
+    grant = OAuthGrant.objects.get(mailbox=box)
+    assert (grant.state, grant.failure_reason, grant.failed_at) == (GrantState.ACTIVE, "", None)
+    assert crypto.decrypt(grant.refresh_token) == google.current_refresh_tokens()[0]
+
+
+@pytest.mark.parametrize("verifier", ["not-the-verifier-of-this-challenge", ""])
+def test_a_verifier_that_does_not_match_the_challenge_stores_nothing(client, editor, google, verifier):
+    box = MailboxFactory(org=editor.org, gmail_oauth=True)
+    authorization = start(client, box)
+    edit_pending(client, authorization["state"], code_verifier=verifier)
+
+    response = finish(client, consent(authorization))
+
+    assert not OAuthGrant.objects.filter(mailbox=box).exists()
+    (said,) = messages_of(response)
+    assert said.startswith("The google token endpoint refused the code: invalid_grant: Missing code verifier.")
+
+
+@pytest.mark.parametrize("tamper", ["unknown", "missing", "expired", "another user"])
+def test_a_state_that_is_not_this_sessions_live_one_stores_nothing(client, editor, google, tamper):
+    box = MailboxFactory(org=editor.org, gmail_oauth=True)
+    authorization = start(client, box)
+    callback = consent(authorization)
+    query = query_of(callback)
+    if tamper == "unknown":
+        query["state"] = "a" + query["state"][1:]
+    elif tamper == "missing":
+        del query["state"]
+    elif tamper == "expired":
+        edit_pending(client, authorization["state"], issued_at=time.time() - 11 * 60)
+    else:
+        edit_pending(client, authorization["state"], user=UserFactory(is_staff=True, org=editor.org).pk)
+
+    response = finish(client, f"{CALLBACK}?{urllib.parse.urlencode(query)}")
+
+    assert not OAuthGrant.objects.filter(mailbox=box).exists()
+    assert google.exchanges == []  # refused before the code went anywhere
+    assert response.redirect_chain[-1][0] == reverse("admin:mailpoll_mailbox_changelist")
+    assert "start Connect again" in messages_of(response)[0]
+
+
+def test_a_state_is_used_once(client, editor, google):
+    box = MailboxFactory(org=editor.org, gmail_oauth=True)
+    callback = consent(start(client, box))
+    finish(client, callback)
+    first = OAuthGrant.objects.get(mailbox=box).refresh_token
+
+    replay = finish(client, callback)
+
+    assert "unknown or was already used" in messages_of(replay)[0]
+    assert len(google.exchanges) == 1
+    assert OAuthGrant.objects.get(mailbox=box).refresh_token == first
+
+
+def test_a_state_from_another_browser_session_is_refused(client, editor, google, django_user_model):
+    from django.test import Client
+
+    box = MailboxFactory(org=editor.org, gmail_oauth=True)
+    callback = consent(start(client, box))
+    other = Client()
+    other.force_login(editor)  # the same user, another session: the state lives only in the first one
+
+    response = finish(other, callback)
+
+    assert "unknown or was already used" in messages_of(response)[0]
+    assert not OAuthGrant.objects.filter(mailbox=box).exists() and google.exchanges == []
+    assert query_of(callback)["state"] in pending_in(client)  # still usable where it was started
+
+
+def test_another_orgs_mailbox_is_a_404_for_start_and_callback(client, editor, google):
+    foreign = MailboxFactory(gmail_oauth=True)
+    assert client.get(connect_url(foreign)).status_code == 404
+
+    # Started while a member, finished after the membership is gone: the mailbox is out of reach.
+    other_org = foreign.org
+    Membership.objects.create(user=editor, org=other_org)
+    callback = consent(start(client, foreign))
+    Membership.objects.filter(user=editor, org=other_org).delete()
+
+    assert client.get(callback).status_code == 404
+    assert not OAuthGrant.objects.filter(mailbox=foreign).exists() and google.exchanges == []
+
+
+def test_a_view_only_user_cannot_start_connect(client, google):
+    box = MailboxFactory(gmail_oauth=True)
+    viewer = UserFactory(is_staff=True, org=box.org)
+    viewer.user_permissions.add(Permission.objects.get(codename="view_mailbox"))
+    client.force_login(viewer)
+
+    assert client.get(connect_url(box)).status_code == 403
+    assert "connect/" not in client.get(change_url(box)).content.decode()
+
+
+def test_a_refused_consent_says_so_and_stores_nothing(client, editor, google):
+    box = MailboxFactory(org=editor.org, gmail_oauth=True)
+    google.consent = "access_denied"
+
+    response = finish(client, consent(start(client, box)))
+
+    assert messages_of(response) == ["The consent was refused at the provider (access_denied) (The user denied "
+                                     "the request.): nothing was stored."]
+    assert not OAuthGrant.objects.filter(mailbox=box).exists() and google.exchanges == []
+
+
+def test_a_refused_exchange_names_the_providers_error_and_never_the_secret(client, editor, microsoft, settings):
+    box = MailboxFactory(org=editor.org, graph_oauth=True)
+    authorization = start(client, box)
+    settings.MAILPOLL_MICROSOFT_CLIENT_SECRET = "a-secret-the-endpoint-does-not-know"
+
+    response = finish(client, consent(authorization))
+
+    (said,) = messages_of(response)
+    assert said.startswith("The microsoft token endpoint refused the code: invalid_client: AADSTS7000215")
+    assert "the client secret is wrong" in said
+    assert "a-secret-the-endpoint-does-not-know" not in response.content.decode()
+    assert not OAuthGrant.objects.filter(mailbox=box).exists()
+
+
+def test_changing_the_oauth_app_between_start_and_callback_stores_nothing(client, editor, google, settings):
+    box = MailboxFactory(org=editor.org, gmail_oauth=True)
+    authorization = start(client, box)
+    Mailbox.objects.filter(pk=box.pk).update(provider="graph")
+
+    response = finish(client, consent(authorization))
+
+    assert "OAuth settings changed since Connect started" in messages_of(response)[0]
+    assert not OAuthGrant.objects.filter(mailbox=box).exists() and google.exchanges == []
+
+
+@pytest.mark.parametrize("fields, said", [
+    ({"gmail_service": True}, "Connect is for mailboxes with OAuth (user consent) auth only."),
+    ({}, "Connect is for mailboxes with OAuth (user consent) auth only."),
+])
+def test_connect_is_only_for_user_consent_mailboxes(client, editor, google, fields, said):
+    box = MailboxFactory(org=editor.org, **fields)
+
+    response = client.get(connect_url(box), follow=True)
+
+    assert messages_of(response) == [said] and pending_in(client) == {}
+
+
+def test_an_unconfigured_app_says_which_setting_is_missing(client, editor, settings):
+    settings.MAILPOLL_GOOGLE_CLIENT_ID = ""
+    box = MailboxFactory(org=editor.org, gmail_oauth=True)
+
+    response = client.get(connect_url(box), follow=True)
+
+    assert "set the mailbox's client id or MAILPOLL_GOOGLE_CLIENT_ID" in messages_of(response)[0]
+
+
+def test_no_code_verifier_or_token_is_logged_at_debug(client, editor, google, caplog):
+    caplog.set_level(logging.DEBUG)
+    box = MailboxFactory(org=editor.org, gmail_oauth=True)
+
+    authorization = start(client, box)
+    verifier = pending_in(client)[authorization["state"]]["code_verifier"]
+    callback = consent(authorization)
+    finish(client, callback)
+    finish(client, callback)  # the refused replay logs too
+
+    grant = OAuthGrant.objects.get(mailbox=box)
+    secrets_ = [query_of(callback)["code"], verifier, CLIENT_SECRET, crypto.decrypt(grant.refresh_token),
+                crypto.decrypt(grant.access_token)]
+    assert f"mailbox={box.pk} connected by user={editor.pk} (google)" in caplog.text
+    for secret in secrets_:
+        assert secret not in caplog.text
+
+
+@pytest.mark.parametrize("pending, user, age, refused", [
+    (None, 1, 0, "unknown or was already used"),
+    ({"mailbox": 5, "user": 2}, 1, 0, "started by another user"),
+    ({"mailbox": 5, "user": 1}, 1, 601, "expired"),
+    ({"mailbox": 5, "user": 1}, 1, -5, "expired"),  # issued "in the future": a forged or corrupted entry
+    ({"mailbox": 5, "user": 1}, 1, 599, None),
+])
+def test_refusal(pending, user, age, refused):
+    now = 10_000.0
+    entry = None if pending is None else {**pending, "issued_at": now - age}
+
+    why = refusal(entry, user_id=user, now=now)
+
+    assert why is None if refused is None else refused in why

@@ -1,16 +1,28 @@
-"""Generic IMAP through imapclient, over a bounded, interruptible connection (``transport``)."""
+"""Generic IMAP through imapclient, over a bounded, interruptible connection (``transport``).
+
+A mailbox with ``auth=password`` logs in with LOGIN; one with ``auth=oauth`` (Gmail or Outlook IMAP)
+authenticates with XOAUTH2, presenting the access token of its grant (``oauth_apps.token_for``). A token the
+server refuses is replaced once, on a new connection; a second refusal is the mailbox's error. Token
+trouble (a dead grant, a refresh that failed) is the token machinery's exception, left for the poller to
+record. No token is ever logged: imapclient redacts the AUTHENTICATE line, and the SASL response it is
+sent in is not logged at all.
+"""
 
 from __future__ import annotations
 
+import json
+import logging
 import ssl
 import threading
+from collections.abc import Callable
 from collections import OrderedDict
 from contextlib import contextmanager
 from datetime import date
 
 from imapclient.exceptions import IMAPClientAbortError, IMAPClientError, LoginError, ProtocolError
 
-from .. import conf
+from .. import conf, oauth_apps
+from ..models import Auth
 from ..cursor import SEARCH_ALL, SEARCH_FROM_UID, SEARCH_NONE, SEARCH_SINCE, FolderStatus
 from . import register
 from .base import (
@@ -23,6 +35,8 @@ from .base import (
     RefusalEndedSession,
 )
 from .transport import BoundedIMAPClient, Channel, Limits, ResponseTooLarge
+
+logger = logging.getLogger(__name__)
 
 # Protocol lines around the largest literal a response may carry (FETCH items, UIDs, flags).
 RESPONSE_SLACK = 1024 * 1024
@@ -43,6 +57,28 @@ class ImapProvider(MailProvider):
 
     def connect(self) -> None:
         mb = self.mailbox
+        if mb.auth != Auth.OAUTH:
+            refusal = self._open(lambda client: client.login(mb.username, mb.get_secret()))
+            if refusal is not None:
+                raise ProviderError(f"IMAP login to {mb.host}:{mb.port} as {mb.username} failed: {refusal}")
+            return
+        # Outside _context: NeedsReauthorization and TokenRefreshError are the poller's to record as they are.
+        token = oauth_apps.token_for(mb)
+        mechanism = XOAuth2(mb.username, token)
+        if self._open(mechanism.login) is None:
+            return
+        logger.info("mailbox=%s %s:%s refused its XOAUTH2 token; retrying once with a fresh one", mb.pk,
+                    mb.host, mb.port)
+        mechanism = XOAuth2(mb.username, oauth_apps.token_for(mb, rejected=token))
+        refusal = self._open(mechanism.login)
+        if refusal is not None:
+            said = f" (its challenge: {mechanism.server_said})" if mechanism.server_said else ""
+            raise ProviderError(f"XOAUTH2 was refused for {mb.username} at {mb.host}:{mb.port}, a fresh token "
+                                f"too: {refusal}{said}")
+
+    def _open(self, login: Callable[[BoundedIMAPClient], object]) -> LoginError | None:
+        """Connect and ``login(client)``; the server's refusal, if it refused (then the connection is closed)."""
+        mb = self.mailbox
         timeout = conf.get("MAILPOLL_SOCKET_TIMEOUT")
         with self._context():
             try:
@@ -55,12 +91,13 @@ class ImapProvider(MailProvider):
                                                 timeout=timeout)
                 if mb.security == "starttls":
                     self.client.starttls(ssl.create_default_context())
-                self.client.login(mb.username, mb.get_secret())
+                login(self.client)
+                return None
             except LoginError as exc:
                 self.close()
                 if self.channel.reason is not None:
                     raise  # interrupted during the login: not the credentials' fault
-                raise ProviderError(f"IMAP login to {mb.host}:{mb.port} as {mb.username} failed: {exc}") from None
+                return exc
             except BaseException:
                 self.close()
                 raise
@@ -184,6 +221,59 @@ class ImapProvider(MailProvider):
                 # message file it cannot read), not the network failing: the poller reconnects and asks one by one.
                 raise RefusalEndedSession(f"{self._where()}: {exc}") from exc
             raise ProviderError(f"{self._where()}: {type(exc).__name__}: {exc}") from exc
+
+
+class XOAuth2:
+    """One XOAUTH2 exchange (Google's and Microsoft's SASL mechanism), as imaplib's ``authenticate`` drives it.
+
+    The token goes once, in answer to the server's first (empty) challenge. A refusal comes as a second
+    challenge carrying a JSON error, which XOAUTH2 wants answered with an empty response before the NO;
+    anything after that is aborted. (imapclient's ``oauth2_login`` answers every challenge with the token,
+    so a refused token would cross the wire twice.)
+
+    >>> mech = XOAuth2("ana@client.example", "ya29.t")
+    >>> mech(b"")
+    b'user=ana@client.example\\x01auth=Bearer ya29.t\\x01\\x01'
+    >>> mech(b'{"status":"401","schemes":"bearer","scope":"mail"}'), mech.server_said
+    (b'', 'status 401, scope mail')
+    >>> mech(b"more?") is None
+    True
+    """
+
+    # The JSON of a refusal is the server's: read only if short, and only these fields, this much of each.
+    ERROR_FIELDS, FIELD_MAX, CHALLENGE_MAX = ("status", "scope"), 100, 4096
+
+    def __init__(self, user: str, access_token: str):
+        self._response = f"user={user}\1auth=Bearer {access_token}\1\1".encode()
+        self._step = 0
+        self.server_said = ""
+
+    def __repr__(self) -> str:
+        return f"<XOAuth2 step {self._step}>"  # never the token
+
+    def __call__(self, challenge: bytes) -> bytes | None:
+        self._step += 1
+        if self._step == 1:
+            return self._response
+        if self._step == 2:
+            if len(challenge) <= self.CHALLENGE_MAX:
+                self.server_said = _refusal_said(challenge, self.ERROR_FIELDS, self.FIELD_MAX)
+            return b""
+        return None  # imaplib sends "*": the exchange is over, whatever the server goes on asking
+
+    def login(self, client: BoundedIMAPClient) -> None:
+        client.sasl_login("XOAUTH2", self)
+
+
+def _refusal_said(challenge: bytes, fields: tuple[str, ...], limit: int) -> str:
+    """What an XOAUTH2 error challenge says, for the mailbox's error: ``status 401, scope mail``, or ""."""
+    try:
+        said = json.loads(challenge)
+    except (ValueError, RecursionError):
+        return ""
+    if not isinstance(said, dict):
+        return ""
+    return ", ".join(f"{key} {str(said[key])[:limit]}" for key in fields if key in said)
 
 
 class _RealSizes:

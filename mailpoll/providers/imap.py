@@ -65,16 +65,28 @@ class ImapProvider(MailProvider):
         # Outside _context: NeedsReauthorization and TokenRefreshError are the poller's to record as they are.
         token = oauth_apps.token_for(mb)
         mechanism = XOAuth2(mb.username, token)
-        if self._open(mechanism.login) is None:
+        if self._open(self._xoauth2(mechanism)) is None:
             return
         logger.info("mailbox=%s %s:%s refused its XOAUTH2 token; retrying once with a fresh one", mb.pk,
                     mb.host, mb.port)
         mechanism = XOAuth2(mb.username, oauth_apps.token_for(mb, rejected=token))
-        refusal = self._open(mechanism.login)
+        refusal = self._open(self._xoauth2(mechanism))
         if refusal is not None:
             said = f" (its challenge: {mechanism.server_said})" if mechanism.server_said else ""
             raise ProviderError(f"XOAUTH2 was refused for {mb.username} at {mb.host}:{mb.port}, a fresh token "
                                 f"too: {refusal}{said}")
+
+    def _xoauth2(self, mechanism: XOAuth2) -> Callable[[BoundedIMAPClient], object]:
+        def login(client: BoundedIMAPClient) -> None:
+            # A server that does not offer XOAUTH2 is a misconfigured mailbox: it gets no token at all.
+            if not client.has_capability("AUTH=XOAUTH2"):
+                offered = sorted(c.decode(errors="replace")[5:] for c in client.capabilities()
+                                 if c.upper().startswith(b"AUTH="))
+                raise ProviderError(f"{self._where()} does not offer XOAUTH2 (only {', '.join(offered) or 'LOGIN'}): "
+                                    f"OAuth needs Google's or Microsoft's IMAP (imap.gmail.com, outlook.office365.com)")
+            mechanism.login(client)
+
+        return login
 
     def _open(self, login: Callable[[BoundedIMAPClient], object]) -> LoginError | None:
         """Connect and ``login(client)``; the server's refusal, if it refused (then the connection is closed)."""

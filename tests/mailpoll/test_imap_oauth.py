@@ -169,6 +169,34 @@ def test_a_dead_grant_needs_reauthorization_and_stops_being_polled(dovecot, oaut
     assert fake.refreshes == refreshes
 
 
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_a_grant_revoked_behind_a_refused_token_needs_reauthorization(dovecot, oauth_mailbox, flavour):
+    """The user withdrew consent: the server refuses the token, and the refresh that follows is refused too."""
+    mailbox, fake = oauth_mailbox(flavour)
+    poll_now(mailbox)
+    fake.revoke(fake.current_refresh_tokens()[0])  # the rotated one, for Microsoft
+    dovecot.introspection.refuse(fake.issued[-1])
+
+    poll_now(mailbox)
+    assert fake.refreshes == 2 and grant_of(mailbox).state == GrantState.NEEDS_REAUTH
+    assert f"mailbox={mailbox.pk} needs re-authorization ({flavour})" in mailbox.last_error
+    assert Poller().cycle() == []
+
+
+def test_a_server_without_xoauth2_gets_no_token_and_is_named(fake_imap, issuer):
+    server = fake_imap()  # offers AUTH=PLAIN only
+    fake = issuer("google")
+    mailbox = MailboxFactory(host=server.host, port=server.port, security="none", username="agent",
+                             auth="oauth", oauth_provider="google")
+    connect(mailbox, "google", refresh_token=fake.grant())
+
+    poll_now(mailbox)
+    assert mailbox.last_error == (f"127.0.0.1:{server.port} does not offer XOAUTH2 (only PLAIN): OAuth needs "
+                                  "Google's or Microsoft's IMAP (imap.gmail.com, outlook.office365.com)")
+    assert "AUTHENTICATE" not in server.commands and "LOGIN" not in server.commands
+    assert fake.refreshes == 1  # the token was obtained, never presented, and is not wasted on a retry
+
+
 def test_a_mailbox_nobody_connected_says_so_and_is_not_claimed(dovecot, issuer):
     issuer("google")
     user, _ = dovecot.add_user()

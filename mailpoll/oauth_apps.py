@@ -100,8 +100,23 @@ def credentials_problem(mailbox: Mailbox) -> str:
 
 
 def refresh_for(mailbox: Mailbox) -> Refresh:
-    """How the mailbox's grant is refreshed: RFC 6749 §6 at its issuer's token endpoint."""
+    """How the mailbox's grant is refreshed: RFC 6749 §6 at its issuer's token endpoint.
+
+    A Graph mailbox's grant is refreshed through msal instead, which keeps its account and refresh token in a
+    serialized cache that ``oauth`` stores encrypted on the grant (the rotated refresh token inside).
+    """
     app = app_for(mailbox)
+    if app.issuer == OAuthProvider.MICROSOFT and mailbox.provider == Provider.GRAPH:
+        if not app.client_secret:
+            raise NotConfigured(f"mailbox={mailbox.pk} has no client secret: set the mailbox's app secret or "
+                                "MAILPOLL_MICROSOFT_CLIENT_SECRET")
+        from .providers.graph_auth import GraphApp, MsalRefresh, new_session  # msal: only for Graph mailboxes
+
+        graph_app = GraphApp(app.tenant, app.client_id, app.client_secret,
+                             authority_host=conf.get("MAILPOLL_MICROSOFT_AUTHORITY"))
+        # msal adds offline_access (and openid, profile) itself, and refuses them from the caller.
+        scopes = [scope for scope in app.scopes if scope != "offline_access"]
+        return MsalRefresh(graph_app, new_session(conf.get("MAILPOLL_API_CA_BUNDLE") or True), scopes)
     # Microsoft wants the scopes again on a refresh; Google ignores them.
     return TokenEndpoint(app.token_url, app.client_id, app.client_secret,
                          scope=app.scope if app.issuer == OAuthProvider.MICROSOFT else "")

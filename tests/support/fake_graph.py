@@ -4,10 +4,17 @@ One HTTPS server on 127.0.0.1 (msal accepts only https authorities) with a
 certificate made per run for that address: clients trust it through
 ``ca_file`` alone, so TLS stays verified. It serves the authority's OpenID
 configuration and token endpoint (client credentials; refresh token with
-rotation, revocation, short-lived access tokens) and, under ``/v1.0``, message delta per folder,
-a message's internet headers, and its MIME ``$value``. Knobs: page size, a
-410 on a given delta page, expired tokens, throttling answers, a slow
-``$value`` (to see concurrency), a revoked grant.
+strict rotation, revocation, short-lived access tokens) and, under ``/v1.0``, message delta per
+folder, a message's internet headers, and its MIME ``$value``. Knobs: page size, a
+410 on a given delta page, expired tokens (also from a given request on), throttling
+answers, a slow ``$value`` (to see concurrency) or refresh (to see two in flight), a
+revoked grant.
+
+Rotation is strict: a refresh token that was rotated out is refused from then on
+(``invalid_grant``, AADSTS70000), stricter than Microsoft, so a refresh that raced a
+rotation, or a rotated token that was not saved, shows up instead of passing by luck.
+A folder exists once a message was added to it, or by its well-known name; any other
+answers as Graph does: 404 ErrorItemNotFound for an id, 400 ErrorInvalidIdMalformed for a name.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ CLIENT_ID = "11111111-2222-3333-4444-555555555555"
 CLIENT_SECRET = "graph-client-secret-do-not-log"
 USER = "inbox@contoso.test"
 PID_TAG_MESSAGE_SIZE = "Integer 0x0E08"
+WELL_KNOWN = frozenset({"inbox", "archive", "deleteditems", "drafts", "junkemail", "sentitems"})
 
 
 def _tls_files(directory: Path) -> tuple[Path, Path, Path]:
@@ -102,6 +110,10 @@ class FakeGraph:
         self.gone_on_page: int | None = None  # the delta request with this 1-based number answers 410
         self.throttle: list[tuple[int, str | None]] = []  # (status, Retry-After) answered before anything else
         self.value_delay = 0.0  # seconds each $value answer takes
+        self.refresh_delay = 0.0  # seconds each refresh-token grant takes (outside the lock: two in flight)
+        # The Graph request with this 1-based number (throttled answers not counted) finds every access token
+        # issued so far expired: a 401 in the middle of a poll.
+        self.expire_access_on_request: int | None = None
         self.access_ttl = 3600
         self.revoked: str | None = None  # an AADSTS reason: every refresh-token grant is refused with it
         self.deleted: set[str] = set()  # ids still listed by delta but whose content is gone (404)
@@ -111,8 +123,9 @@ class FakeGraph:
         self.peak_inflight = 0
         self._states: dict[str, tuple] = {}
         self._access: dict[str, float] = {}  # access token -> expiry (epoch)
-        self._refresh: set[str] = set()
+        self._refresh: dict[str, str] = {}  # refresh token -> "live" | "rotated"
         self._delta_requests = 0
+        self._graph_requests = 0
         self._serial = 0
         self._lock = threading.Lock()
         self._dir = tempfile.TemporaryDirectory(prefix="fake-graph-")
@@ -164,8 +177,18 @@ class FakeGraph:
         """A refresh token the endpoint accepts, as a user's consent at Connect time would give one."""
         token = f"rt-{secrets.token_urlsafe(24)}"
         with self._lock:
-            self._refresh.add(token)
+            self._refresh[token] = "live"
         return token
+
+    def live_refresh_tokens(self) -> list[str]:
+        """The refresh tokens the endpoint still accepts (the newest of each rotation chain)."""
+        with self._lock:
+            return [token for token, fate in self._refresh.items() if fate == "live"]
+
+    def grants_of(self, grant_type: str) -> list[dict]:
+        """The accepted token requests of one grant type (``client_credentials``, ``refresh_token``)."""
+        with self._lock:
+            return [form for form in self.token_grants if form.get("grant_type") == grant_type]
 
     @property
     def issued(self) -> list[str]:
@@ -198,6 +221,8 @@ class FakeGraph:
         grant = form.get("grant_type")
         if form.get("client_id") != CLIENT_ID or form.get("client_secret") != CLIENT_SECRET:
             return 401, {"error": "invalid_client", "error_description": "AADSTS7000215: Invalid client secret."}
+        if grant == "refresh_token":
+            time.sleep(self.refresh_delay)
         with self._lock:
             self.token_grants.append(form)
             if grant == "client_credentials":
@@ -206,18 +231,32 @@ class FakeGraph:
                 if self.revoked:
                     return 400, {"error": "invalid_grant", "error_description": self.revoked,
                                  "error_codes": [int(self.revoked.split(":")[0].removeprefix("AADSTS"))]}
-                if form.get("refresh_token") not in self._refresh:
+                if self._refresh.get(form.get("refresh_token")) != "live":
                     return 400, {"error": "invalid_grant", "error_description": "AADSTS70000: unknown grant.",
                                  "error_codes": [70000]}
                 rotated = f"rt-{secrets.token_urlsafe(24)}"  # Microsoft rotates on every refresh
-                self._refresh.add(rotated)
+                self._refresh[form["refresh_token"]] = "rotated"
+                self._refresh[rotated] = "live"
                 return 200, self._token_answer(rotated)
         return 400, {"error": "unsupported_grant_type", "error_description": str(grant)}
 
     def authorized(self, header: str | None) -> bool:
         token = (header or "").removeprefix("Bearer ")
         with self._lock:
+            self._graph_requests += 1
+            if self._graph_requests == self.expire_access_on_request:
+                self._access = dict.fromkeys(self._access, 0.0)
             return self._access.get(token, 0) > time.time()
+
+    def folder_error(self, folder: str) -> tuple[int, dict] | None:
+        """Graph's answer for a folder the mailbox does not have; None if it has it."""
+        with self._lock:
+            if folder in self.folders or folder in WELL_KNOWN:
+                return None
+        if folder.startswith("AAMk"):
+            return 404, {"error": {"code": "ErrorItemNotFound", "message": "The specified object was not found in "
+                                                                            "the store."}}
+        return 400, {"error": {"code": "ErrorInvalidIdMalformed", "message": "Id is malformed."}}
 
     def delta(self, folder: str, query: dict, prefer: str) -> tuple[int, dict]:
         with self._lock:
@@ -327,6 +366,9 @@ def _handler(fake: FakeGraph):
                 if fake.refuse_delta:
                     status, code = fake.refuse_delta
                     return self._json(status, {"error": {"code": code, "message": "Access is denied."}})
+                missing = fake.folder_error(parts[5])
+                if missing:
+                    return self._json(*missing)
                 return self._json(*fake.delta(parts[5], query, self.headers.get("Prefer", "")))
             message = fake.message(parts[5]) if len(parts) >= 6 and parts[4] == "messages" else None
             if message is None:

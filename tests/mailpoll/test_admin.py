@@ -375,3 +375,119 @@ def test_every_column_sorts(admin_client, url):
         for order in (str(column), f"-{column}"):
             response = admin_client.get(url, {"o": order})
             assert response.status_code == 200 and listed(response), f"sorting by column {order}"
+
+
+# -- API and OAuth mailboxes in the form -------------------------------------------------------------------
+
+def service_key(**fields) -> str:
+    import json
+
+    key = {"type": "service_account", "client_email": "reader@project.iam.gserviceaccount.com",
+           "private_key": "-----BEGIN PRIVATE KEY-----\nMIIEv-plaintext-key\n-----END PRIVATE KEY-----\n", **fields}
+    return json.dumps({k: v for k, v in key.items() if v is not None})
+
+
+def api_data(org, provider="gmail", auth="oauth", **overrides) -> dict:
+    return form_data(org, **{"provider": provider, "auth": auth, "password": "", **overrides})
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("overrides, field, message", [
+    ({"auth": "password"}, "auth", "Gmail API takes OAuth (user consent) or Service account / app-only."),
+    ({"provider": "imap", "auth": "service"}, "auth", "IMAP takes Password or OAuth (user consent)."),
+    ({"provider": "imap"}, "oauth_provider", "IMAP with OAuth needs whose tokens the server takes"),
+    ({"provider": "imap", "oauth_provider": "google", "host": ""}, "host", "An IMAP mailbox needs its server."),
+    ({"auth": "service"}, "new_app_secret", "A Gmail service account needs its JSON key here"),
+    ({"auth": "service", "new_app_secret": "{not json"}, "new_app_secret", "This is not a JSON key"),
+    ({"auth": "service", "new_app_secret": service_key(private_key=None)}, "new_app_secret",
+     "This JSON is not a service account key: it lacks private_key."),
+    ({"auth": "service", "new_app_secret": "[1, 2]"}, "new_app_secret", "it lacks client_email, private_key"),
+    ({"new_app_secret": "a-client-secret"}, "new_app_secret", "A client secret is used only with the mailbox's own"),
+    ({"provider": "graph", "client_id": "my-app"}, "new_app_secret", "The mailbox's own client id needs its client "
+                                                                     "secret"),
+    ({"tenant": "contoso.onmicrosoft.com"}, "tenant", "A tenant is Microsoft's only"),
+    ({"provider": "graph", "auth": "service"}, "tenant", "App-only access needs the organisation's tenant id"),
+    ({"provider": "imap", "auth": "password", "password": PASSWORD, "client_id": "x"}, "auth",
+     "Password auth uses no OAuth app"),
+])
+def test_the_form_refuses_an_api_or_oauth_mailbox_with_a_message_that_says_why(overrides, field, message):
+    form = MailboxForm(data=api_data(OrgFactory(), **overrides))
+
+    assert not form.is_valid()
+    assert any(message in error for error in form.errors.get(field, [])), form.errors
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("overrides", [
+    {},  # Gmail with the settings' OAuth app
+    {"provider": "graph", "client_id": "my-app", "new_app_secret": "its-secret", "tenant": "contoso.example"},
+    {"provider": "graph", "auth": "service", "tenant": "contoso.onmicrosoft.com"},
+    {"auth": "service", "new_app_secret": service_key()},
+    {"provider": "imap", "oauth_provider": "microsoft", "host": "outlook.office365.com", "security": "tls",
+     "port": "993"},
+])
+def test_an_api_or_oauth_mailbox_needs_no_password_and_ignores_the_imap_server(overrides):
+    fields = {"host": "imap.example.com", "security": "none", "port": "143", **overrides}
+    form = MailboxForm(data=api_data(OrgFactory(), **fields))
+
+    assert form.is_valid(), form.errors
+    box = form.save()
+    assert box.secret == ""
+    if box.provider != "imap":
+        assert (box.host, box.port, box.security, box.oauth_provider) == ("", 993, "tls", "")
+    assert box.get_app_secret() == overrides.get("new_app_secret", "")
+
+
+@pytest.mark.django_db
+def test_a_service_account_key_is_stored_encrypted_and_never_rendered_back(admin_client):
+    org, key = OrgFactory(), service_key()
+
+    refused = admin_client.post(MAILBOX_ADD_URL, api_data(org, auth="service", new_app_secret=key, folders=""))
+    assert refused.status_code == 200 and "MIIEv-plaintext-key" not in refused.content.decode()
+    response = admin_client.post(MAILBOX_ADD_URL, api_data(org, auth="service", new_app_secret=key))
+
+    assert response.status_code == 302, response.context["adminform"].form.errors
+    box = Mailbox.objects.get(org=org)
+    assert box.get_app_secret() == key and "MIIEv-plaintext-key" not in box.app_secret
+    html = admin_client.get(reverse("admin:mailpoll_mailbox_change", args=[box.pk])).content.decode()
+    assert "MIIEv-plaintext-key" not in html and box.app_secret not in html
+    assert "stored (encrypted)" in html and "nothing to connect" in html
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("moved", [{"tenant": "fabrikam.example"}, {"client_id": "another-app"},
+                                   {"auth": "service"}, {"provider": "gmail", "tenant": ""}])
+def test_changing_whose_app_it_is_needs_the_app_secret_again_and_drops_the_grant(admin_client, moved):
+    from mailpoll.models import OAuthGrant
+
+    box = MailboxFactory(graph_oauth=True, client_id="my-app", tenant="contoso.example", initial_mode="new-only",
+                         site_target=None, name="intake", username="reports@example.com")
+    box.set_app_secret("the-stored-secret")
+    box.save()
+    OAuthGrant.objects.create(mailbox=box, provider="microsoft", refresh_token="x", authorized_at=timezone.now())
+    url = reverse("admin:mailpoll_mailbox_change", args=[box.pk])
+    data = {**change_data(box, provider="graph", auth="oauth", client_id="my-app", tenant="contoso.example"),
+            **moved}
+
+    refused = admin_client.post(url, data)
+
+    assert "type the app secret again for the new app" in refused.context["adminform"].form.errors["new_app_secret"][0]
+    box.refresh_from_db()
+    assert box.get_app_secret() == "the-stored-secret" and OAuthGrant.objects.filter(mailbox=box).exists()
+
+    retyped = admin_client.post(url, {**data, "new_app_secret": service_key() if "auth" in moved else "new-secret"},
+                                follow=True)
+    assert retyped.status_code == 200 and not OAuthGrant.objects.filter(mailbox=box).exists()
+    assert any("the mailbox's OAuth grant was removed; connect it again" in str(m) for m in retyped.context["messages"])
+
+
+@pytest.mark.django_db
+def test_moving_an_imap_mailbox_to_an_api_drops_its_password(admin_client):
+    box = mailbox()
+    url = reverse("admin:mailpoll_mailbox_change", args=[box.pk])
+
+    response = admin_client.post(url, change_data(box, provider="gmail", auth="oauth"))
+
+    assert response.status_code == 302, response.context["adminform"].form.errors
+    box.refresh_from_db()
+    assert (box.provider, box.auth, box.secret, box.host) == ("gmail", "oauth", "", "")

@@ -343,3 +343,124 @@ def test_refusal(pending, user, age, refused):
     why = refusal(entry, user_id=user, now=now)
 
     assert why is None if refused is None else refused in why
+
+
+# -- What the mailbox's admin page says about its token ---------------------------------------------------
+
+ACCESS, REFRESH, APP_SECRET = "ya29.plaintext-access-token", "1//plaintext-refresh-token", "plaintext-app-secret"
+
+
+def grant(box, *, days_ago: float = 0, refreshed_days_ago: float | None = None, **fields) -> OAuthGrant:
+    now = timezone.now()
+    fields = {"provider": box.issuer, "refresh_token": crypto.encrypt(REFRESH), "access_token": crypto.encrypt(ACCESS),
+              "access_expires_at": now + timedelta(minutes=30), "authorized_at": now - timedelta(days=days_ago),
+              "last_refreshed_at": None if refreshed_days_ago is None else now - timedelta(days=refreshed_days_ago),
+              **fields}
+    return OAuthGrant.objects.create(mailbox=box, **fields)
+
+
+def page(client, box) -> str:
+    response = client.get(change_url(box))
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+@pytest.mark.parametrize("state, build, shown", [
+    ("active", lambda box: grant(box, refreshed_days_ago=0.01), ["Active", "connected", "last refreshed",
+                                                                 ">Reconnect<"]),
+    ("needs re-authorization", lambda box: grant(
+        box, state=GrantState.NEEDS_REAUTH, access_token="", access_expires_at=None, failed_at=timezone.now(),
+        failure_reason="invalid_grant: Token has been expired or revoked."),
+     ["Needs re-authorization", "invalid_grant: Token has been expired or revoked.", "just now",
+      "Not polled until someone reconnects it", ">Reconnect<"]),
+    ("not connected", lambda box: None, ["Not connected", "Not polled until someone connects it", ">Connect<"]),
+])
+def test_the_page_shows_the_token_state(admin_client, state, build, shown):
+    box = MailboxFactory(gmail_oauth=True, client_id=CLIENT_ID)
+    box.set_app_secret(APP_SECRET)
+    box.save()
+    build(box)
+
+    html = page(admin_client, box)
+
+    for text in ("Gmail API", "OAuth (user consent)", *shown):
+        assert text in html, text
+    raw = Mailbox.objects.values_list("app_secret", flat=True).get(pk=box.pk)
+    for secret in (ACCESS, REFRESH, APP_SECRET, raw, crypto.encrypt(REFRESH)[:20]):
+        assert secret not in html
+
+
+@pytest.mark.parametrize("issuer_fields, days_ago, refreshed, said", [
+    ({"graph_oauth": True}, 80, None, "Microsoft revokes a refresh token unused for 90 days; poll the mailbox"),
+    ({"graph_oauth": True}, 95, None, "the refresh token expired around"),
+    ({"gmail_oauth": True}, 6, None, "publishing status is Testing, the refresh token expires around"),
+])
+def test_the_page_warns_ahead_of_a_known_cliff(admin_client, issuer_fields, days_ago, refreshed, said):
+    box = MailboxFactory(**issuer_fields)
+    grant(box, days_ago=days_ago, refreshed_days_ago=refreshed)
+
+    assert said in page(admin_client, box)
+
+
+@pytest.mark.parametrize("days_ago, refreshed", [(1, None), (30, 20), (30, 0.5)])
+def test_no_cliff_warning_far_from_any_cliff(admin_client, days_ago, refreshed):
+    """A Google grant refreshed after its seventh day has proved its app is not a testing one."""
+    box = MailboxFactory(gmail_oauth=True)
+    grant(box, days_ago=days_ago, refreshed_days_ago=refreshed)
+
+    html = page(admin_client, box)
+
+    assert "refresh token expire" not in html and "Testing" not in html
+
+
+def test_the_page_shows_an_api_cursor_shortened_and_its_resyncs(admin_client):
+    from mailpoll.models import FolderCursor
+
+    box = MailboxFactory(graph_oauth=True)
+    position = "https://graph.microsoft.com/v1.0/users/u/mailFolders/inbox/messages/delta?$deltatoken=" + "x" * 200
+    FolderCursor.objects.create(mailbox=box, folder="inbox", position=position, resyncs=2,
+                                resync_reason="410 SyncStateNotFound", resync_started_at=timezone.now(),
+                                last_sync_ts=timezone.now())
+
+    html = page(admin_client, box)
+
+    assert f"{position[:24]}…</code>" in html
+    assert "resyncing since" in html and "2 resyncs: last 410 SyncStateNotFound" in html
+
+
+def test_the_changelist_shows_provider_and_token_state_and_filters_by_it(admin_client):
+    active = MailboxFactory(name="active", gmail_oauth=True)
+    grant(active)
+    dead = MailboxFactory(name="dead", graph_oauth=True)
+    grant(dead, state=GrantState.NEEDS_REAUTH, access_token="", access_expires_at=None, failed_at=timezone.now(),
+          failure_reason="invalid_grant: AADSTS700082")
+    fresh = MailboxFactory(name="fresh", imap_oauth=True)
+    MailboxFactory(name="imap")
+    url = reverse("admin:mailpoll_mailbox_changelist")
+
+    html = admin_client.get(url).content.decode()
+
+    for text in ("Gmail API, OAuth (user consent)", "IMAP, Password", ">Active<", ">Needs re-authorization<",
+                 ">Not connected<", 'title="invalid_grant: AADSTS700082"'):
+        assert text in html, text
+    assert ACCESS not in html and REFRESH not in html
+
+    def listed(token):
+        return {m.pk for m in admin_client.get(url, {"token": token}).context["cl"].result_list}
+
+    assert (listed("active"), listed("needs_reauth"), listed("not_connected")) == ({active.pk}, {dead.pk},
+                                                                                   {fresh.pk})
+
+
+def test_poll_now_says_a_mailbox_needing_re_authorization_is_not_polled(admin_client):
+    dead = MailboxFactory(name="dead", graph_oauth=True)
+    grant(dead, state=GrantState.NEEDS_REAUTH, access_token="", access_expires_at=None, failed_at=timezone.now(),
+          failure_reason="invalid_grant")
+    live = MailboxFactory(name="live", gmail_oauth=True)
+    grant(live)
+
+    response = admin_client.post(reverse("admin:mailpoll_mailbox_changelist"),
+                                 {"action": "poll_now", "_selected_action": [dead.pk, live.pk]}, follow=True)
+
+    assert messages_of(response)[1] == ("dead: needs re-authorization or not connected, so it will not be polled "
+                                        "until someone reconnects it (Connect on its page).")

@@ -177,7 +177,6 @@ class MailboxForm(forms.ModelForm):
             self.add_error("oauth_provider", "IMAP with OAuth needs whose tokens the server takes: Google (Gmail "
                            "IMAP) or Microsoft (Outlook IMAP).")
         if auth != Auth.PASSWORD:
-            data["oauth_provider"] = data.get("oauth_provider", "")
             return
         data["oauth_provider"] = ""
         if not data.get("password") and (not self.instance.pk or self.instance.auth != Auth.PASSWORD):

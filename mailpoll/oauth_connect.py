@@ -96,6 +96,18 @@ def refusal(pending: Mapping | None, *, user_id: int, now: float) -> str | None:
     return None
 
 
+def kept_pending(pending: Mapping[str, Mapping], *, now: float, room_for: int = 0) -> dict:
+    """The session's pending authorizations still in their lifetime, the newest ``MAX_PENDING - room_for``.
+
+    >>> kept_pending({"old": {"issued_at": 0.0}, "new": {"issued_at": 900.0}}, now=1000.0)
+    {'new': {'issued_at': 900.0}}
+    """
+    lifetime = STATE_LIFETIME.total_seconds()
+    live = {state: entry for state, entry in pending.items() if now - lifetime <= entry.get("issued_at", -1.0) <= now}
+    newest = sorted(live, key=lambda state: live[state]["issued_at"], reverse=True)[:max(0, MAX_PENDING - room_for)]
+    return {state: live[state] for state in newest}
+
+
 def app_fingerprint(app: OAuthApp) -> str:
     """What the consent was asked of: the issuer, client, tenant and token endpoint (no secret)."""
     return "|".join((app.issuer, app.client_id, app.tenant, app.token_url))
@@ -155,10 +167,7 @@ class ConnectViews:
         verifier, challenge = pkce_pair()
         state = secrets.token_urlsafe(32)
         redirect_uri = request.build_absolute_uri(reverse("admin:mailpoll_mailbox_oauth_callback"))
-        pending = {k: v for k, v in request.session.get(SESSION_KEY, {}).items()
-                   if refusal(v, user_id=v.get("user"), now=time.time()) is None}
-        for old in sorted(pending, key=lambda s: pending[s]["issued_at"])[:max(0, len(pending) - MAX_PENDING + 1)]:
-            del pending[old]
+        pending = kept_pending(request.session.get(SESSION_KEY, {}), now=time.time(), room_for=1)
         pending[state] = {"mailbox": mailbox.pk, "user": request.user.pk, "code_verifier": verifier,
                           "issued_at": time.time(), "redirect_uri": redirect_uri, "app": app_fingerprint(app)}
         request.session[SESSION_KEY] = pending

@@ -4,8 +4,8 @@ A mailbox with ``auth=password`` logs in with LOGIN; one with ``auth=oauth`` (Gm
 authenticates with XOAUTH2, presenting the access token of its grant (``oauth_apps.token_for``). A token the
 server refuses is replaced once, on a new connection; a second refusal is the mailbox's error. Token
 trouble (a dead grant, a refresh that failed) is the token machinery's exception, left for the poller to
-record. No token is ever logged: imapclient redacts the AUTHENTICATE line, and the SASL response it is
-sent in is not logged at all.
+record. No token is logged, even at DEBUG: imaplib logs the AUTHENTICATE command (which carries no token,
+imaplib sending no initial response) and only the size of the SASL response that does.
 """
 
 from __future__ import annotations
@@ -14,16 +14,16 @@ import json
 import logging
 import ssl
 import threading
-from collections.abc import Callable
 from collections import OrderedDict
+from collections.abc import Callable
 from contextlib import contextmanager
 from datetime import date
 
 from imapclient.exceptions import IMAPClientAbortError, IMAPClientError, LoginError, ProtocolError
 
 from .. import conf, oauth_apps
-from ..models import Auth
 from ..cursor import SEARCH_ALL, SEARCH_FROM_UID, SEARCH_NONE, SEARCH_SINCE, FolderStatus
+from ..models import Auth
 from . import register
 from .base import (
     FolderError,
@@ -69,6 +69,7 @@ class ImapProvider(MailProvider):
             return
         logger.info("mailbox=%s %s:%s refused its XOAUTH2 token; retrying once with a fresh one", mb.pk,
                     mb.host, mb.port)
+        # A new connection: some servers end the session after a failed AUTHENTICATE.
         mechanism = XOAuth2(mb.username, oauth_apps.token_for(mb, rejected=token))
         refusal = self._open(self._xoauth2(mechanism))
         if refusal is not None:

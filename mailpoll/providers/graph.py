@@ -126,9 +126,12 @@ class GraphSource:
         self._user_url = f"{self.graph_url}/users/{_segment(user)}"
 
     def interrupt(self, reason: str) -> None:
-        """From any thread: every later request fails with ``PollInterrupted`` (one in flight ends within
-        ``MAILPOLL_SOCKET_TIMEOUT``); safe at any moment."""
+        """From any thread: every later request fails with ``PollInterrupted``, and so do those in flight (their
+        connections are shut down, when the session is ``graph_auth.new_session``'s); safe at any moment."""
         self._interrupted = reason
+        cut = getattr(self.session, "cut", None)
+        if cut is not None:
+            cut()
 
     def changes(self, folder: str, cursor: str | None, *, mode: str = "full",
                 since: dt.date | None = None) -> Iterator[Batch]:
@@ -212,11 +215,14 @@ class GraphSource:
             # Exchange's size is no promise about the MIME (base64 makes attachments a third larger): the
             # download itself stops one byte past the limit.
             raw, over = bytearray(), None
-            for chunk in response.iter_content(64 * 1024):
-                raw += chunk
-                if len(raw) > limit:
-                    over = max(int(response.headers.get("Content-Length") or 0), len(raw))
-                    break
+            try:
+                for chunk in response.iter_content(64 * 1024):
+                    raw += chunk
+                    if len(raw) > limit:
+                        over = max(int(response.headers.get("Content-Length") or 0), len(raw))
+                        break
+            except requests.RequestException as exc:
+                raise self._failed(folder, exc) from exc
         # Closed first: the header request below takes a connection of its own.
         return bytes(raw) if over is None else self._too_big(folder, mid, over)
 
@@ -249,7 +255,7 @@ class GraphSource:
                     response = self.session.get(url, headers={**(headers or {}), "Authorization": f"Bearer {token}"},
                                                 timeout=self.timeout, **kwargs)
                 except requests.RequestException as exc:
-                    raise ProviderError(f"folder {folder}: Graph request failed: {type(exc).__name__}") from exc
+                    raise self._failed(folder, exc) from exc
             if response.status_code == 401 and self.renew is not None and not renewed:
                 # Refused before its expiry (revoked sessions, clock skew): one new token, then Graph's answer stands.
                 response.close()
@@ -272,6 +278,12 @@ class GraphSource:
             log.info("mailbox=%s folder=%s Graph answered %s: retry %s in %.1fs", self.mailbox, folder,
                      response.status_code, attempt, wait)
             self.sleep(wait)
+
+    def _failed(self, folder: str, exc: requests.RequestException) -> ProviderError:
+        """A request that broke off: cut by ``interrupt``, or the network's doing."""
+        if self._interrupted is not None:
+            return PollInterrupted(f"folder {folder}: {self._interrupted}")
+        return ProviderError(f"folder {folder}: Graph request failed: {type(exc).__name__}")
 
 
 def _segment(value: str) -> str:

@@ -4,19 +4,26 @@
 and ``DelegatedTokens`` (load/save hooks for the cache, which the caller stores encrypted)
 are callables returning an access token, as ``GraphSource`` wants. ``MsalRefresh`` is the same delegated refresh behind
 ``mailpoll.oauth_refresh``'s ``Refresh`` interface, for ``oauth.access_token`` to call
-under the grant's row lock. Nothing here stores a token or logs one.
+under the grant's row lock. Nothing here stores a token or logs one. ``new_session`` makes
+the HTTP session of both, with a timeout on every request and a ``cut()`` for the poll's
+deadline.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import socket
 import threading
+import weakref
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import msal
 import requests
+from requests.adapters import HTTPAdapter
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from .. import conf
 from ..oauth_refresh import DEFAULT_EXPIRES_IN, HeldTokens, Refreshed, TokenEndpointError
@@ -54,17 +61,77 @@ class GraphApp:
         return f"{self.authority_host.rstrip('/')}/{self.tenant}"
 
 
+class _Connections:
+    """Every connection a session opened, so that another thread can shut them all down (``cut``)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._open: weakref.WeakSet = weakref.WeakSet()
+        self._cut = False
+
+    def opened(self, conn) -> None:
+        with self._lock:
+            if self._cut:
+                # Checked before connecting: a request that passed its own check just before the cut fails too.
+                raise requests.ConnectionError("the session was cut")
+            self._open.add(conn)
+
+    def cut(self) -> None:
+        with self._lock:
+            self._cut = True
+            connections = list(self._open)
+        for conn in connections:
+            sock = getattr(conn, "sock", None)
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+
+def _tracked(pool_class, connections: _Connections):
+    class Pool(pool_class):
+        def _new_conn(self):
+            conn = super()._new_conn()
+            connections.opened(conn)
+            return conn
+
+    return Pool
+
+
+class _CuttableAdapter(HTTPAdapter):
+    def __init__(self, connections: _Connections):
+        self._connections = connections
+        super().__init__()
+
+    def init_poolmanager(self, *args, **kwargs):
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = {
+            "http": _tracked(HTTPConnectionPool, self._connections),
+            "https": _tracked(HTTPSConnectionPool, self._connections)}
+
+
 class _Session(requests.Session):
-    """A session whose every request times out: msal, handed a session, passes no timeout of its own, and a
-    token request may run under the grant's row lock."""
+    """A session whose every request times out, and which ``cut()`` ends from any thread.
+
+    A timeout on every request: msal, handed a session, passes none of its own, and a token
+    request may run under the grant's row lock. ``cut()`` shuts down every socket the session
+    opened and refuses to open more, so a request blocked on a server that never answers, or
+    one that trickles, fails at once (only connections through an environment's proxy escape).
+    """
 
     def __init__(self, timeout: float):
         super().__init__()
         self.timeout = timeout
+        self._connections = _Connections()
+        adapter = _CuttableAdapter(self._connections)
+        self.mount("https://", adapter)
+        self.mount("http://", adapter)
 
     def request(self, method, url, **kwargs):
         kwargs.setdefault("timeout", self.timeout)
         return super().request(method, url, **kwargs)
+
+    def cut(self) -> None:
+        self._connections.cut()
 
 
 def new_session(verify: bool | str = True, timeout: float | None = None) -> requests.Session:

@@ -25,6 +25,7 @@ from mailpoll.providers.graph_mailbox import GraphMailbox, graph_folder
 from seoinsight import crypto
 from tests.mailpoll.factories import MailboxFactory, poll_now
 from tests.support.fake_graph import CLIENT_ID, CLIENT_SECRET, TENANT, USER, FakeGraph
+from tests.support.guards import finishes_within
 
 # oauth.access_token commits its own transaction, and the source's download threads have connections of their own.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -348,6 +349,18 @@ def test_an_interrupt_before_connect_or_after_close_is_safe_and_stops_every_requ
             list(provider.changes("INBOX", None, mode="full"))
     provider.interrupt("again, after close")
     assert graph.requests == []
+
+
+def test_the_poll_deadline_cuts_downloads_graph_never_answers(graph, settings):
+    settings.MAILPOLL_POLL_DEADLINE = 1.0  # and each read may wait MAILPOLL_SOCKET_TIMEOUT, 60 s
+    for n in range(3):
+        graph.add("inbox", mail(n))
+    graph.value_gate = threading.Event()  # the delta page comes, the messages never do
+    mailbox = graph_mailbox(graph, "service")
+    with finishes_within(20, "a Graph poll blocked on downloads past its deadline"):
+        poll_now(mailbox)
+    assert "the poll's deadline of 1 s passed" in mailbox.last_error and refs(mailbox) == []
+    assert not FolderCursor.objects.filter(mailbox=mailbox).exclude(position="").exists()  # nothing vouched for
 
 
 # -- pure decisions ---------------------------------------------------------------------------------------------

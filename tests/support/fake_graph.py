@@ -7,8 +7,8 @@ configuration and token endpoint (client credentials; refresh token with
 strict rotation, revocation, short-lived access tokens) and, under ``/v1.0``, message delta per
 folder, a message's internet headers, and its MIME ``$value``. Knobs: page size, a
 410 on a given delta page, expired tokens (also from a given request on), throttling
-answers, a slow ``$value`` (to see concurrency) or refresh (to see two in flight), a
-revoked grant.
+answers, a slow ``$value`` (to see concurrency) or one that never comes, a slow refresh
+(to see two in flight), a revoked grant.
 
 Rotation is strict: a refresh token that was rotated out is refused from then on
 (``invalid_grant``, AADSTS70000), stricter than Microsoft, so a refresh that raced a
@@ -110,6 +110,7 @@ class FakeGraph:
         self.gone_on_page: int | None = None  # the delta request with this 1-based number answers 410
         self.throttle: list[tuple[int, str | None]] = []  # (status, Retry-After) answered before anything else
         self.value_delay = 0.0  # seconds each $value answer takes
+        self.value_gate: threading.Event | None = None  # if set: $value answers wait for it (a Graph that hangs)
         self.refresh_delay = 0.0  # seconds each refresh-token grant takes (outside the lock: two in flight)
         # The Graph request with this 1-based number (throttled answers not counted) finds every access token
         # issued so far expired: a 401 in the middle of a poll.
@@ -154,6 +155,8 @@ class FakeGraph:
         return f"{self.origin}/v1.0"
 
     def stop(self) -> None:
+        if self.value_gate is not None:
+            self.value_gate.set()
         self._httpd.shutdown()
         self._httpd.server_close()
         self._thread.join(timeout=5)
@@ -380,6 +383,8 @@ def _handler(fake: FakeGraph):
                                                                            "message": "Something failed."}})
             if parts[6:] == ["$value"]:
                 time.sleep(fake.value_delay)
+                if fake.value_gate is not None:
+                    fake.value_gate.wait(30)
                 self.send_response(200)
                 self.send_header("Content-Type", "message/rfc822")
                 self.send_header("Content-Length", str(len(message.raw)))

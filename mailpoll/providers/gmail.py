@@ -1,4 +1,4 @@
-"""A Gmail label read as changes since a ``historyId`` (issue 11 groundwork, not wired into the poller yet).
+"""A Gmail label read as changes since a ``historyId`` (the poller's side is ``gmail_mailbox``).
 
 ``GmailSource`` yields ``changes.Batch``es: ``initial(mode)`` for a label's first poll,
 ``changes(cursor)`` after that, whatever the stored cursor is. Each batch's ``cursor`` (a
@@ -97,9 +97,14 @@ def user_credentials(*, refresh_token: str, client_id: str, client_secret: str |
                                   client_id=client_id, client_secret=client_secret, scopes=SCOPES, expiry=expiry)
 
 
-def build_service(credentials, *, api_endpoint: str = GMAIL_ENDPOINT, http: httplib2.Http | None = None):
-    """The Gmail v1 client from the discovery document shipped with the library (no network)."""
-    authorized = google_auth_httplib2.AuthorizedHttp(credentials, http=http or httplib2.Http(timeout=HTTP_TIMEOUT))
+def build_service(credentials, *, api_endpoint: str = GMAIL_ENDPOINT, http: httplib2.Http | None = None,
+                  refresh_attempts: int = 2):
+    """The Gmail v1 client from the discovery document shipped with the library (no network).
+
+    ``refresh_attempts``: how many times a call answered 401 gets the credentials refreshed and is sent again.
+    """
+    authorized = google_auth_httplib2.AuthorizedHttp(credentials, http=http or httplib2.Http(timeout=HTTP_TIMEOUT),
+                                                     max_refresh_attempts=refresh_attempts)
     return build("gmail", "v1", http=authorized, static_discovery=True, cache_discovery=False,
                  client_options={"api_endpoint": api_endpoint})
 
@@ -134,6 +139,11 @@ class GmailSource:
         self.mailbox = mailbox  # for the logs
 
     # -- the reading -------------------------------------------------------------
+
+    def labels(self) -> dict[str, str]:
+        """The mailbox's labels, id -> name (one ``labels.list``)."""
+        answer = self._call(lambda: self._users().labels().list(userId=self.user_id), call=CALL_OTHER)
+        return {str(label["id"]): str(label.get("name") or label["id"]) for label in answer.get("labels", [])}
 
     def initial(self, mode: str, since: date | None = None) -> Iterator[Batch]:
         """A label's first poll (or a resync): ``mode`` is a ``Mailbox.initial_mode`` value.

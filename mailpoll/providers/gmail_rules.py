@@ -1,4 +1,5 @@
-"""Gmail's pure decisions: backoff, what a failed call means, sweep cursors, history records, grouping.
+"""Gmail's pure decisions: backoff, what a failed call means, sweep cursors, history records, grouping,
+which label a folder names, and what to fix when Google refuses a service account.
 
 Plain functions over plain values, so each is table-tested without a server; ``gmail.py``
 makes the calls.
@@ -144,3 +145,48 @@ def metadata_headers(resource: dict) -> bytes:
     lines = [f"{h.get('name', '')}: {h.get('value', '')}\r\n"
              for h in resource.get("payload", {}).get("headers", [])]
     return ("".join(lines) + "\r\n").encode("utf-8", "surrogateescape")
+
+
+def resolve_label(folder: str, labels: dict[str, str]) -> str | None:
+    """The id of the label a mailbox folder names, among ``labels`` (id -> name); None if there is none.
+
+    A folder is a label id (``INBOX``, ``Label_12``) or, for a user label, its name; Gmail keeps label
+    names unique whatever their case, so a name matches case-insensitively when no exact match exists.
+
+    >>> labels = {"INBOX": "INBOX", "Label_3": "Clients/Reports", "Label_4": "reports"}
+    >>> [resolve_label(f, labels) for f in ("INBOX", "Label_3", "Clients/Reports", "REPORTS", "inbox", "Nope")]
+    ['INBOX', 'Label_3', 'Label_3', 'Label_4', 'INBOX', None]
+    """
+    if folder in labels:
+        return folder
+    exact = [label_id for label_id, name in labels.items() if name == folder]
+    if exact:
+        return exact[0]
+    folded = folder.casefold()
+    return next((label_id for label_id, name in labels.items() if name.casefold() == folded), None)
+
+
+# What a service account's refused token request means, by the token endpoint's ``error``.
+DELEGATION = "unauthorized_client"
+
+
+def service_refusal_hint(error: str, description: str, *, client_id: str, subject: str) -> str:
+    """What an operator should fix when Google's token endpoint refuses a delegated service account.
+
+    >>> service_refusal_hint("unauthorized_client", "Client is unauthorized", client_id="1001", subject="a@x.example")[:52]
+    'domain-wide delegation is not granted to client id 1'
+    >>> service_refusal_hint("invalid_grant", "Invalid email or User ID", client_id="1001", subject="a@x.example")
+    'no Workspace user a@x.example (or it is suspended): check the mailbox username'
+    >>> service_refusal_hint("invalid_grant", "Invalid JWT Signature.", client_id="1001", subject="a@x.example")[:28]
+    'the key itself was refused: '
+    """
+    if error == DELEGATION or "not authorized" in description.lower():
+        return (f"domain-wide delegation is not granted to client id {client_id} for the scope "
+                "https://www.googleapis.com/auth/gmail.readonly: add it in the Google Workspace admin console "
+                "(Security, API controls, Domain-wide delegation)")
+    if error == "invalid_grant" and ("user" in description.lower() or "email" in description.lower()):
+        return f"no Workspace user {subject} (or it is suspended): check the mailbox username"
+    if error == "invalid_grant":
+        return ("the key itself was refused: it may have been deleted or disabled, or its service account "
+                "removed; create a new JSON key and store it on the mailbox")
+    return "check the service account and its key in the Google Cloud console"

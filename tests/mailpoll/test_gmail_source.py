@@ -117,6 +117,38 @@ def test_size_groups(sizes, max_count, max_bytes, expected):
     assert groups == [[f"m{n}" for n in group] for group in expected]
 
 
+LABELS = {"INBOX": "INBOX", "SENT": "SENT", "Label_3": "Clients/Reports", "Label_4": "reports", "Label_5": "Reports "}
+
+
+@pytest.mark.parametrize(("folder", "expected"), [
+    ("INBOX", "INBOX"),  # an id
+    ("Label_3", "Label_3"),
+    ("Clients/Reports", "Label_3"),  # a user label's name
+    ("reports", "Label_4"),  # an exact name wins over a case-insensitive one
+    ("REPORTS", "Label_4"),  # Gmail's names are unique whatever their case
+    ("inbox", "INBOX"),
+    ("Reports ", "Label_5"),  # no trimming: a name is what Gmail says
+    ("Clients", None),  # no prefix matching
+    ("", None),
+])
+def test_resolve_label(folder, expected):
+    assert gmail_rules.resolve_label(folder, LABELS) == expected
+
+
+@pytest.mark.parametrize(("error", "description", "expected"), [
+    ("unauthorized_client", "Client is unauthorized to retrieve access tokens using this method",
+     "domain-wide delegation is not granted to client id 1001"),
+    ("access_denied", "Requested client not authorized.", "domain-wide delegation is not granted"),
+    ("invalid_grant", "Invalid email or User ID", "no Workspace user a@x.example"),
+    ("invalid_grant", "Invalid JWT Signature.", "the key itself was refused"),
+    ("invalid_grant", "", "the key itself was refused"),
+    ("invalid_request", "odd", "check the service account and its key"),
+])
+def test_service_refusal_hint(error, description, expected):
+    hint = gmail_rules.service_refusal_hint(error, description, client_id="1001", subject="a@x.example")
+    assert hint.startswith(expected)
+
+
 # -- first poll ------------------------------------------------------------------
 
 def test_new_only_stores_the_current_history_id_and_fetches_nothing(fake, source):

@@ -2,19 +2,27 @@
 
 It implements exactly what ``mailpoll.providers.gmail`` calls: ``POST /token`` (the
 service-account JWT grant, checked against the test key, and the refresh-token grant),
-``users.getProfile``, ``users.messages.list`` (``labelIds``, ``q=after:<epoch>``, paging),
+``users.getProfile``, ``users.labels.list``, ``users.messages.list`` (``labelIds``, ``q=after:<epoch>``, paging),
 ``users.messages.get`` (``minimal``, ``metadata``, ``raw``), ``users.history.list``
 (``startHistoryId``, ``labelId``, paging) and ``POST /batch/gmail/v1`` (multipart/mixed).
-Every API call needs a bearer token the endpoint issued.
+Every API call needs a bearer token the endpoint issued; a batch part is authorized by its own
+``Authorization`` header, the outer request's only for parts that carry none (Google's batch rule:
+a part's header overrides the outer one).
 
 Knobs, set between calls (the source's generators are lazy, so also between pages):
 ``oldest_history`` (a ``startHistoryId`` below it answers 404), ``throttle`` (answers given
 to the next top-level calls instead of serving them: ``(status, reason)`` pairs, e.g.
-``(429, "rateLimitExceeded")``), ``part_throttle`` (the same for the next batch parts), ``batch_throttle`` (for the next
+``(429, "rateLimitExceeded")``; ``throttle_retry_after`` adds that ``Retry-After`` to each throttled
+answer), ``part_throttle`` (the same for the next batch parts), ``batch_throttle`` (for the next
 batch requests as a whole),
 ``size_estimates`` (a ``sizeEstimate`` other than the true size, per id), ``vanishing`` (ids
 deleted once their ``format=minimal`` get is served: deleted between sizing and fetch), ``refuse``
-(the token endpoint answers ``invalid_grant``). ``calls`` records what was served.
+(the token endpoint answers ``refuse_error``, ``invalid_grant`` unless told, with that description), ``max_page`` (pages are never longer, whatever
+``maxResults`` asks: Gmail caps them too), ``after`` (callables given each ``Call`` once served: a
+state change between two calls of one poll), ``stall()`` / ``resume()`` (requests are read but not
+answered meanwhile: a server that stops answering). ``calls`` records what was served,
+``token_requests`` how many requests the token endpoint got, ``assertions`` the JWTs it accepted,
+``issued`` every access token it handed out (clear ``access_tokens`` to revoke them).
 """
 
 from __future__ import annotations
@@ -34,6 +42,9 @@ from cryptography.exceptions import InvalidSignature
 from tests.support.google import JWT_BEARER, _LoopbackServer, verify_jwt
 
 API_PREFIX = "/gmail/v1/users/"
+SYSTEM_LABELS = ("INBOX", "SENT", "SPAM", "TRASH", "DRAFT", "STARRED", "IMPORTANT", "UNREAD")
+# How long a stalled request waits for resume() (or stop()) at most.
+STALL_MAX = 60.0
 
 
 @dataclass
@@ -76,9 +87,19 @@ class FakeGmail(_LoopbackServer):
         self.batch_throttle: list[tuple[int, str]] = []
         self.size_estimates: dict[str, int] = {}
         self.refuse: str | None = None
+        self.refuse_error = "invalid_grant"
         self.vanishing: set[str] = set()
+        self.throttle_retry_after: str | None = None
+        self.max_page: int | None = None
+        self.user_labels: dict[str, str] = {}  # id -> name
+        self.after: list = []
         self.calls: list[Call] = []
         self.batch_sizes: list[int] = []
+        self.token_requests = 0
+        self.issued: list[str] = []  # every access token handed out, revoked or not
+        self.assertions: list[str] = []
+        self._answering = threading.Event()
+        self._answering.set()
         self._lock = threading.RLock()
         server = self
 
@@ -86,10 +107,12 @@ class FakeGmail(_LoopbackServer):
             protocol_version = "HTTP/1.1"
 
             def do_GET(self):
+                server._answering.wait(STALL_MAX)
                 self._reply(*server._serve_top("GET", self.path, self.headers, b""))
 
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                server._answering.wait(STALL_MAX)
                 self._reply(*server._serve_top("POST", self.path, self.headers, body))
 
             def _reply(self, status, headers, data: bytes):
@@ -137,6 +160,24 @@ class FakeGmail(_LoopbackServer):
             self.state.messages[mid].labels.extend(labels)
             self.state.history.append((self.state.next_history, mid, "labelAdded", list(labels)))
 
+    def add_label(self, name: str) -> str:
+        """A user label; returns its id (``Label_<n>``, as Gmail names them)."""
+        with self._lock:
+            label_id = f"Label_{len(self.user_labels) + 1}"
+            self.user_labels[label_id] = name
+            return label_id
+
+    def stall(self) -> None:
+        """From now on, requests are read and left unanswered (until ``resume`` or ``stop``)."""
+        self._answering.clear()
+
+    def resume(self) -> None:
+        self._answering.set()
+
+    def stop(self) -> None:
+        self.resume()
+        super().stop()
+
     def delete(self, mid: str) -> None:
         with self._lock:
             del self.state.messages[mid]
@@ -154,29 +195,39 @@ class FakeGmail(_LoopbackServer):
         with self._lock:
             url = urllib.parse.urlsplit(path)
             if url.path == "/token" and method == "POST":
+                self.token_requests += 1
                 return self._token(urllib.parse.parse_qs(body.decode()))
-            if not self._authorized(headers.get("Authorization")):
+            batch = url.path == "/batch/gmail/v1" and method == "POST"
+            outer = headers.get("Authorization")
+            if not batch and not self._authorized(outer):
                 return _json(401, _error(401, "Request had invalid authentication credentials.", "authError"))
             if self.throttle:
                 status, reason = self.throttle.pop(0)
-                return _json(status, _error(status, "Rate limit exceeded", reason))
-            if url.path == "/batch/gmail/v1" and method == "POST":
+                return self._throttled(status, reason)
+            if batch:
                 if self.batch_throttle:
                     status, reason = self.batch_throttle.pop(0)
-                    return _json(status, _error(status, "Rate limit exceeded", reason))
-                return self._batch(headers.get("Content-Type", ""), body)
+                    return self._throttled(status, reason)
+                return self._batch(headers.get("Content-Type", ""), body, outer)
             return self._api(method, url, batched=False)
+
+    def _throttled(self, status: int, reason: str):
+        status, headers, data = _json(status, _error(status, "Rate limit exceeded", reason))
+        if self.throttle_retry_after is not None:
+            headers["Retry-After"] = self.throttle_retry_after
+        return status, headers, data
 
     def _authorized(self, header: str | None) -> bool:
         return bool(header) and header.startswith("Bearer ") and header[7:] in self.access_tokens
 
     def _token(self, form: dict):
         if self.refuse:
-            return _json(400, {"error": "invalid_grant", "error_description": self.refuse})
+            return _json(400, {"error": self.refuse_error, "error_description": self.refuse})
         grant = form.get("grant_type", [""])[0]
         if grant == JWT_BEARER:
             try:
                 self.grants.append(verify_jwt(form["assertion"][0]))
+                self.assertions.append(form["assertion"][0])
             except (KeyError, ValueError, InvalidSignature):
                 return _json(400, {"error": "invalid_grant", "error_description": "Invalid JWT Signature."})
         elif grant == "refresh_token" and self.refresh_token and form.get("refresh_token") == [self.refresh_token]:
@@ -185,9 +236,10 @@ class FakeGmail(_LoopbackServer):
             return _json(400, {"error": "invalid_grant", "error_description": "Bad Request"})
         token = "ya29.fake-" + secrets.token_urlsafe(24)
         self.access_tokens.add(token)
+        self.issued.append(token)
         return _json(200, {"access_token": token, "expires_in": 3599, "token_type": "Bearer"})
 
-    def _batch(self, content_type: str, body: bytes):
+    def _batch(self, content_type: str, body: bytes, outer: str | None):
         request = email.parser.BytesParser().parsebytes(b"Content-Type: " + content_type.encode() + b"\r\n\r\n" + body)
         parts = request.get_payload()
         self.batch_sizes.append(len(parts))
@@ -198,17 +250,17 @@ class FakeGmail(_LoopbackServer):
             request_line, rest = inner.split("\n", 1)
             method, target, _ = request_line.strip().split(" ", 2)
             inner_headers = email.parser.Parser().parsestr(rest, headersonly=True)
-            if inner_headers.get("Authorization") and not self._authorized(inner_headers["Authorization"]):
-                status, _, data = _json(401, _error(401, "Invalid Credentials", "authError"))
+            if not self._authorized(inner_headers.get("Authorization") or outer):
+                status, headers, data = _json(401, _error(401, "Invalid Credentials", "authError"))
             elif self.part_throttle:
                 code, reason = self.part_throttle.pop(0)
-                status, _, data = _json(code, _error(code, "Rate limit exceeded", reason))
+                status, headers, data = self._throttled(code, reason)
             else:
-                status, _, data = self._api(method, urllib.parse.urlsplit(target), batched=True)
+                status, headers, data = self._api(method, urllib.parse.urlsplit(target), batched=True)
             content_id = part["Content-ID"].strip("<>")
+            head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
             out.append(f"--{boundary}\r\nContent-Type: application/http\r\nContent-ID: <response-{content_id}>\r\n\r\n"
-                       f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}\r\nContent-Type: application/json; "
-                       f"charset=UTF-8\r\n\r\n{data.decode()}\r\n")
+                       f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}\r\n{head}\r\n{data.decode()}\r\n")
         out.append(f"--{boundary}--\r\n")
         return 200, {"Content-Type": f"multipart/mixed; boundary={boundary}"}, "".join(out).encode()
 
@@ -217,7 +269,16 @@ class FakeGmail(_LoopbackServer):
         if not url.path.startswith(API_PREFIX) or method != "GET":
             return _json(404, _error(404, "Not Found", "notFound"))
         user, _, rest = url.path[len(API_PREFIX):].partition("/")
-        self.calls.append(Call(method, url.path, query, batched, urllib.parse.unquote(user)))
+        call = Call(method, url.path, query, batched, urllib.parse.unquote(user))
+        self.calls.append(call)
+        answer = self._answer(rest, query)
+        for hook in self.after:
+            hook(call)
+        return answer
+
+    def _answer(self, rest: str, query: dict):
+        if rest == "labels":
+            return self._labels()
         if rest == "profile":
             return _json(200, {"emailAddress": "user@example.com", "messagesTotal": len(self.state.messages),
                                "threadsTotal": len(self.state.messages), "historyId": str(self.history_id)})
@@ -229,13 +290,21 @@ class FakeGmail(_LoopbackServer):
             return self._get(urllib.parse.unquote(rest[len("messages/"):]), query.get("format", ["full"])[0])
         return _json(404, _error(404, "Not Found", "notFound"))
 
+    def _labels(self):
+        used = {label for m in self.state.messages.values() for label in m.labels}
+        labels = [{"id": label, "name": label, "type": "system"} for label in SYSTEM_LABELS]
+        labels += [{"id": label, "name": label, "type": "system"} for label in sorted(used - set(SYSTEM_LABELS))
+                   if label not in self.user_labels]
+        labels += [{"id": lid, "name": name, "type": "user"} for lid, name in self.user_labels.items()]
+        return _json(200, {"labels": labels})
+
     def _list(self, query: dict):
         labels = set(query.get("labelIds", []))
         after = re.search(r"after:(\d+)", query.get("q", [""])[0])
         found = [m for m in self.state.messages.values() if labels <= set(m.labels)
                  and (after is None or m.internal_ms // 1000 > int(after.group(1)))]
         found.reverse()  # newest first, as Gmail lists them
-        page, token = _page(found, query, lambda m: m.id)
+        page, token = _page(found, query, lambda m: m.id, self.max_page)
         if page is None:
             return _json(400, _error(400, "Invalid pageToken", "invalidArgument"))
         body = {"resultSizeEstimate": len(page), "messages": [{"id": m.id, "threadId": m.id} for m in page]}
@@ -263,7 +332,7 @@ class FakeGmail(_LoopbackServer):
             else:
                 record["labelsAdded"] = [{**entry, "labelIds": added_labels}]
             records.append(record)
-        page, token = _page(records, query, lambda r: r["id"])
+        page, token = _page(records, query, lambda r: r["id"], self.max_page)
         if page is None:
             return _json(400, _error(400, "Invalid pageToken", "invalidArgument"))
         body = {"historyId": str(self.history_id)}
@@ -291,7 +360,7 @@ class FakeGmail(_LoopbackServer):
         return _json(200, body)
 
 
-def _page(items: list, query: dict, key) -> tuple[list, str | None]:
+def _page(items: list, query: dict, key, max_page: int | None) -> tuple[list, str | None]:
     """A page of ``items``; the token names the last item served, so arrivals do not shift pages.
 
     ``(None, None)`` for a token naming no item (Gmail's "Invalid pageToken").
@@ -301,7 +370,7 @@ def _page(items: list, query: dict, key) -> tuple[list, str | None]:
     if token is not None and token not in keys:
         return None, None
     start = keys.index(token) + 1 if token is not None else 0
-    end = start + int(query.get("maxResults", ["100"])[0])
+    end = start + min(int(query.get("maxResults", ["100"])[0]), max_page or 500)
     return items[start:end], (keys[end - 1] if end < len(items) else None)
 
 

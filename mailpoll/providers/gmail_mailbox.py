@@ -1,0 +1,246 @@
+"""A Gmail mailbox for the poller: each folder a label read by ``GmailSource``, behind ``ChangesProvider``.
+
+Credentials, by ``Mailbox.auth``:
+
+* ``service``: a Workspace service account's JSON key (the mailbox's ``app_secret``, else the file named
+  by ``MAILPOLL_GOOGLE_SERVICE_ACCOUNT_FILE``) impersonating ``Mailbox.username`` (domain-wide
+  delegation). The key's own ``token_uri`` is replaced by ``MAILPOLL_GOOGLE_TOKEN_URL``: whatever a key
+  file says, its signed assertions go only to the configured host. A refused assertion is a
+  ``ProviderError`` saying what to fix.
+* ``oauth``: the user's grant, through ``oauth_apps.token_for`` (refreshed under the grant's row lock; a
+  dead grant raises ``NeedsReauthorization`` to the poller). google-auth never holds a refresh token.
+
+Either way google-auth sees one ``_Tokens`` object whose ``refresh`` is ours: it asks before the first
+call, and after a 401 (once per call, and once per batch for its parts), so the library's own 401
+handling ends in our machinery. The refreshes googleapiclient starts on a throwaway ``httplib2.Http``
+of its own still go through this mailbox's connection (CA bundle, timeout, interruption).
+
+A folder names a label by id (``INBOX``, ``Label_12``) or by name; one ``labels.list`` per poll
+resolves them, and a label that does not exist is a ``FolderError`` for that folder alone.
+
+``interrupt`` (the poll's deadline watcher, another thread) shuts every socket of the mailbox's
+``InterruptibleHttp`` down and refuses every connection after, so the call in flight fails at once,
+httplib2's own reconnect included; a throttling pause ends too; everything later is ``PollInterrupted``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import threading
+import urllib.parse
+from collections.abc import Callable, Iterator
+from datetime import date, datetime
+from pathlib import Path
+
+import google_auth_httplib2
+import httplib2
+from google.auth import credentials as google_credentials
+from google.auth.exceptions import RefreshError, TransportError
+
+from imports.searchconsole_client import endpoint_of, network_failure
+
+from .. import conf, oauth_apps
+from ..models import Auth
+from . import gmail, gmail_rules, register
+from .base import ChangesProvider, FolderError, PollInterrupted, ProviderError
+
+log = logging.getLogger(__name__)
+
+# Token and expiry (naive UTC, as google-auth keeps it; None: only a 401 ends it), given the token to replace.
+Fetch = Callable[[str | None], tuple[str, datetime | None]]
+
+
+class _CutConnection:
+    """Mixed into httplib2's connection classes: no connection opens once its ``Http`` is interrupted."""
+
+    owner: InterruptibleHttp
+
+    def connect(self):
+        self.owner.check()
+        super().connect()
+        try:
+            # Interrupted while connecting: the shutdown may have looked before this socket existed.
+            self.owner.check()
+        except PollInterrupted:
+            self.close()
+            raise
+
+
+class InterruptibleHttp(httplib2.Http):
+    """An ``httplib2.Http`` another thread can cut (``interrupt``): then every request raises ``PollInterrupted``."""
+
+    def __init__(self, **options):
+        super().__init__(**options)
+        self.reason: str | None = None
+        self._connection_types = {
+            scheme: type(f"Cut{base.__name__}", (_CutConnection, base), {"owner": self})
+            for scheme, base in httplib2.SCHEME_TO_CONNECTION.items()}
+
+    def check(self) -> None:
+        if self.reason is not None:
+            raise PollInterrupted(f"Gmail poll interrupted: {self.reason}")
+
+    def request(self, uri, method="GET", body=None, headers=None, redirections=httplib2.DEFAULT_MAX_REDIRECTS,
+                connection_type=None):
+        self.check()
+        scheme = urllib.parse.urlsplit(uri).scheme.lower()
+        try:
+            return super().request(uri, method, body, headers, redirections,
+                                   connection_type or self._connection_types.get(scheme))
+        except PollInterrupted:
+            raise
+        except Exception:
+            if self.reason is None:
+                raise
+        # The socket was shut under the call on purpose: say so rather than "connection reset".
+        raise PollInterrupted(f"Gmail poll interrupted: {self.reason}")
+
+    def interrupt(self, reason: str) -> None:
+        self.reason = reason
+        for conn in list(self.connections.values()):
+            sock = getattr(conn, "sock", None)
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass  # already closed
+
+
+class _Tokens(google_credentials.Credentials):
+    """Bearer tokens from ``fetch``: asked for before the first call, when expired, and after a 401."""
+
+    def __init__(self, fetch: Fetch):
+        super().__init__()
+        self._fetch = fetch
+
+    def refresh(self, request):
+        # ``request`` is ignored: googleapiclient passes one on a fresh Http of its own for batch parts.
+        self.token, self.expiry = self._fetch(self.token)
+
+
+@register("gmail")
+class GmailMailbox(ChangesProvider):
+    """One Gmail mailbox: its labels read as changes since their history ids (``gmail.GmailSource``)."""
+
+    def __init__(self, mailbox):
+        super().__init__(mailbox)
+        self._http: InterruptibleHttp | None = None
+        self._service = None
+        self._endpoint = ""
+        self._labels: dict[str, str] | None = None
+        self._reason: str | None = None
+        self._cut = threading.Event()
+
+    def connect(self) -> None:
+        self._endpoint = conf.get("MAILPOLL_GMAIL_API_URL")
+        self._http = InterruptibleHttp(timeout=conf.get("MAILPOLL_SOCKET_TIMEOUT"),
+                                       ca_certs=conf.get("MAILPOLL_API_CA_BUNDLE") or None)
+        if self._reason is not None:
+            self._http.interrupt(self._reason)
+        fetch = self._service_tokens() if self.mailbox.auth == Auth.SERVICE else self._user_tokens
+        self._service = gmail.build_service(_Tokens(fetch), api_endpoint=self._endpoint, http=self._http,
+                                            refresh_attempts=1)
+        log.debug("mailbox=%s Gmail API at %s (%s)", self.mailbox.pk, endpoint_of(self._endpoint), self.mailbox.auth)
+
+    def close(self) -> None:
+        if self._http is not None:
+            self._http.close()
+
+    def interrupt(self, reason: str) -> None:
+        self._reason = reason
+        self._cut.set()
+        http = self._http
+        if http is not None:
+            http.interrupt(reason)
+
+    def changes(self, folder: str, cursor: str | None, *, mode: str, since: date | None = None) -> Iterator:
+        source = self._source(self._label_id(folder))
+        return source.initial(mode, since) if cursor is None else source.changes(cursor)
+
+    def completes_read(self, cursor: str) -> bool:
+        return not gmail_rules.is_sweep(cursor)
+
+    # -- labels ------------------------------------------------------------------
+
+    def _label_id(self, folder: str) -> str:
+        if self._reason is not None:
+            raise PollInterrupted(f"Gmail poll interrupted: {self._reason}")
+        if self._labels is None:
+            self._labels = self._source(folder).labels()
+        label = gmail_rules.resolve_label(folder, self._labels)
+        if label is None:
+            known = ", ".join(sorted(self._labels.values())[:20])
+            raise FolderError(f"Gmail has no label {folder!r} (a folder is a label id or name; labels: {known})")
+        return label
+
+    def _source(self, label: str) -> gmail.GmailSource:
+        return gmail.GmailSource(self._service, label=label, api_endpoint=self._endpoint, sleep=self._pause,
+                                 mailbox=str(self.mailbox.pk))
+
+    def _pause(self, seconds: float) -> None:
+        """A throttling pause that the poll's deadline ends."""
+        if self._cut.wait(seconds):
+            raise PollInterrupted(f"Gmail poll interrupted: {self._reason}")
+
+    # -- tokens --------------------------------------------------------------------
+
+    def _user_tokens(self, rejected: str | None) -> tuple[str, None]:
+        return oauth_apps.token_for(self.mailbox, rejected=rejected), None
+
+    def _service_tokens(self) -> Fetch:
+        """Tokens of the service account, signed for ``MAILPOLL_GOOGLE_TOKEN_URL`` only."""
+        key = {**self._service_key(), "token_uri": conf.get("MAILPOLL_GOOGLE_TOKEN_URL")}
+        try:
+            account = gmail.delegated_credentials(key, self.mailbox.username)
+        except (ValueError, KeyError, TypeError):
+            raise oauth_apps.NotConfigured(f"mailbox={self.mailbox.pk} service account key cannot be used: not a "
+                                           "valid private key") from None
+        request = google_auth_httplib2.Request(self._http)
+
+        def fetch(_replaced: str | None) -> tuple[str, datetime | None]:
+            try:
+                account.refresh(request)
+            except RefreshError as exc:
+                raise ProviderError(self._refusal(exc, key)) from None
+            except TransportError as exc:
+                failure = network_failure(exc) or type(exc).__name__
+                raise ProviderError(f"Google's token endpoint at {endpoint_of(key['token_uri'])} could not be "
+                                    f"reached: {failure}") from None
+            return account.token, account.expiry
+
+        return fetch
+
+    def _service_key(self) -> dict:
+        """The service account's JSON key: the mailbox's own, else ``MAILPOLL_GOOGLE_SERVICE_ACCOUNT_FILE``."""
+        text, origin = self.mailbox.get_app_secret(), "the mailbox's service account key"
+        if not text:
+            path = conf.get("MAILPOLL_GOOGLE_SERVICE_ACCOUNT_FILE")
+            if not path:
+                raise oauth_apps.NotConfigured(
+                    f"mailbox={self.mailbox.pk} has no service account key: store its JSON key on the mailbox "
+                    "or set MAILPOLL_GOOGLE_SERVICE_ACCOUNT_FILE")
+            origin = f"MAILPOLL_GOOGLE_SERVICE_ACCOUNT_FILE ({path})"
+            try:
+                text = Path(path).read_text()
+            except OSError as exc:
+                raise oauth_apps.NotConfigured(f"mailbox={self.mailbox.pk} cannot read {origin}: "
+                                               f"{exc.strerror}") from None
+        try:
+            key = json.loads(text)
+        except ValueError:
+            key = None
+        if not isinstance(key, dict) or not all(isinstance(key.get(f), str) for f in ("client_email", "private_key")):
+            raise oauth_apps.NotConfigured(f"mailbox={self.mailbox.pk}: {origin} is not a Google service account "
+                                           "JSON key (client_email, private_key)")
+        return key
+
+    def _refusal(self, exc: RefreshError, key: dict) -> str:
+        body = exc.args[1] if len(exc.args) > 1 and isinstance(exc.args[1], dict) else {}
+        error = str(body.get("error") or "refused")[:100]
+        description = str(body.get("error_description") or "")[:200]
+        hint = gmail_rules.service_refusal_hint(error, description, client_id=str(key.get("client_id", "")),
+                                                subject=self.mailbox.username)
+        return (f"Google refused service account {key['client_email']} for {self.mailbox.username} "
+                f"({error}{': ' + description if description else ''}): {hint}")

@@ -307,6 +307,14 @@ def test_an_incomplete_app_only_configuration_is_named_and_nothing_is_sent(graph
     assert says in mailbox.last_error and graph.requests == []
 
 
+def test_a_refused_client_secret_is_named_on_the_mailbox_without_the_secret(graph, settings):
+    settings.MAILPOLL_MICROSOFT_CLIENT_SECRET = "a-wrong-secret-value"
+    mailbox = graph_mailbox(graph, "service")
+    poll_now(mailbox)
+    assert "invalid_client: AADSTS7000215" in mailbox.last_error and mailbox.next_attempt_at is not None
+    assert "a-wrong-secret-value" not in mailbox.last_error and graph_requests(graph) == []
+
+
 def test_the_mailboxs_own_app_wins_over_the_settings(graph, settings):
     settings.MAILPOLL_MICROSOFT_CLIENT_ID, settings.MAILPOLL_MICROSOFT_CLIENT_SECRET = "other-app", "wrong"
     settings.MAILPOLL_MICROSOFT_TENANT = "organizations"

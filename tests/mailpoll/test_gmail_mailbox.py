@@ -222,6 +222,23 @@ def test_the_same_message_in_a_gmail_and_an_imap_mailbox_of_one_org_is_one_reque
         assert mailbox.last_error == "" and mailbox.last_success_at is not None
 
 
+def test_an_https_api_is_verified_against_the_configured_ca_bundle(settings, tmp_path):
+    server = FakeGmail(tls_dir=tmp_path).start()
+    try:
+        settings.MAILPOLL_GMAIL_API_URL, settings.MAILPOLL_GOOGLE_TOKEN_URL = server.endpoint, server.token_uri
+        server.add(mail("m"))
+        mailbox = gmail_mailbox()
+        poll(mailbox)
+        assert "CERTIFICATE_VERIFY_FAILED" in mailbox.last_error and server.token_requests == 0
+
+        settings.MAILPOLL_API_CA_BUNDLE = server.ca_file
+        poll(mailbox)
+        assert subjects() == ["m"] and mailbox.consecutive_failures == 0
+        assert server.token_requests == 1  # the assertion went over the same verified connection
+    finally:
+        server.stop()
+
+
 # -- credentials --------------------------------------------------------------------------
 
 def test_a_service_account_signs_for_the_configured_token_endpoint_only(gmail):

@@ -5,7 +5,8 @@ service-account JWT grant, checked against the test key, and the refresh-token g
 ``users.getProfile``, ``users.labels.list``, ``users.messages.list`` (``labelIds``, ``q=after:<epoch>``, paging),
 ``users.messages.get`` (``minimal``, ``metadata``, ``raw``), ``users.history.list``
 (``startHistoryId``, ``labelId``, paging) and ``POST /batch/gmail/v1`` (multipart/mixed).
-Every API call needs a bearer token the endpoint issued; a batch part is authorized by its own
+With ``tls_dir``, it serves HTTPS with a certificate made for the run (``ca_file``). Every API call needs a
+bearer token the endpoint issued; a batch part is authorized by its own
 ``Authorization`` header, the outer request's only for parts that carry none (Google's batch rule:
 a part's header overrides the outer one).
 
@@ -36,6 +37,7 @@ import threading
 import urllib.parse
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
+from pathlib import Path
 
 from cryptography.exceptions import InvalidSignature
 
@@ -76,7 +78,7 @@ class _State:
 
 
 class FakeGmail(_LoopbackServer):
-    def __init__(self, *, refresh_token: str | None = None):
+    def __init__(self, *, refresh_token: str | None = None, tls_dir: Path | None = None):
         self.state = _State()
         self.refresh_token = refresh_token
         self.access_tokens: set[str] = set()
@@ -126,7 +128,7 @@ class FakeGmail(_LoopbackServer):
             def log_message(self, format, *args):
                 pass
 
-        self._listen(Handler, name="fake-gmail")
+        self._listen(Handler, name="fake-gmail", tls_dir=tls_dir)
 
     # -- for tests -------------------------------------------------------------
 

@@ -101,6 +101,7 @@ class FakeGmail(_LoopbackServer):
         self.issued: list[str] = []  # every access token handed out, revoked or not
         self.assertions: list[str] = []
         self._answering = threading.Event()
+        self._stopping = False
         self._answering.set()
         self._lock = threading.RLock()
         server = self
@@ -109,13 +110,13 @@ class FakeGmail(_LoopbackServer):
             protocol_version = "HTTP/1.1"
 
             def do_GET(self):
-                server._answering.wait(STALL_MAX)
-                self._reply(*server._serve_top("GET", self.path, self.headers, b""))
+                if server._may_answer():
+                    self._reply(*server._serve_top("GET", self.path, self.headers, b""))
 
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                server._answering.wait(STALL_MAX)
-                self._reply(*server._serve_top("POST", self.path, self.headers, body))
+                if server._may_answer():
+                    self._reply(*server._serve_top("POST", self.path, self.headers, body))
 
             def _reply(self, status, headers, data: bytes):
                 self.send_response(status)
@@ -177,8 +178,14 @@ class FakeGmail(_LoopbackServer):
         self._answering.set()
 
     def stop(self) -> None:
+        self._stopping = True
         self.resume()
         super().stop()
+
+    def _may_answer(self) -> bool:
+        """Wait while stalled; False if the server stopped meanwhile (the request is dropped unanswered)."""
+        self._answering.wait(STALL_MAX)
+        return not self._stopping
 
     def delete(self, mid: str) -> None:
         with self._lock:

@@ -142,6 +142,17 @@ class MailboxForm(forms.ModelForm):
         else:
             self.initial["folders"] = self.initial.get("folders") or ["INBOX"]
         self.fields["site_target"].queryset = targets
+        if "auth" in self.fields:  # not on a view-only page
+            self.fields["auth"].required = False  # clean_auth: required but for IMAP, where it was always a password
+
+    def clean_auth(self):
+        # A post that predates auth (scripts, an old tab) meant an IMAP password, the only auth there was.
+        auth = self.cleaned_data.get("auth")
+        if not auth and self.cleaned_data.get("provider") == Provider.IMAP:
+            return Auth.PASSWORD
+        if not auth:
+            raise forms.ValidationError("Choose how the mailbox signs in.")
+        return auth
 
     def clean_host(self):
         return self.cleaned_data["host"].strip().lower()

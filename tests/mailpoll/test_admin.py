@@ -491,3 +491,14 @@ def test_moving_an_imap_mailbox_to_an_api_drops_its_password(admin_client):
     assert response.status_code == 302, response.context["adminform"].form.errors
     box.refresh_from_db()
     assert (box.provider, box.auth, box.secret, box.host) == ("gmail", "oauth", "", "")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("provider, valid", [("imap", True), ("gmail", False)])
+def test_a_post_without_auth_means_a_password_for_imap_only(provider, valid):
+    data = {k: v for k, v in form_data(OrgFactory(), provider=provider).items() if k != "auth"}
+    form = MailboxForm(data=data)
+
+    assert form.is_valid() is valid, form.errors
+    assert form.cleaned_data.get("auth") == "password" if valid else form.errors["auth"] == [
+        "Choose how the mailbox signs in."]

@@ -48,7 +48,8 @@ from .base import ChangesProvider, FolderError, PollInterrupted, ProviderError
 
 log = logging.getLogger(__name__)
 
-# Token and expiry (naive UTC, as google-auth keeps it; None: only a 401 ends it), given the token to replace.
+# fetch(replaced): a token to use instead of ``replaced`` (None at first), and its expiry (naive UTC, as
+# google-auth keeps it; None: good until Gmail refuses it).
 Fetch = Callable[[str | None], tuple[str, datetime | None]]
 
 

@@ -1,4 +1,4 @@
-"""Microsoft Graph mail: a folder's new messages since a delta cursor, in batches (issue 11 groundwork).
+"""Microsoft Graph mail: a folder's new messages since a delta cursor, in batches.
 
 ``GraphSource.changes(folder, cursor, ...)`` yields
 ``changes.Batch``es, one per delta page: ``(message id, raw MIME | TooBig)`` items

@@ -31,7 +31,10 @@ from .admin_display import (
     ago,
     badge,
     cliff_text,
+    connect_button,
     counted,
+    cursor_position,
+    cursor_resyncs,
     duration_label,
     grant_of,
     next_try,
@@ -46,8 +49,6 @@ from .health import FAILING, HEALTHY, NEVER, mailbox_health
 from .models import Attachment, Auth, FolderCursor, GrantState, Mailbox, OAuthGrant, Provider, Request, RequestStatus
 from .oauth_connect import ConnectViews
 
-# How much of an API cursor the page shows: enough to see it move, not a wall of base64.
-POSITION_SHOWN = 24
 
 
 class ReadOnlyAdmin(OrgScopedAdmin, admin.ModelAdmin):
@@ -84,23 +85,11 @@ class FolderCursorInline(OrgScopedInline, admin.TabularInline):
 
     @admin.display(description="cursor")
     def position_shown(self, cursor):
-        """IMAP: UIDVALIDITY and the last UID read; an API: its opaque position, shortened (whole on hover)."""
-        if cursor.position:
-            short = cursor.position if len(cursor.position) <= POSITION_SHOWN else f"{cursor.position[:POSITION_SHOWN]}…"
-            return format_html('<code title="{}">{}</code>', cursor.position, short)
-        if cursor.uidvalidity is None:
-            return "not read yet"
-        return f"uidvalidity {cursor.uidvalidity}, last uid {cursor.last_uid}"
+        return cursor_position(cursor)
 
     @admin.display(description="resyncs")
     def resync(self, cursor):
-        """Full re-reads after the provider forgot the cursor: how many, the last reason, and one unfinished."""
-        if not cursor.resyncs and cursor.resync_started_at is None:
-            return EMPTY
-        running = (format_html('<span style="color:{}">resyncing since {}</span><br>', AMBER,
-                               when(cursor.resync_started_at)) if cursor.resync_started_at else "")
-        reason = f": last {truncatechars(cursor.resync_reason, 200)}" if cursor.resync_reason else ""
-        return format_html("{}{}{}", running, counted(cursor.resyncs, "resync", "resyncs"), reason)
+        return cursor_resyncs(cursor)
 
     @admin.display(description="sweep")
     def sweep(self, cursor):
@@ -132,32 +121,37 @@ class MailboxAdmin(OrgScopedAdmin, admin.ModelAdmin):
     empty_value_display = EMPTY
     inlines = [FolderCursorInline]
     actions = ["poll_now", "enable", "disable"]
-    readonly_fields = ["secret_state", "app_secret_state", "token_detail", "cliff", "connect", "health_badge",
-                       "last_polled_at", "last_success_at", "consecutive_failures", "next_try_at", "last_error_at",
-                       "last_error_text", "requests_link", "created_at"]
+    readonly_fields = ["provider_auth", "secret_state", "app_secret_state", "token_detail", "cliff", "connect",
+                       "health_badge", "last_polled_at", "last_success_at", "consecutive_failures", "next_try_at",
+                       "last_error_at", "last_error_text", "requests_link", "created_at"]
 
     def get_fieldsets(self, request, obj=None):
         secret = ["password", "remove_secret", "secret_state"] if obj else ["password"]
         app_secret = ["new_app_secret", "remove_app_secret", "app_secret_state"] if obj else ["new_app_secret"]
+        # On an existing mailbox, the sections it does not use are folded away (still editable).
+        unused_imap = ["collapse"] if obj and obj.provider != Provider.IMAP else []
+        unused_app = ["collapse"] if obj and obj.auth == Auth.PASSWORD else []
         fieldsets = [
             (None, {"fields": ["org", "name", "enabled"]}),
             ("Connection", {"fields": ["provider", "auth", "username"]}),
-            ("IMAP server", {"fields": ["host", "port", "security", *secret],
+            ("IMAP server", {"fields": ["host", "port", "security", *secret], "classes": unused_imap,
                              "description": "IMAP only; the password with password auth only."}),
-            ("OAuth app", {"fields": ["oauth_provider", "client_id", "tenant", *app_secret],
+            ("OAuth app", {"fields": ["oauth_provider", "client_id", "tenant", *app_secret], "classes": unused_app,
                            "description": "OAuth and service-account mailboxes; empty fields: the settings' app."}),
             ("What to read", {"fields": ["folders", "poll_interval", "initial_mode", "initial_since",
                                          "site_target"]}),
         ]
-        if obj and obj.auth != Auth.PASSWORD:
-            # Connect changes the mailbox's grant: offered only to who may change the mailbox.
-            connect = ["connect"] if self.has_change_permission(request, obj) else []
-            fieldsets.append(("Token", {"fields": ["token_detail", "cliff", *connect]}))
         if obj:
-            fieldsets.append(("Health", {"fields": ["health_badge", "last_polled_at", "last_success_at",
-                                                    "consecutive_failures", "next_try_at", "last_error_at",
-                                                    "last_error_text",
-                                                    "requests_link", "created_at"]}))
+            # First, so the page answers at a glance: which provider, its token, its health and last error.
+            glance = ["provider_auth", "health_badge", "last_error_text"]
+            if obj.auth != Auth.PASSWORD:
+                # Connect changes the mailbox's grant: offered only to who may change the mailbox.
+                connect = ["connect"] if self.has_change_permission(request, obj) else []
+                glance[1:1] = ["token_detail", "cliff", *connect]
+            fieldsets.insert(0, ("At a glance", {"fields": glance}))
+            fieldsets.append(("Health", {"fields": ["last_polled_at", "last_success_at", "consecutive_failures",
+                                                    "next_try_at", "last_error_at", "requests_link",
+                                                    "created_at"]}))
         return fieldsets
 
     def get_readonly_fields(self, request, obj=None):
@@ -209,14 +203,7 @@ class MailboxAdmin(OrgScopedAdmin, admin.ModelAdmin):
 
     @admin.display(description="connect")
     def connect(self, mailbox):
-        if mailbox.auth != Auth.OAUTH:
-            return "Service accounts and app-only access need no consent: nothing to connect."
-        grant = grant_of(mailbox)
-        label = "Connect" if grant is None else "Reconnect"
-        url = reverse("admin:mailpoll_mailbox_connect", args=[mailbox.pk])
-        return format_html('<a class="button" href="{}">{}</a> <small>Opens {}\'s consent screen; the account\'s '
-                           "user signs in there and allows read access to mail. Save your edits first.</small>",
-                           url, label, mailbox.issuer.capitalize() or "the provider")
+        return connect_button(mailbox)
 
     @admin.display(description="app secret")
     def app_secret_state(self, mailbox):

@@ -4,10 +4,12 @@ an action."""
 from __future__ import annotations
 
 from django.contrib import messages
+from django.template.defaultfilters import truncatechars
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
-from .models import Auth, AttachmentStatus, GrantState, Mailbox, OAuthGrant
+from .models import Auth, AttachmentStatus, FolderCursor, GrantState, Mailbox, OAuthGrant
 from .oauth_rules import CLIFFS, cliff_warning
 
 EMPTY = "—"
@@ -28,6 +30,9 @@ TOKEN_LABELS = {TOKEN_ACTIVE: "Active", TOKEN_NEEDS_REAUTH: "Needs re-authorizat
                 TOKEN_NOT_CONNECTED: "Not connected", TOKEN_SERVICE: "Service account / app-only",
                 TOKEN_NONE: "Password"}
 TOKEN_COLOURS = {TOKEN_ACTIVE: GREEN, TOKEN_NEEDS_REAUTH: RED, TOKEN_NOT_CONNECTED: AMBER}
+
+# How much of an API cursor the page shows: enough to see it move, not a wall of base64.
+POSITION_SHOWN = 24
 
 
 def badge(colour: str, text: str, title: str = ""):
@@ -173,3 +178,34 @@ def cliff_text(grant: OAuthGrant | None, now=None) -> str:
     if testing and testing != warning and not outlived:
         lines.append(f"if the Google OAuth app's publishing status is Testing, {testing.message}")
     return "; ".join(lines)
+
+
+def connect_button(mailbox: Mailbox):
+    """Connect (or Reconnect) for a user-consent mailbox: the start of ``oauth_connect``'s flow."""
+    if mailbox.auth != Auth.OAUTH:
+        return "Service accounts and app-only access need no consent: nothing to connect."
+    label = "Connect" if grant_of(mailbox) is None else "Reconnect"
+    url = reverse("admin:mailpoll_mailbox_connect", args=[mailbox.pk])
+    return format_html('<a class="button" href="{}">{}</a> <small>Opens {}\'s consent screen; the account\'s user '
+                       "signs in there and allows read access to mail. Save your edits first.</small>",
+                       url, label, mailbox.issuer.capitalize() or "the provider")
+
+
+def cursor_position(cursor: FolderCursor):
+    """IMAP: UIDVALIDITY and the last UID read; an API: its opaque position, shortened (whole on hover)."""
+    if cursor.position:
+        short = cursor.position if len(cursor.position) <= POSITION_SHOWN else f"{cursor.position[:POSITION_SHOWN]}…"
+        return format_html('<code title="{}">{}</code>', cursor.position, short)
+    if cursor.uidvalidity is None:
+        return "not read yet"
+    return f"uidvalidity {cursor.uidvalidity}, last uid {cursor.last_uid}"
+
+
+def cursor_resyncs(cursor: FolderCursor):
+    """Full re-reads after the provider forgot the cursor: how many, the last reason, and one unfinished."""
+    if not cursor.resyncs and cursor.resync_started_at is None:
+        return EMPTY
+    running = (format_html('<span style="color:{}">resyncing since {}</span><br>', AMBER,
+                           when(cursor.resync_started_at)) if cursor.resync_started_at else "")
+    reason = f": last {truncatechars(cursor.resync_reason, 200)}" if cursor.resync_reason else ""
+    return format_html("{}{}{}", running, counted(cursor.resyncs, "resync", "resyncs"), reason)

@@ -132,7 +132,7 @@ class MailboxForm(forms.ModelForm):
             "security": "TLS or STARTTLS (certificates are verified). None only for a server on this machine.",
             "initial_since": "Required with “Since a date”: mail received on or after this day.",
         }
-        labels = {"initial_since": "Since"}
+        labels = {"initial_since": "Since", "oauth_provider": "OAuth provider", "client_id": "Client id"}
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

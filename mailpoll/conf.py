@@ -15,7 +15,7 @@ SETTINGS = Declarations(
     Setting("MAILPOLL_CONCURRENCY", int, 4, "mailboxes one poller polls at once, each on its own connections"),
     Setting("MAILPOLL_POLL_DEADLINE", float, 300.0,
             "seconds one mailbox's poll may take in all; then its connection is cut"),
-    Setting("MAILPOLL_SOCKET_TIMEOUT", float, 60.0, "seconds one IMAP connect, read or write may wait"),
+    Setting("MAILPOLL_SOCKET_TIMEOUT", float, 60.0, "seconds one IMAP or API connect, read or write may wait"),
     Setting("MAILPOLL_BACKOFF_MAX", float, 3600.0,
             "longest wait, in seconds, before a failing mailbox is tried again"),
     # API mailboxes and OAuth (issue 11). Every endpoint is a setting, so a secret is only ever sent to a host

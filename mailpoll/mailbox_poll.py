@@ -95,7 +95,9 @@ class MailboxPoll:
             self.record_failure(mailbox, error, backoff=backoff)
             log.warning("mailbox=%s poll failed: %s", mailbox.pk, error)
             return results
-        failures = {f"{r.folder} uid {uid}": err for r in results for uid, err in r.failed.items()}
+        # IMAP names a message by its UID, an API by its id.
+        failures = {f"{r.folder} {'uid' if isinstance(ref, int) else 'message'} {ref}": err
+                    for r in results for ref, err in r.failed.items()}
         problems = [f"folder {r.folder} could not be read: {r.error}" for r in results if r.error]
         if failures:
             first = next(iter(failures.items()))

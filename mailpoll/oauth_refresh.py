@@ -81,8 +81,13 @@ class TokenEndpoint:
             form["scope"] = self.scope
         timeout = self.timeout if self.timeout is not None else conf.get("MAILPOLL_SOCKET_TIMEOUT")
         try:
-            response = requests.post(self.token_uri, data=form, timeout=timeout, allow_redirects=False,
-                                     headers={"Accept": "application/json"})
+            # A private endpoint's CA (MAILPOLL_API_CA_BUNDLE) is used as given: no environment override, no proxy.
+            with requests.Session() as session:
+                bundle = conf.get("MAILPOLL_API_CA_BUNDLE")
+                if bundle:
+                    session.verify, session.trust_env = bundle, False
+                response = session.post(self.token_uri, data=form, timeout=timeout, allow_redirects=False,
+                                        headers={"Accept": "application/json"})
         except requests.RequestException as exc:
             # The exception names the host, never the form; its chain is dropped all the same.
             raise TokenEndpointError(None, None, f"{type(exc).__name__}: {str(exc)[:200]}") from None

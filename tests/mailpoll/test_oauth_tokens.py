@@ -28,7 +28,7 @@ from mailpoll.oauth import (
     access_token,
     connect,
 )
-from mailpoll.oauth_refresh import HeldTokens, Refreshed, TokenEndpoint
+from mailpoll.oauth_refresh import HeldTokens, Refreshed, TokenEndpoint, TokenEndpointError
 from seoinsight import crypto
 from tests.mailpoll.factories import MailboxFactory
 from tests.support.fake_oauth import CLIENT_ID, CLIENT_SECRET, FakeTokenEndpoint
@@ -399,3 +399,20 @@ def test_a_poller_killed_mid_refresh_leaves_the_grant_to_the_next_one(endpoints,
     assert token == fake.issued[-1]
     assert fake.refreshes == 1 and stored_refresh_token(grant) != original
     assert OAuthGrant.objects.get(pk=grant.pk).state == GrantState.ACTIVE
+
+
+def test_a_refresh_verifies_a_private_https_endpoint_against_the_configured_ca_bundle(settings, tmp_path):
+    from tests.support.fake_gmail import FakeGmail
+
+    server = FakeGmail(refresh_token="r-1", tls_dir=tmp_path).start()
+    try:
+        endpoint = TokenEndpoint(server.token_uri, CLIENT_ID, CLIENT_SECRET, timeout=10)
+        with pytest.raises(TokenEndpointError, match="SSLError"):
+            endpoint(HeldTokens(refresh_token="r-1"))
+        assert server.grants == []
+
+        settings.MAILPOLL_API_CA_BUNDLE = server.ca_file
+        refreshed = endpoint(HeldTokens(refresh_token="r-1"))
+        assert refreshed.access_token in server.issued and server.grants == [{"refresh_token": "r-1"}]
+    finally:
+        server.stop()

@@ -114,7 +114,8 @@ def test_connect_stores_an_active_encrypted_grant_and_makes_the_mailbox_due(clie
 
     authorization = start(client, box)
     verifier = pending_in(client)[authorization["state"]]["code_verifier"]
-    response = finish(client, consent(authorization))
+    callback = consent(authorization)
+    response = finish(client, callback)
 
     assert {k: authorization[k] for k in ("client_id", "redirect_uri", "response_type", "scope",
                                           "code_challenge_method", "access_type", "prompt")} == {
@@ -136,6 +137,9 @@ def test_connect_stores_an_active_encrypted_grant_and_makes_the_mailbox_due(clie
     assert pending_in(client) == {}  # used up
     exchange = google.exchanges[-1]
     assert (exchange["code_verifier"], exchange["redirect_uri"]) == (verifier, REDIRECT_URI)
+    html = response.content.decode()
+    for secret in (query_of(callback)["code"], verifier, refresh_token, google.issued[-1], CLIENT_SECRET):
+        assert secret not in html
 
 
 def test_a_microsoft_mailbox_asks_for_mail_read_and_offline_access(client, editor, microsoft):
@@ -215,7 +219,7 @@ def test_a_state_is_used_once(client, editor, google):
     assert OAuthGrant.objects.get(mailbox=box).refresh_token == first
 
 
-def test_a_state_from_another_browser_session_is_refused(client, editor, google, django_user_model):
+def test_a_state_from_another_browser_session_is_refused(client, editor, google):
     from django.test import Client
 
     box = MailboxFactory(org=editor.org, gmail_oauth=True)

@@ -58,10 +58,6 @@ class ChangesSync(BatchStore):
         limit = conf.get("MAILPOLL_MAX_MESSAGE_BYTES")
         since = mailbox.initial_since if plan.mode == "since" else None
         for batch in provider.changes(folder, plan.cursor, mode=plan.mode, since=since):
-            if self._stop.is_set():
-                log.info("mailbox=%s folder=%s stopping: the rest is read from the cursor next poll",
-                         mailbox.pk, folder)
-                return
             succeeded: set = set()
             raws = [(ref, item) for ref, item in batch.items if not isinstance(item, TooBig)]
             for ref, item in batch.items:
@@ -79,6 +75,12 @@ class ChangesSync(BatchStore):
                 return
             if batch.cursor is not None:
                 self._commit(provider, mailbox, folder, batch.cursor, result)
+            # Checked once the batch in hand is stored (it was fetched already): the source is lazy, so
+            # leaving the loop here fetches nothing more.
+            if self._stop.is_set():
+                log.info("mailbox=%s folder=%s stopping: the rest is read from the cursor next poll",
+                         mailbox.pk, folder)
+                return
 
     def _commit(self, provider, mailbox, folder, position: str, result: FolderResult) -> None:
         """Store the folder's new position; a position that completes the read also ends a resync."""

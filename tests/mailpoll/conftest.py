@@ -4,6 +4,7 @@ from tests.mailpoll.factories import MailboxFactory
 from tests.support.dovecot import dovecot  # noqa: F401  (session fixture: one real Dovecot per run)
 from tests.support.fake_imap import FakeImapServer
 from tests.support.fixtures import media  # noqa: F401  (fixture)
+from tests.support.gmail_mailboxes import gmail  # noqa: F401  (fixture: a FakeGmail the settings point at)
 
 
 @pytest.fixture(autouse=True)

@@ -17,6 +17,9 @@ MIN_POLL_INTERVAL = 30  # seconds; below that we would only hammer the server
 DESTINATION_FIELDS = ("provider", "host", "port", "security", "username")
 # Whose app the app secret (and the grant) belong to: changing any of these needs the app secret typed again.
 APP_FIELDS = ("provider", "auth", "oauth_provider", "client_id", "tenant")
+# The IMAP servers an issuer's XOAUTH2 tokens are for (a loopback server too, for tests and tunnels).
+OAUTH_IMAP_HOSTS = {OAuthProvider.GOOGLE: ("imap.gmail.com",),
+                    OAuthProvider.MICROSOFT: ("outlook.office365.com", "outlook.office.com")}
 # Microsoft's tenant aliases that name no tenant: app-only access needs the real one.
 TENANT_ALIASES = ("", "common", "organizations", "consumers")
 
@@ -169,8 +172,11 @@ class MailboxForm(forms.ModelForm):
             # An API mailbox has no server of its own: its endpoints come from the settings.
             data.update(host="", port=Mailbox._meta.get_field("port").default, security=Security.TLS)
             data["oauth_provider"] = ""
-        # Kept for the admin: a grant given to another app (or issuer) is dropped with the change.
+        # Kept for the admin: a grant given to another app (or issuer), or whose IMAP server moved, is dropped.
         self.app_changed = self.moved_app(data)
+        if provider == Provider.IMAP and auth == Auth.OAUTH and self.instance.auth == Auth.OAUTH:
+            self.app_changed += [name.replace("_", " ") for name in DESTINATION_FIELDS[1:]
+                                 if name in data and data[name] != getattr(self.instance, name)]
         if provider and auth:
             self._clean_app(data, provider, auth)
         self._clean_what_to_read(data)
@@ -187,6 +193,10 @@ class MailboxForm(forms.ModelForm):
         if auth == Auth.OAUTH and not data.get("oauth_provider"):
             self.add_error("oauth_provider", "IMAP with OAuth needs whose tokens the server takes: Google (Gmail "
                            "IMAP) or Microsoft (Outlook IMAP).")
+        elif auth == Auth.OAUTH and host and host not in (*OAUTH_IMAP_HOSTS[data["oauth_provider"]], *LOOPBACK_HOSTS):
+            # An access token to the whole mailbox is presented only to its issuer's own IMAP server.
+            self.add_error("host", f"{OAuthProvider(data['oauth_provider']).label} tokens are sent only to "
+                           f"{' or '.join(OAUTH_IMAP_HOSTS[data['oauth_provider']])}.")
         if auth != Auth.PASSWORD:
             return
         data["oauth_provider"] = ""
@@ -219,7 +229,7 @@ class MailboxForm(forms.ModelForm):
             self.add_error("new_app_secret", "A client secret is used only with the mailbox's own client id (else the "
                            "settings' app and secret are used): type the client id, or clear the secret.")
         stored = bool(self.instance.app_secret) and not data.get("remove_app_secret")
-        moved = self.app_changed
+        moved = self.moved_app(data)
         if moved and self.instance.app_secret and not secret and not data.get("remove_app_secret"):
             # Else the stored secret would be presented for an app (or to an issuer) of the editor's choice.
             self.add_error("new_app_secret", f"The {', '.join(moved)} changed: type the app secret again for the "

@@ -397,6 +397,10 @@ def api_data(org, provider="gmail", auth="oauth", **overrides) -> dict:
     ({"provider": "imap", "auth": "service"}, "auth", "IMAP takes Password or OAuth (user consent)."),
     ({"provider": "imap"}, "oauth_provider", "IMAP with OAuth needs whose tokens the server takes"),
     ({"provider": "imap", "oauth_provider": "google", "host": ""}, "host", "An IMAP mailbox needs its server."),
+    ({"provider": "imap", "oauth_provider": "google", "host": "imap.attacker.example"}, "host",
+     "Google tokens are sent only to imap.gmail.com."),
+    ({"provider": "imap", "oauth_provider": "microsoft", "host": "imap.gmail.com"}, "host",
+     "Microsoft tokens are sent only to outlook.office365.com or outlook.office.com."),
     ({"auth": "service"}, "new_app_secret", "A Gmail service account needs its JSON key here"),
     ({"auth": "service", "new_app_secret": "{not json"}, "new_app_secret", "This is not a JSON key"),
     ({"auth": "service", "new_app_secret": service_key(private_key=None)}, "new_app_secret",
@@ -502,3 +506,23 @@ def test_a_post_without_auth_means_a_password_for_imap_only(provider, valid):
     assert form.is_valid() is valid, form.errors
     assert form.cleaned_data.get("auth") == "password" if valid else form.errors["auth"] == [
         "Choose how the mailbox signs in."]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("moved", [{"host": "127.0.0.1", "security": "none", "port": "143"},
+                                   {"username": "someone.else@example.com"}])
+def test_re_pointing_an_imap_oauth_mailbox_drops_its_grant(admin_client, moved):
+    from mailpoll.models import OAuthGrant
+
+    box = MailboxFactory(imap_oauth=True, name="intake", username="reports@example.com", initial_mode="new-only",
+                         site_target=None)
+    OAuthGrant.objects.create(mailbox=box, provider="google", refresh_token="x", authorized_at=timezone.now())
+    same = {"auth": "oauth", "oauth_provider": "google", "host": "imap.gmail.com"}
+    url = reverse("admin:mailpoll_mailbox_change", args=[box.pk])
+    assert admin_client.post(url, change_data(box, **same, name="renamed")).status_code == 302
+    assert OAuthGrant.objects.filter(mailbox=box).exists()  # an edit that moves nothing keeps the grant
+
+    response = admin_client.post(url, change_data(box, **{**same, **moved}), follow=True)
+
+    assert response.status_code == 200 and not OAuthGrant.objects.filter(mailbox=box).exists()
+    assert any("OAuth grant was removed; connect it again" in str(m) for m in response.context["messages"])

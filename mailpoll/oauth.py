@@ -8,8 +8,8 @@ lost. A refusal that means the grant is dead moves it to ``needs_reauth`` with t
 it is never refreshed again until ``connect`` replaces it: no retry storm. Network errors, 5xx and
 throttling are transient and leave the grant active. Nothing here logs a token or a secret.
 
-Not wired into the poller yet (issue 11): the poller will catch ``NeedsReauthorization`` and
-``TokenRefreshError`` per mailbox and record them.
+The poller (``mailbox_poll``) records ``NeedsReauthorization`` and ``TokenRefreshError`` on the mailbox, and
+its claim skips a mailbox whose grant is not active (``sql.CLAIM_DUE_MAILBOXES``).
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def connect(mailbox: Mailbox, provider: str, *, refresh_token: str = "", token_c
             access_token: str = "", expires_in: float | None = None, clock: Clock = timezone.now) -> OAuthGrant:
     """Store a new grant for ``mailbox`` (its consent just completed), replacing any grant it had, active.
 
-    This is how a ``needs_reauth`` grant comes back: the end of the admin's Connect flow (not built yet).
+    This is how a ``needs_reauth`` grant comes back: the end of the admin's Connect flow (``oauth_connect``).
     """
     now = clock()
     has_access = bool(access_token) and expires_in is not None
@@ -157,6 +157,10 @@ def _save_refreshed(grant: OAuthGrant, result: Refreshed, asked_at: datetime) ->
         changes["refresh_token"] = crypto.encrypt(result.refresh_token)
     if result.token_cache is not None:
         changes["token_cache"] = _encrypt(result.token_cache)
+        if result.refresh_token is None:
+            # msal keeps the current refresh token inside its cache from now on; the bare one stored at Connect is
+            # spent (or soon will be) and is not kept as a secret at rest for nothing.
+            changes["refresh_token"] = ""
     # active -> active with new tokens. Guarded on active: under our lock nothing else can have moved it, so
     # zero rows would mean the state machine was bypassed.
     _exactly_one(OAuthGrant.objects.filter(pk=grant.pk, state=GrantState.ACTIVE).update(**changes), grant)

@@ -274,6 +274,20 @@ def test_the_refresh_callable_is_an_interface_a_provider_library_can_implement()
     assert crypto.decrypt(OAuthGrant.objects.get(pk=grant.pk).token_cache) == '{"RefreshToken": {"new": 1}}'
 
 
+def test_once_a_cache_holds_the_refresh_token_the_bare_one_from_connect_is_not_kept():
+    clock = Clock()
+    grant = connect(MailboxFactory(), "microsoft", refresh_token="bare-from-connect", clock=clock)
+
+    def msal_like(held: HeldTokens) -> Refreshed:
+        assert held.refresh_token == "bare-from-connect"  # the first refresh redeems it...
+        return Refreshed("access", 1800, token_cache='{"RefreshToken": {"rotated": 1}}')
+
+    access_token(grant, refresh=msal_like, clock=clock)
+    row = OAuthGrant.objects.get(pk=grant.pk)
+    assert row.refresh_token == ""  # ...and from then on the cache holds the current one
+    assert crypto.decrypt(row.token_cache) == '{"RefreshToken": {"rotated": 1}}'
+
+
 def test_rotatesecrets_reencrypts_a_grants_tokens_and_they_still_refresh(endpoints, settings):
     old, new = Fernet.generate_key().decode(), Fernet.generate_key().decode()
     settings.SECRETS_KEYS = [old]

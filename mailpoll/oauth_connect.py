@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import logging
+import re
 import secrets
 import time
 import urllib.parse
@@ -183,7 +184,8 @@ class ConnectViews:
         request.session[SESSION_KEY] = pending_all
         why = refusal(pending, user_id=request.user.pk, now=time.time())
         if why:
-            logger.warning("OAuth callback refused for user=%s: %s", request.user.pk, why)
+            logger.warning("mailbox=%s OAuth callback refused for user=%s: %s",
+                           pending.get("mailbox", "?") if pending else "?", request.user.pk, why)
             return self._fail(request, reverse("admin:mailpoll_mailbox_changelist"), why)
         mailbox = self._editable(request, str(pending["mailbox"]))
         back = self._change_url(mailbox)
@@ -231,7 +233,8 @@ class ConnectViews:
         return mailbox
 
     def _denied(self, request, mailbox: Mailbox, back: str):
-        error = request.GET.get("error", "")[:100]
+        # RFC 6749 error codes are plain tokens; anything else in them is not the provider's to say.
+        error = re.sub(r"[^\w.-]", "", request.GET.get("error", ""))[:100]
         description = request.GET.get("error_description", "").strip().splitlines()
         said = f" ({description[0][:300]})" if description else ""
         logger.info("mailbox=%s Connect: the provider answered %s", mailbox.pk, error)

@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: setup run test bench bench-imports bench-mail migrate stopdb clean
+.PHONY: setup run test bench bench-imports bench-mail bench-mail-api migrate stopdb clean
 
 setup: $(STAMP)
 
@@ -37,6 +37,10 @@ bench-imports: migrate
 bench-mail: migrate
 	sh scripts/install_dovecot.sh
 	$(BIN)/python -m bench.mail
+
+bench-mail-api: migrate
+	sh scripts/install_dovecot.sh
+	$(BIN)/python -m bench.mail_api
 
 stopdb: setup
 	$(BIN)/python -c "from pathlib import Path; from seoinsight.embedded_db import stop; print('stopped' if stop(Path('.data/postgres').resolve()) else 'not running')"

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PROFILED = sorted({(suffix, function) for _group, suffix, function, _caller in GROUPS} | {("mailpoll/poller.py", "poll")})
 
 
-@pytest.mark.parametrize("module", ["bench.queue", "bench.imports", "bench.mail"])
+@pytest.mark.parametrize("module", ["bench.queue", "bench.imports", "bench.mail", "bench.mail_api"])
 def test_a_benchmark_starts_as_a_module_of_the_package(module):
     result = subprocess.run([sys.executable, "-m", module, "--help"], cwd=ROOT, capture_output=True, text=True,
                             timeout=60)

@@ -108,6 +108,7 @@ class FakeGmail(_LoopbackServer):
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # else every answer waits for the client's delayed ACK (40 ms)
 
             def do_GET(self):
                 if server._may_answer():

@@ -19,7 +19,7 @@ from django.utils.html import format_html
 
 from seoinsight.orgscope import OrgScopedAdmin, OrgScopedInline
 
-from . import attachments, conf
+from . import attachments, conf, oauth
 from .admin_display import (
     ATTACHMENT_COLOURS,
     BLUE,
@@ -46,7 +46,7 @@ from .admin_display import (
 from .admin_filters import DocumentTypeFilter, HealthFilter, StuckFilter, TokenStateFilter
 from .forms import MailboxForm
 from .health import FAILING, HEALTHY, NEVER, mailbox_health
-from .models import Attachment, Auth, FolderCursor, GrantState, Mailbox, OAuthGrant, Provider, Request, RequestStatus
+from .models import Attachment, Auth, FolderCursor, GrantState, Mailbox, Provider, Request, RequestStatus
 from .oauth_connect import ConnectViews
 
 
@@ -175,7 +175,7 @@ class MailboxAdmin(OrgScopedAdmin, admin.ModelAdmin):
         super().save_model(request, obj, form, change)
         if change and getattr(form, "app_changed", None):
             # The grant was given to the old app (or issuer): its refresh token is never sent to the new one.
-            if OAuthGrant.objects.filter(mailbox=obj).delete()[0]:
+            if oauth.disconnect(obj, f"the {', '.join(form.app_changed)} changed"):
                 self.message_user(request, f"The {', '.join(form.app_changed)} changed: the mailbox's OAuth grant "
                                   "was removed; connect it again.", messages.WARNING)
 

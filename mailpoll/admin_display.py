@@ -207,5 +207,6 @@ def cursor_resyncs(cursor: FolderCursor):
         return EMPTY
     running = (format_html('<span style="color:{}">resyncing since {}</span><br>', AMBER,
                            when(cursor.resync_started_at)) if cursor.resync_started_at else "")
-    reason = f": last {truncatechars(cursor.resync_reason, 200)}" if cursor.resync_reason else ""
-    return format_html("{}{}{}", running, counted(cursor.resyncs, "resync", "resyncs"), reason)
+    latest = format_html(", the latest {}", when(cursor.last_resync_at)) if cursor.last_resync_at and not running else ""
+    reason = f": {truncatechars(cursor.resync_reason, 200)}" if cursor.resync_reason else ""
+    return format_html("{}{}{}{}", running, counted(cursor.resyncs, "resync", "resyncs"), latest, reason)

@@ -99,10 +99,10 @@ class ChangesSync(BatchStore):
         now = timezone.now()
         row, created = FolderCursor.objects.get_or_create(
             mailbox=mailbox, folder=folder,
-            defaults={"resyncs": 1, "resync_started_at": now, "resync_reason": reason[:2000]})
+            defaults={"resyncs": 1, "resync_started_at": now, "last_resync_at": now, "resync_reason": reason[:2000]})
         if not created:
-            FolderCursor.objects.filter(pk=row.pk).update(position="", resyncs=F("resyncs") + 1,
-                                                          resync_started_at=now, resync_reason=reason[:2000])
+            FolderCursor.objects.filter(pk=row.pk).update(position="", resyncs=F("resyncs") + 1, resync_started_at=now,
+                                                          last_resync_at=now, resync_reason=reason[:2000])
 
     def _record_error(self, mailbox, folder, result: FolderResult) -> None:
         ref, reason = next(iter(result.failed.items()))

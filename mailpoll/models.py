@@ -191,9 +191,11 @@ class FolderCursor(models.Model):
     # while it has none. It only ever moves over messages that are stored (mailpoll.changes_sync).
     position = models.TextField(blank=True, db_default="")
     # A resync: the provider forgot the cursor, so the folder is read again in full, dedup absorbing what was
-    # stored before. ``resync_started_at`` is set while one is unfinished; the count and reason stay.
+    # stored before. ``resync_started_at`` is set while one is unfinished; the count, the reason and when the
+    # latest began stay.
     resyncs = models.IntegerField(db_default=0)
     resync_started_at = models.DateTimeField(null=True, blank=True)
+    last_resync_at = models.DateTimeField(null=True, blank=True, help_text="When the latest resync started.")
     resync_reason = models.TextField(blank=True, db_default="")
     last_sync_ts = models.DateTimeField(null=True, blank=True)
     # The folder's problem at its last poll (it could not be read, or one message in it could not be stored,

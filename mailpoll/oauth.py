@@ -28,7 +28,7 @@ from .oauth_refresh import HeldTokens, Refresh, Refreshed, TokenEndpointError
 from .oauth_rules import REFRESH_MARGIN, Verdict, classify_token_error, should_refresh
 
 __all__ = ["REFRESH_MARGIN", "NeedsReauthorization", "RefreshDeferred", "RefreshRefused", "TokenRefreshError",
-           "access_token", "connect"]
+           "access_token", "connect", "disconnect"]
 
 logger = logging.getLogger(__name__)
 
@@ -115,6 +115,20 @@ def connect(mailbox: Mailbox, provider: str, *, refresh_token: str = "", token_c
     )
     logger.info("mailbox=%s OAuth grant connected (%s)", mailbox.pk, provider)
     return OAuthGrant.objects.get(mailbox=mailbox)
+
+
+def disconnect(mailbox: Mailbox, why: str) -> bool:
+    """Forget the mailbox's grant, whatever its state; True if it had one.
+
+    For when the grant no longer fits the mailbox (its app, issuer or IMAP server changed): its refresh
+    token must never be sent to the new one. The mailbox is then "not connected" until Connect makes a
+    new grant, and the claim skips it meanwhile. A refresh in progress holds the row lock; the DELETE
+    waits for it, then removes what it saved.
+    """
+    deleted = OAuthGrant.objects.filter(mailbox=mailbox).delete()[0] > 0
+    if deleted:
+        logger.info("mailbox=%s OAuth grant removed: %s", mailbox.pk, why)
+    return deleted
 
 
 def _grant_of(mailbox_or_grant) -> OAuthGrant:

@@ -33,7 +33,7 @@ from django.urls import reverse
 from . import conf, oauth
 from .models import Auth, Mailbox, OAuthProvider
 from .oauth_apps import NotConfigured, OAuthApp, app_for
-from .oauth_refresh import TokenEndpointError, _expires_in, _json_object
+from .oauth_refresh import TokenEndpointError, expires_in_seconds, json_object
 from .oauth_rules import classify_token_error
 
 logger = logging.getLogger(__name__)
@@ -138,14 +138,14 @@ def exchange_code(app: OAuthApp, *, code: str, verifier: str, redirect_uri: str)
     except requests.RequestException as exc:
         # The exception names the host, never the form; its chain is dropped all the same.
         raise TokenEndpointError(None, None, f"{type(exc).__name__}: {str(exc)[:200]}") from None
-    body = _json_object(response)
+    body = json_object(response)
     if response.status_code != 200:
         raise TokenEndpointError(response.status_code, body, (response.reason or "").strip())
     access = body.get("access_token") if body else None
     if not isinstance(access, str) or not access:
         raise TokenEndpointError(response.status_code, None, "the answer holds no access token")
     refresh = body.get("refresh_token")
-    return Exchanged(access, _expires_in(body.get("expires_in")), refresh if isinstance(refresh, str) else "")
+    return Exchanged(access, expires_in_seconds(body.get("expires_in")), refresh if isinstance(refresh, str) else "")
 
 
 # -- The views ----------------------------------------------------------------------------------------------

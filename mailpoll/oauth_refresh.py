@@ -91,18 +91,18 @@ class TokenEndpoint:
         except requests.RequestException as exc:
             # The exception names the host, never the form; its chain is dropped all the same.
             raise TokenEndpointError(None, None, f"{type(exc).__name__}: {str(exc)[:200]}") from None
-        body = _json_object(response)
+        body = json_object(response)
         if response.status_code != 200:
             raise TokenEndpointError(response.status_code, body, f"{response.reason or ''}".strip())
         token = body.get("access_token") if body else None
         if not isinstance(token, str) or not token:
             raise TokenEndpointError(response.status_code, None, "the answer holds no access token")
         rotated = body.get("refresh_token")
-        return Refreshed(token, _expires_in(body.get("expires_in")),
+        return Refreshed(token, expires_in_seconds(body.get("expires_in")),
                          refresh_token=rotated if isinstance(rotated, str) and rotated else None)
 
 
-def _json_object(response) -> dict | None:
+def json_object(response) -> dict | None:
     try:
         body = response.json()
     except ValueError:
@@ -110,7 +110,7 @@ def _json_object(response) -> dict | None:
     return body if isinstance(body, dict) else None
 
 
-def _expires_in(value) -> float:
+def expires_in_seconds(value) -> float:
     """``expires_in`` as seconds (Microsoft's v1 endpoint sends a string); the default if absent or absurd."""
     try:
         seconds = float(value)

@@ -7,6 +7,7 @@ and refuses a code used twice, so a flow that skipped either would fail here.
 """
 
 import logging
+import re
 import time
 import urllib.parse
 from datetime import timedelta
@@ -429,7 +430,14 @@ def test_the_page_shows_an_api_cursor_shortened_and_its_resyncs(admin_client):
     html = page(admin_client, box)
 
     assert f"{position[:24]}…</code>" in html
-    assert "resyncing since" in html and "2 resyncs: last 410 SyncStateNotFound" in html
+    assert "resyncing since" in html and "2 resyncs: 410 SyncStateNotFound" in html
+
+    # Finished: no longer "resyncing", and when the latest one was is still said.
+    FolderCursor.objects.filter(mailbox=box).update(resync_started_at=None,
+                                                    last_resync_at=timezone.now() - timedelta(hours=3))
+    html = page(admin_client, box)
+    assert "resyncing since" not in html
+    assert re.search(r"2 resyncs, the latest <span title=\"[^\"]+\">3 h ago</span>: 410 SyncStateNotFound", html)
 
 
 def test_the_changelist_shows_provider_and_token_state_and_filters_by_it(admin_client):

@@ -127,6 +127,7 @@ def test_history_expiring_mid_paging_resyncs_the_label_once_and_stores_every_mes
     row = cursor_of(mailbox)
     assert row.resyncs == 1 and "no longer takes the cursor of label INBOX" in row.resync_reason
     assert row.resync_started_at is None and row.position == str(gmail.history_id)
+    assert row.last_resync_at is not None  # finished, but when it happened is kept
     assert provider_refs() == sorted(first + later) and Request.objects.count() == 7
     assert mailbox.last_error == "" and len(gmail.listings()) == 1 + 4  # the first poll's, then 7 in pages of 2
 

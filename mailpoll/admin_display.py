@@ -68,6 +68,8 @@ def next_try(mailbox: Mailbox):
     """When a poller takes the mailbox next: at its next cycle, after its interval, or after its backoff."""
     if not mailbox.enabled:
         return EMPTY
+    if token_state(mailbox.auth, grant_of(mailbox)) in (TOKEN_NOT_CONNECTED, TOKEN_NEEDS_REAUTH):
+        return "not until connected"  # the claim skips it (sql.CLAIM_DUE_MAILBOXES)
     due = mailbox.last_polled_at and mailbox.last_polled_at + mailbox.poll_interval
     backing_off = bool(due and mailbox.next_attempt_at and mailbox.next_attempt_at > due)
     if backing_off:

@@ -464,6 +464,16 @@ def test_the_changelist_shows_provider_and_token_state_and_filters_by_it(admin_c
                                                                                    {fresh.pk})
 
 
+def test_the_next_try_of_a_mailbox_the_claim_skips_says_so(admin_client):
+    dead = MailboxFactory(name="dead", graph_oauth=True)
+    grant(dead, state=GrantState.NEEDS_REAUTH, access_token="", access_expires_at=None, failed_at=timezone.now(),
+          failure_reason="invalid_grant")
+    fresh, live = MailboxFactory(name="fresh", imap_oauth=True), MailboxFactory(name="live", gmail_oauth=True)
+    grant(live)
+    for box, expected in ((dead, "not until connected"), (fresh, "not until connected"), (live, "next cycle")):
+        assert expected in page(admin_client, box), box.name
+
+
 def test_poll_now_says_a_mailbox_needing_re_authorization_is_not_polled(admin_client):
     dead = MailboxFactory(name="dead", graph_oauth=True)
     grant(dead, state=GrantState.NEEDS_REAUTH, access_token="", access_expires_at=None, failed_at=timezone.now(),

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from mailpoll.oauth_refresh import DEFAULT_EXPIRES_IN, _expires_in
+from mailpoll.oauth_refresh import DEFAULT_EXPIRES_IN, expires_in_seconds
 from mailpoll.oauth_rules import (
     REASON_MAX,
     REFRESH_MARGIN,
@@ -124,4 +124,4 @@ def test_cliff_warning(provider, days_since_consent, days_since_refresh, testing
     (-5, DEFAULT_EXPIRES_IN), (float("nan"), DEFAULT_EXPIRES_IN), (1e12, DEFAULT_EXPIRES_IN), (0, 0.0),
 ])
 def test_expires_in_as_answered(value, expected):
-    assert _expires_in(value) == expected
+    assert expires_in_seconds(value) == expected

@@ -98,16 +98,24 @@ def limit_warnings(*, stuck_after: float, job_stale_after: float, poll_deadline:
     return warnings
 
 
+def migrated(databases) -> list[str]:
+    """The database aliases a database check may query: `migrate` runs the checks before it applies what
+    their queries read, so an alias with migrations still to apply is passed over."""
+    aliases = []
+    for alias in databases or ():
+        executor = MigrationExecutor(connections[alias])
+        if not executor.migration_plan(executor.loader.graph.leaf_nodes()):
+            aliases.append(alias)
+    return aliases
+
+
 @checks.register(checks.Tags.database)
 def check_mailboxes_have_targets(app_configs=None, databases=None, **kwargs):
     """A CSV or Excel attachment of a mailbox without a site target fails; better said before it arrives."""
     from .models import Attachment, Mailbox
 
     found = []
-    for alias in databases or ():
-        executor = MigrationExecutor(connections[alias])
-        if executor.migration_plan(executor.loader.graph.leaf_nodes()):
-            continue  # `migrate` runs this check before it applies what the query below may need
+    for alias in migrated(databases):
         untargeted = (
             Mailbox.objects.using(alias)
             .filter(enabled=True, site_target__isnull=True)
@@ -136,10 +144,7 @@ def check_mailboxes_can_authenticate(app_configs=None, databases=None, **kwargs)
     from .oauth_apps import credentials_problem
 
     found = []
-    for alias in databases or ():
-        executor = MigrationExecutor(connections[alias])
-        if executor.migration_plan(executor.loader.graph.leaf_nodes()):
-            continue  # as above: the columns read below may not exist yet
+    for alias in migrated(databases):
         for mailbox in Mailbox.objects.using(alias).filter(enabled=True).order_by("pk"):
             problem = credentials_problem(mailbox)
             if problem:

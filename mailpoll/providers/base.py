@@ -61,7 +61,9 @@ class PollInterrupted(ProviderError):
     """The poller shut the connection down on purpose (its deadline passed, or it is stopping)."""
 
 
-class MailProvider(ABC):
+class _Session(ABC):
+    """One poll's connection to a mailbox's server: opened on entering, closed on leaving."""
+
     def __init__(self, mailbox):
         self.mailbox = mailbox
 
@@ -77,6 +79,9 @@ class MailProvider(ABC):
 
     @abstractmethod
     def close(self) -> None: ...
+
+
+class MailProvider(_Session):
 
     @abstractmethod
     def interrupt(self, reason: str) -> None:
@@ -105,7 +110,7 @@ class MailProvider(ABC):
         """The header block only (for messages too big to fetch whole)."""
 
 
-class ChangesProvider(ABC):
+class ChangesProvider(_Session):
     """An API mailbox (Gmail, Microsoft Graph): each folder read as changes since a cursor.
 
     ``changes`` yields ``changes.Batch``es; the caller stores each batch, then commits its
@@ -113,24 +118,6 @@ class ChangesProvider(ABC):
     once per poll), ``changes.Throttled`` or any ``ProviderError``; token errors come from
     ``mailpoll.oauth``. ``interrupt`` has ``MailProvider.interrupt``'s contract.
     """
-
-    def __init__(self, mailbox):
-        self.mailbox = mailbox
-
-    def __enter__(self):
-        self.connect()
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    @abstractmethod
-    def connect(self) -> None:
-        """Build the clients; tokens are asked for on first use (they may need a refresh)."""
-
-    @abstractmethod
-    def close(self) -> None:
-        """Release connections."""
 
     @abstractmethod
     def interrupt(self, reason: str) -> None: ...

@@ -33,6 +33,7 @@ INSTALLED_APPS = [
     "seoinsight",
     "jobs",
     "imports",
+    "outbox",
     "mailpoll",
 ]
 

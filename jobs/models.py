@@ -200,3 +200,49 @@ class ZombieJob(Job):
 
 def _iso(value):
     return value.isoformat() if value else None
+
+
+class ProcessKind(models.TextChoices):
+    RUNJOBS = "runjobs", "runjobs"
+    POLLMAIL = "pollmail", "pollmail"
+
+
+class ProcessQuerySet(models.QuerySet):
+    def seen_within(self, seconds: float):
+        """Processes whose last heartbeat is at most ``seconds`` old, on the database's clock."""
+        return self.filter(heartbeat_at__gte=models.Func(function="now") - timedelta(seconds=seconds))
+
+    def silent_for(self, seconds: float):
+        return self.filter(heartbeat_at__lt=models.Func(function="now") - timedelta(seconds=seconds))
+
+
+class Process(models.Model):
+    """One running ``runjobs`` or ``pollmail`` (``jobs.processes``): who is running, doing what.
+
+    The process inserts its row when its loop starts, refreshes ``heartbeat_at``
+    and ``doing`` from its own thread, and deletes the row when it exits; a row
+    whose process died without exiting (kill -9, a lost host) stops being
+    refreshed and is deleted by any other process once silent for
+    ``jobs.processes.FORGET_AFTER``. Informational only: no claim depends on it.
+    """
+
+    kind = models.TextField(choices=ProcessKind.choices)
+    host = models.TextField()
+    pid = models.IntegerField()
+    started_at = models.DateTimeField(db_default=models.Func(function="now"))
+    heartbeat_at = models.DateTimeField(db_default=models.Func(function="now"))
+    # What it works on now ("job=<id> type=<type>", "mailbox=<pk>, mailbox=<pk>"); blank when idle.
+    doing = models.TextField(blank=True, default="", db_default="")
+
+    objects = ProcessQuerySet.as_manager()
+
+    class Meta:
+        db_table = "jobs_process"
+        ordering = ["kind", "host", "pid"]
+        verbose_name_plural = "processes"
+        constraints = [
+            models.CheckConstraint(condition=Q(kind__in=["runjobs", "pollmail"]), name="jobs_process_kind_valid"),
+        ]
+
+    def __str__(self):
+        return f"{self.kind} {self.host}:{self.pid}"

@@ -18,7 +18,7 @@ import traceback
 import psycopg
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, reset_queries
 
-from . import conf, dbsession, queue, registry, storable
+from . import conf, dbsession, processes, queue, registry, storable
 from .heartbeat import Heartbeat
 from .models import Job
 from .sweep import Sweeper
@@ -85,6 +85,8 @@ class Worker:
                  ",".join(sorted(registry.all_types())))
         self.heartbeat.start()
         self.sweeper.start()
+        entry = processes.ProcessEntry("runjobs")
+        entry.start()
         # Zombies left by an earlier crash go back before this worker's first claim.
         while not (self.sweeper.first_pass.wait(STOP_CHECK_INTERVAL) or self.stopping):
             pass
@@ -101,6 +103,7 @@ class Worker:
                     log.exception("worker loop error; retrying")
                     self._sleep(self._next_backoff())
         finally:
+            entry.stop()
             self.sweeper.stop()
             self.heartbeat.stop()
             self.waker.close()
@@ -122,7 +125,8 @@ class Worker:
                 return False
             self.waker.wait(self._poll_timeout(), self._stop)
             return True
-        self._run(job)
+        with processes.doing(job=job.id, job_type=job.type, org=job.org_id):
+            self._run(job)
         self.processed += 1
         return not (self.max_jobs and self.processed >= self.max_jobs)
 

@@ -22,11 +22,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 from django.db import connection
 
-from jobs import dbsession
+from jobs import dbsession, processes
 
 from . import conf, sql, store, watchdog
 from .changes_sync import ChangesSync
 from .folder_sync import FolderResult, FolderSync
+from .live import LiveSupervisor
 from .mailbox_poll import STOP_GRACE, MailboxPoll
 from .models import Mailbox
 
@@ -61,11 +62,21 @@ class Poller:
     def run(self, once: bool = False) -> None:
         log.info("poller started: interval=%gs concurrency=%s deadline=%gs", self.interval, self.concurrency,
                  conf.get("MAILPOLL_POLL_DEADLINE"))
-        while not self._stop.is_set():
-            self.cycle()
-            if once:
-                break
-            self._stop.wait(self.interval * random.uniform(0.9, 1.1))
+        entry = processes.ProcessEntry("pollmail")
+        entry.start()
+        # Live mailboxes are watched alongside the cycles, through the same folder reader (mailpoll.live).
+        supervisor = None if once else LiveSupervisor(self.folder_sync, self._stop).start()
+        try:
+            while not self._stop.is_set():
+                self.cycle()
+                if once:
+                    break
+                self._stop.wait(self.interval * random.uniform(0.9, 1.1))
+        finally:
+            if supervisor is not None:
+                self._stop.set()
+                supervisor.join()
+            entry.stop()
         log.info("poller stopped")
 
     def cycle(self) -> list[int]:
@@ -123,7 +134,8 @@ class Poller:
 
     def poll(self, mailbox: Mailbox) -> list[FolderResult]:
         """One mailbox, now, whether due or not (``MailboxPoll.poll``)."""
-        return self.mailbox_poll.poll(mailbox)
+        with processes.doing(mailbox=mailbox.pk, org=mailbox.org_id):
+            return self.mailbox_poll.poll(mailbox)
 
 
 def _sync_commit_off() -> None:

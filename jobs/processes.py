@@ -1,0 +1,151 @@
+"""The process list: every ``runjobs`` and ``pollmail`` says who it is and what it is doing.
+
+``ProcessEntry`` is a thread started by the worker's and the poller's loop. On
+its own database connection it inserts the process's ``Process`` row, then
+refreshes ``heartbeat_at`` every ``HEARTBEAT_EVERY`` seconds, and ``doing`` as
+soon as it changes (at most once per ``MIN_SPACING``, so a fast worker costs one
+small UPDATE a second at most, off its loop); on stop it deletes the row. Each
+refresh also forgets the rows of processes silent for ``FORGET_AFTER`` (killed,
+or on a host that vanished), so the list ages out without a sweeper of its own.
+
+``doing(job=..., mailbox=...)`` names the work of the calling thread for the
+list and, through ``seoinsight.logs.context``, for every log record inside.
+
+The list is for people and for ``/health/ready``; nothing claims or locks by
+it, so a database outage only leaves it stale (logged once per outage).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from contextlib import contextmanager
+
+from django.db import DatabaseError
+from django.db.models import Func
+
+from seoinsight import logs
+
+from . import dbsession
+from .models import Process
+
+log = logging.getLogger(__name__)
+
+HEARTBEAT_EVERY = 10.0
+# A process seen within this many seconds counts as running (health, admin).
+ALIVE_WITHIN = 60.0
+# A row silent this long is deleted by any other process's refresh.
+FORGET_AFTER = 600.0
+MIN_SPACING = 1.0
+
+_doing: dict[int, str] = {}
+_doing_lock = threading.Lock()
+_changed = threading.Event()
+
+
+def describe(*, job=None, job_type=None, mailbox=None) -> str:
+    """The ``doing`` text of one unit of work.
+
+    >>> describe(job="0190", job_type="import_csv"), describe(mailbox=7), describe()
+    ('job=0190 type=import_csv', 'mailbox=7', '')
+    """
+    parts = []
+    if job is not None:
+        parts.append(f"job={job}")
+    if job_type is not None:
+        parts.append(f"type={job_type}")
+    if mailbox is not None:
+        parts.append(f"mailbox={mailbox}")
+    return " ".join(parts)
+
+
+@contextmanager
+def doing(*, job=None, job_type=None, mailbox=None, org=None):
+    """The calling thread works on this job or mailbox for the enclosed block (process list and logs)."""
+    ident = threading.get_ident()
+    with _doing_lock:
+        _doing[ident] = describe(job=job, job_type=job_type, mailbox=mailbox)
+    _changed.set()
+    try:
+        with logs.context(job=job, mailbox=mailbox, org=org):
+            yield
+    finally:
+        with _doing_lock:
+            _doing.pop(ident, None)
+        _changed.set()
+
+
+def current_doing() -> str:
+    """Every thread's current work, in a stable order, comma-separated ('' when idle)."""
+    with _doing_lock:
+        return ", ".join(sorted(text for text in _doing.values() if text))
+
+
+def forget_dead(after: float = FORGET_AFTER) -> int:
+    """Delete the rows of processes silent for ``after`` seconds; returns how many."""
+    deleted, _ = Process.objects.silent_for(after).delete()
+    return deleted
+
+
+class ProcessEntry(threading.Thread):
+    """This process's row in the process list, kept fresh from its own thread; ``stop()`` removes it."""
+
+    def __init__(self, kind: str, every: float = HEARTBEAT_EVERY):
+        super().__init__(name=f"{kind}-process-entry", daemon=True)
+        self.kind = kind
+        self.every = every
+        self.pk: int | None = None
+        self.registered = threading.Event()
+        self._halt = threading.Event()
+        self._failing = False
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._halt.set()
+        _changed.set()
+        if self.is_alive():
+            self.join(timeout)
+
+    def run(self) -> None:
+        try:
+            self._refresh()
+            self.registered.set()
+            while not self._halt.is_set():
+                _changed.wait(self.every)
+                _changed.clear()
+                if self._halt.is_set():
+                    break
+                self._refresh()
+                self._halt.wait(MIN_SPACING)
+        finally:
+            self._remove()
+            dbsession.close_quietly()
+
+    def _refresh(self) -> None:
+        """Insert or refresh the row (inserted again if it was forgotten meanwhile); forget the dead."""
+        try:
+            text = current_doing()
+            if self.pk is None or not Process.objects.filter(pk=self.pk).update(
+                    heartbeat_at=Func(function="now"), doing=text):
+                self.pk = Process.objects.create(kind=self.kind, host=socket.gethostname(), pid=os.getpid(),
+                                                 doing=text).pk
+                log.info("process list: %s registered as %s", self.kind, self.pk)
+            forget_dead()
+            self._failing = False
+        except DatabaseError as exc:
+            if not self._failing:
+                log.warning("process list: %s heartbeat not recorded (%s); retrying", self.kind,
+                            dbsession.first_line(exc))
+            self._failing = True
+            dbsession.close_quietly()
+
+    def _remove(self) -> None:
+        if self.pk is None:
+            return
+        try:
+            Process.objects.filter(pk=self.pk).delete()
+        except DatabaseError as exc:
+            log.warning("process list: %s entry %s not removed (%s); it ages out", self.kind, self.pk,
+                        dbsession.first_line(exc))
+

@@ -37,6 +37,7 @@ from .admin_display import (
     cursor_resyncs,
     duration_label,
     grant_of,
+    live_state,
     next_try,
     preformatted,
     report,
@@ -112,9 +113,9 @@ class FolderCursorInline(OrgScopedInline, admin.TabularInline):
 class MailboxAdmin(OrgScopedAdmin, admin.ModelAdmin):
     form = MailboxForm
     list_display = ["name", "org", "provider_auth", "account", "enabled", "health_badge", "token", "last_poll",
-                    "last_success", "last_error_short", "failures", "next_try_at"]
+                    "last_success", "last_error_short", "failures", "next_try_at", "live_watch_state"]
     list_filter = ["org", "enabled", "provider", "auth", HealthFilter, TokenStateFilter]
-    list_select_related = ["org", "oauth_grant"]
+    list_select_related = ["org", "oauth_grant", "live_watch"]
     search_fields = ["name", "username", "host"]
     ordering = ["org", "name"]
     autocomplete_fields = ["org"]
@@ -123,7 +124,7 @@ class MailboxAdmin(OrgScopedAdmin, admin.ModelAdmin):
     actions = ["poll_now", "enable", "disable"]
     readonly_fields = ["provider_auth", "secret_state", "app_secret_state", "token_detail", "cliff", "connect",
                        "health_badge", "last_polled_at", "last_success_at", "consecutive_failures", "next_try_at",
-                       "last_error_at", "last_error_text", "requests_link", "created_at"]
+                       "last_error_at", "last_error_text", "requests_link", "created_at", "live_watch_state"]
 
     def get_fieldsets(self, request, obj=None):
         secret = ["password", "remove_secret", "secret_state"] if obj else ["password"]
@@ -151,7 +152,7 @@ class MailboxAdmin(OrgScopedAdmin, admin.ModelAdmin):
             fieldsets.insert(0, ("At a glance", {"fields": glance}))
             fieldsets.append(("Health", {"fields": ["last_polled_at", "last_success_at", "consecutive_failures",
                                                     "next_try_at", "last_error_at", "requests_link",
-                                                    "created_at"]}))
+                                                    "created_at", "live_watch_state"]}))
         return fieldsets
 
     def get_readonly_fields(self, request, obj=None):
@@ -214,6 +215,10 @@ class MailboxAdmin(OrgScopedAdmin, admin.ModelAdmin):
         state, label = mailbox_health(mailbox)
         colour = {HEALTHY: GREEN, FAILING: RED, NEVER: BLUE}.get(state, GREY)
         return badge(colour, label, mailbox.last_error if state == FAILING else "")
+
+    @admin.display(description="live (IMAP IDLE)")
+    def live_watch_state(self, mailbox):
+        return live_state(mailbox)
 
     @admin.display(description="last poll", ordering="last_polled_at")
     def last_poll(self, mailbox):

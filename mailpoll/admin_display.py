@@ -9,7 +9,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
-from .models import Auth, AttachmentStatus, FolderCursor, GrantState, Mailbox, OAuthGrant
+from .models import Auth, AttachmentStatus, FolderCursor, GrantState, LiveWatch, Mailbox, OAuthGrant, Provider
 from .oauth_rules import CLIFFS, cliff_warning
 
 EMPTY = "—"
@@ -191,6 +191,20 @@ def connect_button(mailbox: Mailbox):
     return format_html('<a class="button" href="{}">{}</a> <small>Opens {}\'s consent screen; the account\'s user '
                        "signs in there and allows read access to mail. Save your edits first.</small>",
                        url, label, mailbox.issuer.capitalize() or "the provider")
+
+
+def live_state(mailbox: Mailbox):
+    """A live mailbox's watcher (``mailpoll.live``): which process, since when, and its last event."""
+    if not mailbox.live:
+        return EMPTY
+    if mailbox.provider != Provider.IMAP:
+        return badge(AMBER, "not watched", "Only IMAP mailboxes are live; this one is polled.")
+    try:
+        watch = mailbox.live_watch
+    except LiveWatch.DoesNotExist:
+        return badge(AMBER, "not watched yet", "Taken by a pollmail within MAILPOLL_LIVE_RECONCILE seconds.")
+    event = format_html("; last event {} {}", watch.last_event, when(watch.last_event_at)) if watch.last_event else ""
+    return format_html("watched by {}/{} since {}{}", watch.host, watch.pid, when(watch.since), event)
 
 
 def cursor_position(cursor: FolderCursor):

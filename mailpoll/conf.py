@@ -18,6 +18,15 @@ SETTINGS = Declarations(
     Setting("MAILPOLL_SOCKET_TIMEOUT", float, 60.0, "seconds one IMAP or API connect, read or write may wait"),
     Setting("MAILPOLL_BACKOFF_MAX", float, 3600.0,
             "longest wait, in seconds, before a failing mailbox is tried again"),
+    # Live mailboxes: IMAP IDLE inside pollmail (mailpoll.live, issue 12).
+    Setting("MAILPOLL_LIVE_RECONCILE", float, 5.0,
+            "seconds between the live supervisor's looks at the table (live mailboxes switched, added, removed)"),
+    Setting("MAILPOLL_LIVE_REIDLE", float, 1500.0,
+            "seconds one IDLE lasts before it is re-issued (RFC 2177: under 29 minutes; capped there)"),
+    Setting("MAILPOLL_LIVE_MAX_SILENCE", float, 300.0,
+            "seconds without a word from the server before a NOOP and a cursor check of the watched folder"),
+    Setting("MAILPOLL_LIVE_BACKOFF", float, 1.0, "first wait, in seconds, before a live connection is retried"),
+    Setting("MAILPOLL_LIVE_BACKOFF_MAX", float, 300.0, "longest wait before a live connection is retried"),
     # API mailboxes and OAuth (issue 11). Every endpoint is a setting, so a secret is only ever sent to a host
     # configured here; each must be https (http only on 127.0.0.1 / localhost: mailpoll.E003).
     Setting("MAILPOLL_GMAIL_API_URL", str, "https://gmail.googleapis.com/", "the Gmail API's base URL"),

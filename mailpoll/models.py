@@ -101,6 +101,8 @@ class Mailbox(models.Model):
         help_text="Where CSV and Excel attachments are imported.",
     )
     enabled = models.BooleanField(default=True)
+    # Its first folder is also watched with IMAP IDLE by one pollmail across replicas (mailpoll.live); IMAP only.
+    live = models.BooleanField(default=False, db_default=False, help_text="Watch the first folder with IMAP IDLE (IMAP only).")
     last_polled_at = models.DateTimeField(null=True, blank=True)
     last_success_at = models.DateTimeField(null=True, blank=True)
     last_error = models.TextField(blank=True)
@@ -169,6 +171,24 @@ class Mailbox(models.Model):
 
 crypto.register_column("mailpoll.Mailbox", "secret")
 crypto.register_column("mailpoll.Mailbox", "app_secret")
+
+
+class LiveWatch(models.Model):
+    """Who watches a live mailbox right now: written by the pollmail holding its advisory lock (mailpoll.live).
+
+    Display only: the lock decides, this row reports. A holder killed -9 leaves its row until the next
+    holder overwrites it, or a supervisor removes it once the mailbox is no longer live.
+    """
+
+    mailbox = models.OneToOneField(Mailbox, on_delete=models.CASCADE, related_name="live_watch")
+    host = models.CharField(max_length=255)
+    pid = models.IntegerField()
+    since = models.DateTimeField()
+    last_event_at = models.DateTimeField(null=True, blank=True)
+    last_event = models.CharField(max_length=200, blank=True)
+
+    def __str__(self):
+        return f"mailbox {self.mailbox_id} watched by {self.host}/{self.pid}"
 
 
 class FolderCursor(models.Model):

@@ -188,6 +188,33 @@ class ImapProvider(MailProvider):
         data = response.get(uid)
         return data.get(b"BODY[HEADER]") if data else None
 
+    # -- IDLE (mailpoll.live) -----------------------------------------------------
+    # The selected folder's IDLE (RFC 2177), each call under _context like every other command: a closed or
+    # interrupted connection leaves as a ProviderError. Responses are imapclient's parsed untagged ones.
+
+    def idle_supported(self) -> bool:
+        with self._context():
+            return self.client.has_capability("IDLE")
+
+    def idle_start(self) -> None:
+        with self._context():
+            self.client.idle()
+
+    def idle_wait(self, timeout: float) -> list:
+        """What the server said within ``timeout`` seconds of IDLE; [] for nothing, and for a closed connection."""
+        with self._context():
+            return self.client.idle_check(timeout)
+
+    def idle_end(self) -> list:
+        """Leave IDLE (``DONE``); the responses that came since the last ``idle_wait``."""
+        with self._context():
+            return self.client.idle_done()[1]
+
+    def noop(self) -> list:
+        """A round trip that proves the connection alive; the untagged responses it brought."""
+        with self._context():
+            return self.client.noop()[1]
+
     # -- errors -----------------------------------------------------------------
 
     def _refused(self, refusal: ResponseTooLarge, uids: list[int] | None):

@@ -1,0 +1,194 @@
+"""Live mailboxes (IMAP IDLE inside pollmail, issue 12 §1): the pure decisions, then real pollmail processes
+against the suite's Dovecot — new mail arrives through IDLE, one watcher across replicas, takeover after kill -9,
+switching live without a restart, a killed IMAP session, SIGTERM."""
+
+import signal
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from mailpoll import live
+from mailpoll.live import CHECK, REIDLE, WAIT, Plan, backoff_delay, idle_step, means_new_mail, reconcile
+from mailpoll.models import LiveWatch, Mailbox, Request
+from tests.mailpoll.factories import MailboxFactory, mail
+from tests.support.processes import ManagedProcess, process_env, wait_for
+
+# -- pure decisions ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("failures", "rand", "expected"), [
+    (0, 0.9, 0.0),  # no failure: at once
+    (1, 0.0, 0.5),  # the lower half is never used
+    (1, 1.0, 1.0),
+    (2, 0.0, 1.0),
+    (3, 0.5, 3.0),  # 4 s ceiling, jittered
+    (9, 1.0, 10.0),  # capped
+    (500, 0.0, 5.0),  # no overflow far past the cap
+])
+def test_backoff_doubles_to_its_cap_with_jitter_in_the_upper_half(failures, rand, expected):
+    assert backoff_delay(failures, base=1.0, cap=10.0, rand=rand) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(("now", "idle_since", "heard_at", "reidle_after", "max_silence", "expected"), [
+    (10, 0, 9, 25, 30, WAIT),
+    (25, 0, 24, 25, 30, REIDLE),  # this IDLE is old enough
+    (40, 30, 5, 25, 35, CHECK),  # silence beats everything
+    (40, 30, 5, 25, 36, WAIT),
+    (1750, 0, 1749, 3600, 3600, REIDLE),  # a setting past 29 minutes is capped at RFC 2177's limit
+    (1739, 0, 1738, 3600, 3600, WAIT),
+])
+def test_idle_step(now, idle_since, heard_at, reidle_after, max_silence, expected):
+    assert idle_step(now, idle_since, heard_at, reidle_after, max_silence) == expected
+
+
+@pytest.mark.parametrize(("responses", "expected"), [
+    ([], False),
+    ([(b"OK", b"Still here")], False),
+    ([(3, b"EXPUNGE")], False),
+    ([(1, b"FETCH", (b"FLAGS", (b"\\Seen",)))], False),
+    ([(4, b"EXISTS")], True),
+    ([(b"OK", b"Still here"), (1, b"RECENT")], True),
+])
+def test_what_means_new_mail(responses, expected):
+    assert means_new_mail(responses) is expected
+
+
+A, B = ("h", 143, "none", "u", "password", "", "s1", "INBOX"), ("h2", 143, "none", "u", "password", "", "s1", "INBOX")
+
+
+@pytest.mark.parametrize(("wanted", "running", "expected"), [
+    ({}, {}, Plan([], [])),
+    ({1: A}, {}, Plan([1], [])),  # switched live, or added
+    ({}, {1: A}, Plan([], [1])),  # switched off, disabled, or removed
+    ({1: A}, {1: A}, Plan([], [])),
+    ({1: B}, {1: A}, Plan([1], [1])),  # re-pointed: restarted
+    ({1: A, 2: A, 3: B}, {2: A, 3: A, 4: A}, Plan([1, 3], [3, 4])),
+])
+def test_reconcile(wanted, running, expected):
+    assert reconcile(wanted, running) == expected
+
+
+def test_the_watch_key_is_the_configuration_a_loop_depends_on():
+    row = {"host": "h", "port": 143, "security": "none", "username": "u", "auth": "password", "oauth_provider": "",
+           "secret": "s1", "folders": []}
+    assert live.watch_key(row) == A  # no folder listed: INBOX
+    assert live.watch_key({**row, "folders": ["Orders", "INBOX"]})[-1] == "Orders"
+    assert live.watch_key({**row, "secret": "s2"}) != A  # a new password restarts the loop
+
+
+# -- real pollmail processes ---------------------------------------------------------------------------------
+
+# Short timers, and a poll cycle that never reads these mailboxes: what arrives, arrives through IDLE.
+LIVE_ENV = {"MAILPOLL_LIVE_RECONCILE": 0.3, "MAILPOLL_LIVE_BACKOFF": 0.2, "MAILPOLL_LIVE_BACKOFF_MAX": 1,
+            "MAILPOLL_LIVE_REIDLE": 2, "MAILPOLL_LIVE_MAX_SILENCE": 60}
+
+
+def live_mailbox(dovecot, *, live_now=True):
+    user, password = dovecot.add_user()
+    mailbox = MailboxFactory(host=dovecot.host, port=dovecot.port, username=user, password=password,
+                             initial_mode="new-only", live=live_now, poll_interval=timedelta(hours=1))
+    Mailbox.objects.filter(pk=mailbox.pk).update(last_polled_at=timezone.now())  # not due for an hour
+    return user, mailbox
+
+
+def pollmail(processes, media, **env):
+    return processes(lambda: ManagedProcess("pollmail", "--interval", "60",
+                                            env=process_env(MEDIA_ROOT=media, **LIVE_ENV, **env)))
+
+
+def watched(mailbox, pid=None):
+    """The mailbox's watch row once its loop is in IDLE (by ``pid``, if given)."""
+    row = LiveWatch.objects.filter(mailbox=mailbox, last_event="idle").first()
+    return row if row is not None and (pid is None or row.pid == pid) else None
+
+
+def arrived(subject):
+    return wait_for(lambda: Request.objects.filter(subject=subject).exists(), timeout=30,
+                    message=f"Request {subject!r}")
+
+
+def lock_holders(mailbox) -> int:
+    with connection.cursor() as cur:
+        cur.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND classid = %s "
+                    "AND objid = %s AND objsubid = 2 AND database = (SELECT oid FROM pg_database "
+                    "WHERE datname = current_database())", [live.LOCK_NAMESPACE, mailbox.pk])
+        return cur.fetchone()[0]
+
+
+def imap_sessions(dovecot, user) -> int:
+    """The user's open IMAP connections on the server (``doveadm who``: name, count, service, pids, ips)."""
+    lines = dovecot.doveadm("who").stdout.splitlines()[1:]
+    return sum(int(line.split()[1]) for line in lines if line.split() and line.split()[0] == user)
+
+
+@pytest.mark.processes
+@pytest.mark.django_db(transaction=True)
+def test_a_mailbox_switched_live_while_running_gets_its_mail_through_idle_and_sigterm_leaves(dovecot, processes,
+                                                                                              media):
+    user, mailbox = live_mailbox(dovecot, live_now=False)
+    poller = pollmail(processes, media)
+    wait_for(lambda: "live supervisor started" in poller.output(), message="the supervisor to start")
+    assert not LiveWatch.objects.exists()
+
+    Mailbox.objects.filter(pk=mailbox.pk).update(live=True)
+    row = wait_for(lambda: watched(mailbox), message="the mailbox to be watched")
+    assert row.pid == poller.pid
+    dovecot.append(user, "INBOX", mail("live-1"))
+    arrived("live-1")
+    assert "live new mail: fetched=1 stored=1" in poller.output()
+
+    Mailbox.objects.filter(pk=mailbox.pk).update(live=False)
+    wait_for(lambda: not LiveWatch.objects.filter(mailbox=mailbox).exists(), message="the watch to end")
+    wait_for(lambda: imap_sessions(dovecot, user) == 0, message="the IDLE session to log out")
+
+    Mailbox.objects.filter(pk=mailbox.pk).update(live=True)
+    wait_for(lambda: watched(mailbox), message="the mailbox to be watched again")
+    poller.signal(signal.SIGTERM)
+    assert poller.wait(timeout=20) == 0
+    assert "live supervisor stopped" in poller.output()
+    assert not LiveWatch.objects.filter(mailbox=mailbox).exists()
+    assert imap_sessions(dovecot, user) == 0
+
+
+@pytest.mark.processes
+@pytest.mark.django_db(transaction=True)
+def test_two_pollers_one_idle_session_and_the_other_takes_over_after_kill_9(dovecot, processes, media):
+    user, mailbox = live_mailbox(dovecot)
+    pollers = {p.pid: p for p in (pollmail(processes, media), pollmail(processes, media))}
+    row = wait_for(lambda: watched(mailbox), message="the mailbox to be watched")
+    holder = pollers.pop(row.pid)
+    [other] = pollers.values()
+    assert lock_holders(mailbox) == 1
+    assert imap_sessions(dovecot, user) == 1
+    dovecot.append(user, "INBOX", mail("before-kill"))
+    arrived("before-kill")
+
+    holder.kill9()
+    wait_for(lambda: watched(mailbox, pid=other.pid), message="the other poller to take the mailbox over")
+    assert lock_holders(mailbox) == 1
+    wait_for(lambda: imap_sessions(dovecot, user) == 1, message="the dead holder's session to go")
+    dovecot.append(user, "INBOX", mail("after-kill"))
+    arrived("after-kill")
+    assert Request.objects.filter(mailbox=mailbox).count() == 2
+
+
+@pytest.mark.processes
+@pytest.mark.django_db(transaction=True)
+def test_a_killed_imap_session_is_reconnected_and_nothing_is_lost(dovecot, processes, media):
+    user, mailbox = live_mailbox(dovecot)
+    poller = pollmail(processes, media)
+    wait_for(lambda: watched(mailbox), message="the mailbox to be watched")
+
+    dovecot.kick(user)  # the IDLE session's imap process is told to go: BYE, connection closed
+    dovecot.append(user, "INBOX", mail("while-down"))
+    arrived("while-down")
+    wait_for(lambda: watched(mailbox), message="the mailbox to be watched again")
+    assert "live loop:" in poller.output() and "reconnecting in" in poller.output()
+
+    dovecot.append(user, "INBOX", mail("after-reconnect"))
+    arrived("after-reconnect")
+    assert sorted(Request.objects.filter(mailbox=mailbox).values_list("subject", flat=True)) == [
+        "after-reconnect", "while-down"]
+    assert poller.alive()

@@ -29,7 +29,7 @@ from django.db.models import Func
 from seoinsight import logs
 
 from . import dbsession
-from .models import Process
+from .models import Process, ProcessKind
 
 log = logging.getLogger(__name__)
 
@@ -149,3 +149,9 @@ class ProcessEntry(threading.Thread):
             log.warning("process list: %s entry %s not removed (%s); it ages out", self.kind, self.pk,
                         dbsession.first_line(exc))
 
+
+
+def readiness(within: float = ALIVE_WITHIN) -> list[str]:
+    """What ``/health/ready`` misses in the process list: a kind with no process seen within ``within`` s."""
+    seen = set(Process.objects.seen_within(within).values_list("kind", flat=True).distinct())
+    return [f"no {kind} process seen in the last {within:g} s" for kind in ProcessKind.values if kind not in seen]

@@ -113,6 +113,8 @@ LOGOUT_REDIRECT_URL = "login"
 
 # --- Production hardening (all on when DEBUG is off) --------------------------
 SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=not DEBUG)
+# Probes (a load balancer's, the kubelet's) call /health/ over plain HTTP on the replica itself.
+SECURE_REDIRECT_EXEMPT = [r"^health/"]
 SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=not DEBUG)
 CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=not DEBUG)
 SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=0 if DEBUG else 31536000)
@@ -130,17 +132,27 @@ SECRETS_KEYS = env.list("SECRETS_KEYS", default=[])
 SECRET_KEY_FALLBACKS = env.list("SECRET_KEY_FALLBACKS", default=[])
 # Where a service-account key may fetch its access tokens (exact URIs); Google's endpoint only by default.
 SEARCH_CONSOLE_TOKEN_URIS = env.list("SEARCH_CONSOLE_TOKEN_URIS", default=["https://oauth2.googleapis.com/token"])
+# The bearer token /metrics requires (seoinsight.metrics); unset, /metrics answers 404 to everyone.
+METRICS_TOKEN = env("METRICS_TOKEN", default="")
 
 # --- Logging ------------------------------------------------------------------
 LOG_LEVEL = env("LOG_LEVEL", default="INFO")
+# "plain" for people, "json" for a log shipper: one object a line, with job, mailbox and org when known.
+LOG_FORMAT = env("LOG_FORMAT", default="plain")
+if LOG_FORMAT not in ("plain", "json"):
+    raise environ.ImproperlyConfigured(f"LOG_FORMAT is {LOG_FORMAT!r}; it must be plain or json")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s pid=%(process)d %(message)s"},
+        "json": {"()": "seoinsight.logs.JsonFormatter"},
+    },
+    "filters": {
+        "context": {"()": "seoinsight.logs.ContextFilter"},
     },
     "handlers": {
-        "console": {"class": "logging.StreamHandler", "formatter": "plain"},
+        "console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT, "filters": ["context"]},
     },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {

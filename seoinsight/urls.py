@@ -2,10 +2,15 @@ from django.contrib import admin
 from django.urls import include, path
 from django.views.generic import RedirectView
 
+from . import health, metrics
+
 urlpatterns = [
     path("", RedirectView.as_view(url="/imports/", permanent=False)),
     path("admin/", admin.site.urls),
     path("jobs/", include("jobs.urls")),
     path("imports/", include("imports.urls")),
     path("accounts/", include("django.contrib.auth.urls")),
+    path("health/live", health.live, name="health-live"),
+    path("health/ready", health.ready, name="health-ready"),
+    path("metrics", metrics.metrics, name="metrics"),
 ]

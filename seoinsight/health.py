@@ -1,0 +1,89 @@
+"""``/health/live`` and ``/health/ready``: may a load balancer or an orchestrator send this replica work?
+
+``live``: the process answers (no database, nothing else): restart it when it
+does not. ``ready``: the database answers, every migration is applied, and the
+checks of ``READY_CHECKS`` find nothing wrong — at least one ``runjobs`` and one
+``pollmail`` seen recently (the process list), the downstream outbox below its
+capacity when it is on. Either answers JSON, 200 or 503, with no authentication,
+so it says nothing an anonymous caller may not know: check names and fixed
+reasons, never an exception's text (a DSN, a host, a user), never an org.
+
+The checks of the apps above the core are named by dotted path, like
+INSTALLED_APPS: the core knows no app; the strings are its wiring. Each is a
+callable returning the list of what is wrong (empty when ready).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
+from django.db.migrations.executor import MigrationExecutor
+from django.http import JsonResponse
+from django.utils.module_loading import import_string
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_safe
+
+log = logging.getLogger(__name__)
+
+READY_CHECKS = (
+    ("processes", "jobs.processes.readiness"),
+)
+
+_migrated = False
+
+
+def database() -> list[str]:
+    try:
+        with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+            cursor.execute("SELECT 1")
+    except DatabaseError as exc:
+        log.warning("health: database unreachable (%s)", type(exc).__name__)
+        connections[DEFAULT_DB_ALIAS].close()
+        return ["the database is unreachable"]
+    return []
+
+
+def migrations() -> list[str]:
+    """Unapplied migrations; once none are, this process does not ask again (new migrations come with new code)."""
+    global _migrated
+    if _migrated:
+        return []
+    executor = MigrationExecutor(connections[DEFAULT_DB_ALIAS])
+    pending = executor.migration_plan(executor.loader.graph.leaf_nodes())
+    if pending:
+        return [f"{len(pending)} migration(s) not applied (run manage.py migrate)"]
+    _migrated = True
+    return []
+
+
+def ready_report() -> tuple[bool, dict]:
+    """(ready, the JSON body): each check's problems; the app checks only once the database is usable."""
+    checks: dict[str, list[str]] = {"database": database()}
+    if not checks["database"]:
+        checks["migrations"] = migrations()
+    if not any(checks.values()):
+        for name, path in READY_CHECKS:
+            try:
+                checks[name] = import_string(path)()
+            except DatabaseError as exc:
+                log.warning("health: check %s failed (%s)", name, type(exc).__name__)
+                checks[name] = [f"the {name} check could not read the database"]
+    ready = not any(checks.values())
+    return ready, {
+        "status": "ready" if ready else "not ready",
+        "checks": {name: {"ok": not problems, "problems": problems} for name, problems in checks.items()},
+    }
+
+
+@never_cache
+@require_safe
+def live(request):
+    return JsonResponse({"status": "live"})
+
+
+@never_cache
+@require_safe
+def ready(request):
+    is_ready, body = ready_report()
+    return JsonResponse(body, status=200 if is_ready else 503)

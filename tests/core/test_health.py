@@ -1,0 +1,86 @@
+"""/health/live answers without the database; /health/ready names what keeps a replica from work."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.db.models import F
+
+from jobs import processes
+from jobs.models import Process, ProcessKind
+from seoinsight import health
+
+
+def seen(kind: str, ago: float = 0.0) -> Process:
+    entry = Process.objects.create(kind=kind, host="test-host", pid=4242)
+    Process.objects.filter(pk=entry.pk).update(heartbeat_at=F("heartbeat_at") - timedelta(seconds=ago))
+    return entry
+
+
+@pytest.fixture
+def no_processes(db):
+    Process.objects.all().delete()  # rows committed by another test's process entry, if any
+
+
+def test_live_answers_without_touching_the_database(client):
+    response = client.get("/health/live")
+    assert response.status_code == 200
+    assert response.json() == {"status": "live"}
+
+
+def test_ready_with_a_worker_and_a_poller_seen(client, no_processes):
+    seen(ProcessKind.RUNJOBS)
+    seen(ProcessKind.POLLMAIL, ago=processes.ALIVE_WITHIN / 2)
+
+    response = client.get("/health/ready")
+
+    assert response.status_code == 200, response.json()
+    body = response.json()
+    assert body["status"] == "ready"
+    assert set(body["checks"]) == {"database", "migrations", "processes"}
+    assert all(check["ok"] for check in body["checks"].values())
+
+
+@pytest.mark.parametrize(("present", "missing"), [
+    ([], ["runjobs", "pollmail"]),
+    ([ProcessKind.POLLMAIL], ["runjobs"]),
+    ([ProcessKind.RUNJOBS], ["pollmail"]),
+])
+def test_a_kind_never_seen_makes_the_replica_not_ready(client, no_processes, present, missing):
+    for kind in present:
+        seen(kind)
+
+    response = client.get("/health/ready")
+
+    assert response.status_code == 503
+    check = response.json()["checks"]["processes"]
+    assert check["ok"] is False
+    assert [problem.split()[1] for problem in check["problems"]] == missing
+
+
+def test_a_process_silent_past_alive_within_does_not_count(client, no_processes):
+    seen(ProcessKind.RUNJOBS, ago=processes.ALIVE_WITHIN + 5)
+    seen(ProcessKind.POLLMAIL)
+
+    response = client.get("/health/ready")
+
+    assert response.status_code == 503
+    assert response.json()["checks"]["processes"]["problems"] == [
+        f"no runjobs process seen in the last {processes.ALIVE_WITHIN:g} s"]
+
+
+def test_ready_answers_only_safe_methods_and_is_never_cached(client, no_processes):
+    assert client.post("/health/ready").status_code == 405
+    assert "no-cache" in client.get("/health/ready")["Cache-Control"]
+
+
+def test_pending_migrations_are_reported_and_the_app_checks_wait(monkeypatch, no_processes):
+    monkeypatch.setattr(health, "_migrated", False)
+    monkeypatch.setattr(health.MigrationExecutor, "migration_plan", lambda self, targets: [("jobs", "0005_x")])
+
+    ready, body = health.ready_report()
+
+    assert ready is False
+    assert body["checks"]["migrations"]["problems"] == ["1 migration(s) not applied (run manage.py migrate)"]
+    assert "processes" not in body["checks"]  # its table may not exist yet

@@ -1,0 +1,107 @@
+"""/metrics: operator-only Prometheus text, read from the database at scrape time, no org's data in it."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from prometheus_client.parser import text_string_to_metric_families
+
+from jobs.models import Process, ProcessKind
+from seoinsight import metrics
+from tests.factories import JobFactory
+from tests.mailpoll.factories import MailboxFactory
+
+TOKEN = "metrics-test-token-7f3a"
+
+
+def scrape(client, token=TOKEN) -> dict:
+    """{(family name, sorted labels): value} of one authorized scrape."""
+    response = client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert response.status_code == 200, response.content
+    assert response["Content-Type"].startswith("text/plain")
+    samples = {}
+    for family in text_string_to_metric_families(response.content.decode()):
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return samples
+
+
+@pytest.fixture
+def token(settings):
+    settings.METRICS_TOKEN = TOKEN
+
+
+def test_without_a_token_configured_metrics_do_not_exist(client, settings):
+    settings.METRICS_TOKEN = ""
+    assert client.get("/metrics").status_code == 404
+    assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer ").status_code == 404
+
+
+@pytest.mark.parametrize("header", [None, "Bearer wrong-token", f"Basic {TOKEN}", TOKEN, f"Bearer {TOKEN}x"])
+def test_a_missing_or_wrong_token_is_refused(client, token, header):
+    extra = {"HTTP_AUTHORIZATION": header} if header is not None else {}
+    response = client.get("/metrics", **extra)
+    assert response.status_code == 401
+    assert response["WWW-Authenticate"].startswith("Bearer")
+    assert b"seoinsight_" not in response.content
+
+
+def test_jobs_by_type_and_status_oldest_queued_zombies_and_durations(client, token, db, zombies_possible):
+    JobFactory.create_batch(2, type="noop")
+    JobFactory(type="noop", created_at=timezone.now() - timedelta(minutes=10))
+    JobFactory(type="noop", running=True)
+    JobFactory(type="noop", stale=True)
+    now = timezone.now()
+    for seconds in (1, 2, 3):
+        JobFactory(type="noop", done=True, started_at=now - timedelta(seconds=seconds), finished_at=now)
+    JobFactory(type="noop", failed=True, started_at=now - timedelta(seconds=4), finished_at=now)
+
+    samples = scrape(client)
+
+    assert samples[("seoinsight_jobs", (("status", "queued"), ("type", "noop")))] == 3
+    assert samples[("seoinsight_jobs", (("status", "running"), ("type", "noop")))] == 2
+    assert samples[("seoinsight_jobs_oldest_queued_age_seconds", (("type", "noop"),))] > 590
+    assert samples[("seoinsight_jobs_zombies", (("type", "noop"),))] == 1
+    assert samples[("seoinsight_jobs_finished", (("status", "done"), ("type", "noop")))] == 3
+    done = (("status", "done"), ("type", "noop"))
+    assert samples[("seoinsight_job_duration_seconds", (("quantile", "0.5"), *done))] == pytest.approx(2)
+    assert samples[("seoinsight_job_duration_seconds", (("quantile", "1"), *done))] == pytest.approx(3)
+    assert samples[("seoinsight_metrics_source_up", (("source", "jobs.metrics.collect"),))] == 1
+
+
+def test_mailboxes_by_id_with_no_name_address_or_org_in_the_text(client, token, db):
+    failing = MailboxFactory(username="ana@secret-client.example", consecutive_failures=3,
+                             last_error="LOGIN failed for ana@secret-client.example")
+    healthy = MailboxFactory(last_success_at=timezone.now() - timedelta(seconds=120))
+    MailboxFactory(enabled=False)
+
+    response = client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
+    samples = scrape(client)
+
+    assert samples[("seoinsight_mailbox_consecutive_failures", (("mailbox", str(failing.pk)),))] == 3
+    assert samples[("seoinsight_mailbox_last_success_age_seconds", (("mailbox", str(healthy.pk)),))] > 110
+    assert samples[("seoinsight_mailboxes", (("health", "failing"),))] == 1
+    assert samples[("seoinsight_mailboxes", (("health", "disabled"),))] == 1
+    text = response.content.decode()
+    for private in ("secret-client", failing.org.name, healthy.name, "LOGIN failed"):
+        assert private not in text
+
+
+def test_processes_seen_by_kind(client, token, db):
+    Process.objects.all().delete()
+    Process.objects.create(kind=ProcessKind.RUNJOBS, host="h", pid=1)
+    Process.objects.create(kind=ProcessKind.RUNJOBS, host="h", pid=2)
+
+    samples = scrape(client)
+
+    assert samples[("seoinsight_processes", (("kind", "runjobs"),))] == 2
+    assert samples[("seoinsight_processes", (("kind", "pollmail"),))] == 0
+
+
+def test_a_failing_source_is_left_out_and_reported_down():
+    collector = metrics.DatabaseCollector(sources=("seoinsight.metrics.no_such_source",))
+    (up,) = list(collector.collect())
+    assert up.name == "seoinsight_metrics_source_up"
+    assert [(s.labels["source"], s.value) for s in up.samples] == [("seoinsight.metrics.no_such_source", 0)]

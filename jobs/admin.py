@@ -16,10 +16,10 @@ from django.db.models.functions import Coalesce, Now
 from django.utils.html import format_html
 
 from seoinsight.models import Org
-from seoinsight.orgscope import OrgScopedAdmin
+from seoinsight.orgscope import OrgScopedAdmin, SuperuserOnlyAdmin
 
-from . import operator_actions, registry
-from .models import Job, JobStatus, ZombieJob
+from . import operator_actions, processes, registry
+from .models import Job, JobStatus, Process, ZombieJob
 
 STATUS_COLOURS = {
     JobStatus.QUEUED: "#6c757d",
@@ -281,3 +281,46 @@ class ZombieJobAdmin(JobAdmin):
             '<span title="no sign of life for {}; threshold {}">{}</span>',
             readable_duration(silent), readable_duration(threshold), readable_duration(silent - threshold),
         )
+
+
+@admin.register(Process)
+class ProcessAdmin(SuperuserOnlyAdmin, admin.ModelAdmin):
+    """Who is running, doing what: every runjobs and pollmail (jobs.processes), for superusers.
+
+    Read-only. A process silent past ``processes.ALIVE_WITHIN`` is shown as not
+    seen; one silent past ``FORGET_AFTER`` is left out (and deleted by the next
+    refresh of any live process), so the list ages out even with none left.
+    """
+
+    list_display = ["kind", "host", "pid", "state", "started_at", "last_heartbeat", "doing_text"]
+    list_filter = ["kind", "host"]
+    fields = ["kind", "host", "pid", "started_at", "heartbeat_at", "doing"]
+    readonly_fields = fields
+
+    def get_queryset(self, request):
+        return (super().get_queryset(request).exclude(pk__in=Process.objects.silent_for(processes.FORGET_AFTER))
+                .annotate(silence=Now() - F("heartbeat_at")))
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description="state")
+    def state(self, process):
+        if process.silence <= timedelta(seconds=processes.ALIVE_WITHIN):
+            return format_html('<span style="color:{}">running</span>', STATUS_COLOURS[JobStatus.DONE])
+        return format_html('<span style="color:{}">not seen for {}</span>', STATUS_COLOURS[JobStatus.FAILED],
+                           readable_duration(process.silence))
+
+    @admin.display(description="last heartbeat", ordering="heartbeat_at")
+    def last_heartbeat(self, process):
+        return f"{readable_duration(process.silence)} ago"
+
+    @admin.display(description="doing")
+    def doing_text(self, process):
+        return process.doing or "idle"

@@ -3,7 +3,8 @@
 Per mailbox, labelled by its id only (never its address, its org or its
 error text): seconds since its last successful poll and its failures in a
 row. Mailboxes counted by health (``mailpoll.health``, the admin's own rule),
-and folders whose last sync failed.
+folders whose last sync failed, and the live (IMAP IDLE) loops: live mailboxes,
+the watches held (``LiveWatch``) and each watch's time since its last event.
 """
 
 from __future__ import annotations
@@ -17,6 +18,18 @@ from .models import Mailbox
 PER_MAILBOX = """
 SELECT id, EXTRACT(EPOCH FROM now() - last_success_at), consecutive_failures
 FROM mailpoll_mailbox WHERE enabled ORDER BY id
+"""
+
+LIVE = """
+SELECT count(*) FILTER (WHERE m.live AND m.enabled),
+       count(w.id) FILTER (WHERE m.live AND m.enabled)
+FROM mailpoll_mailbox AS m LEFT JOIN mailpoll_livewatch AS w ON w.mailbox_id = m.id
+"""
+
+LIVE_EVENTS = """
+SELECT w.mailbox_id, EXTRACT(EPOCH FROM now() - COALESCE(w.last_event_at, w.since))
+FROM mailpoll_livewatch AS w JOIN mailpoll_mailbox AS m ON m.id = w.mailbox_id
+WHERE m.live AND m.enabled ORDER BY w.mailbox_id
 """
 
 FOLDER_ERRORS = """
@@ -33,7 +46,19 @@ def collect() -> list:
     by_health = GaugeMetricFamily("seoinsight_mailboxes", "Mailboxes by health.", labels=["health"])
     folder_errors = GaugeMetricFamily("seoinsight_mailbox_folders_failing",
                                       "Folders whose last sync recorded an error, by mailbox.", labels=["mailbox"])
+    live = GaugeMetricFamily("seoinsight_live_mailboxes",
+                             "Enabled live mailboxes (wanted) and those with a watch recorded (watched).",
+                             labels=["state"])
+    live_silence = GaugeMetricFamily("seoinsight_live_watch_last_event_age_seconds",
+                                     "Seconds since a live watch's last event (or its start).", labels=["mailbox"])
     with connection.cursor() as cursor:
+        cursor.execute(LIVE)
+        wanted, watched = cursor.fetchone()
+        live.add_metric(["wanted"], wanted)
+        live.add_metric(["watched"], watched)
+        cursor.execute(LIVE_EVENTS)
+        for pk, age in cursor.fetchall():
+            live_silence.add_metric([str(pk)], float(age))
         cursor.execute(PER_MAILBOX)
         for pk, age, failed in cursor.fetchall():
             if age is not None:
@@ -44,4 +69,4 @@ def collect() -> list:
             folder_errors.add_metric([str(pk)], count)
     for state, rule in health.FILTERS.items():
         by_health.add_metric([state], Mailbox.objects.filter(rule).count())
-    return [since, failures, by_health, folder_errors]
+    return [since, failures, by_health, folder_errors, live, live_silence]

@@ -105,3 +105,19 @@ def test_a_failing_source_is_left_out_and_reported_down():
     (up,) = list(collector.collect())
     assert up.name == "seoinsight_metrics_source_up"
     assert [(s.labels["source"], s.value) for s in up.samples] == [("seoinsight.metrics.no_such_source", 0)]
+
+
+def test_live_mailboxes_wanted_and_watched_with_each_watch_since_its_last_event(client, token, db):
+    from mailpoll.models import LiveWatch
+
+    watched = MailboxFactory(live=True)
+    MailboxFactory(live=True)
+    MailboxFactory(live=True, enabled=False)
+    LiveWatch.objects.create(mailbox=watched, host="h", pid=1, since=timezone.now() - timedelta(minutes=30),
+                             last_event_at=timezone.now() - timedelta(seconds=300), last_event="EXISTS")
+
+    samples = scrape(client)
+
+    assert samples[("seoinsight_live_mailboxes", (("state", "wanted"),))] == 2
+    assert samples[("seoinsight_live_mailboxes", (("state", "watched"),))] == 1
+    assert samples[("seoinsight_live_watch_last_event_age_seconds", (("mailbox", str(watched.pk)),))] > 290

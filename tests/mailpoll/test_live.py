@@ -2,7 +2,9 @@
 against the suite's Dovecot — new mail arrives through IDLE, one watcher across replicas, takeover after kill -9,
 switching live without a restart, a killed IMAP session, SIGTERM."""
 
+import logging
 import signal
+import threading
 from datetime import timedelta
 
 import pytest
@@ -10,9 +12,12 @@ from django.db import connection
 from django.utils import timezone
 
 from mailpoll import live
-from mailpoll.live import CHECK, REIDLE, WAIT, Plan, backoff_delay, idle_step, means_new_mail, reconcile
+from mailpoll.admin_display import EMPTY, live_state
+from mailpoll.live import CHECK, REIDLE, WAIT, LiveSupervisor, Plan, backoff_delay, idle_step, means_new_mail, reconcile
 from mailpoll.models import LiveWatch, Mailbox, Request
+from mailpoll.poller import Poller
 from tests.mailpoll.factories import MailboxFactory, mail
+from tests.mailpoll.test_imap_oauth import issuer, oauth_mailbox, xoauth2_logins  # noqa: F401 (fixtures)
 from tests.support.processes import ManagedProcess, process_env, wait_for
 
 # -- pure decisions ------------------------------------------------------------------------------------------
@@ -95,7 +100,7 @@ def live_mailbox(dovecot, *, live_now=True):
 
 def pollmail(processes, media, **env):
     return processes(lambda: ManagedProcess("pollmail", "--interval", "60",
-                                            env=process_env(MEDIA_ROOT=media, **LIVE_ENV, **env)))
+                                            env=process_env(MEDIA_ROOT=media, **{**LIVE_ENV, **env})))
 
 
 def watched(mailbox, pid=None):
@@ -178,8 +183,10 @@ def test_two_pollers_one_idle_session_and_the_other_takes_over_after_kill_9(dove
 @pytest.mark.django_db(transaction=True)
 def test_a_killed_imap_session_is_reconnected_and_nothing_is_lost(dovecot, processes, media):
     user, mailbox = live_mailbox(dovecot)
-    poller = pollmail(processes, media)
+    # A short silence, so the check that notices a silently dead connection (NOOP, then a read) runs too.
+    poller = pollmail(processes, media, MAILPOLL_LIVE_MAX_SILENCE=1)
     wait_for(lambda: watched(mailbox), message="the mailbox to be watched")
+    wait_for(lambda: "live check after silence" in poller.output(), message="a check after a silence")
 
     dovecot.kick(user)  # the IDLE session's imap process is told to go: BYE, connection closed
     dovecot.append(user, "INBOX", mail("while-down"))
@@ -192,3 +199,40 @@ def test_a_killed_imap_session_is_reconnected_and_nothing_is_lost(dovecot, proce
     assert sorted(Request.objects.filter(mailbox=mailbox).values_list("subject", flat=True)) == [
         "after-reconnect", "while-down"]
     assert poller.alive()
+
+
+# -- in this process: OAuth, and the admin's line ------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_oauth_mailbox_is_watched_over_xoauth2_and_no_token_is_logged(dovecot, oauth_mailbox, settings, media,  # noqa: F811
+                                                                          caplog):
+    for name, value in LIVE_ENV.items():
+        setattr(settings, name, value)
+    caplog.set_level(logging.DEBUG)
+    mailbox, fake = oauth_mailbox("google", initial_mode="new-only", live=True, poll_interval=timedelta(hours=1))
+    stop = threading.Event()
+    supervisor = LiveSupervisor(Poller().folder_sync, stop).start()
+    try:
+        wait_for(lambda: watched(mailbox), message="the mailbox to be watched")
+        dovecot.append(mailbox.username, "INBOX", mail("oauth-live"))
+        arrived("oauth-live")
+    finally:
+        stop.set()
+        supervisor.join()
+    assert xoauth2_logins(dovecot, mailbox.username, at_least=1) >= 1
+    assert fake.issued and not any(token in caplog.text for token in fake.issued)
+    assert not LiveWatch.objects.filter(mailbox=mailbox).exists()
+
+
+@pytest.mark.django_db
+def test_the_admin_says_who_watches_a_live_mailbox():
+    mailbox = MailboxFactory(live=False)
+    assert live_state(mailbox) == EMPTY
+    Mailbox.objects.filter(pk=mailbox.pk).update(live=True)
+    mailbox = Mailbox.objects.get(pk=mailbox.pk)
+    assert "not watched yet" in live_state(mailbox)
+    LiveWatch.objects.create(mailbox=mailbox, host="web-3", pid=4242, since=timezone.now(),
+                             last_event_at=timezone.now(), last_event="new mail: 2 stored")
+    shown = live_state(Mailbox.objects.get(pk=mailbox.pk))
+    assert "watched by web-3/4242 since" in shown and "last event new mail: 2 stored" in shown

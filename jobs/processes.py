@@ -23,7 +23,7 @@ import socket
 import threading
 from contextlib import contextmanager
 
-from django.db import DatabaseError
+from django.db import DatabaseError, InterfaceError
 from django.db.models import Func
 
 from seoinsight import logs
@@ -133,10 +133,11 @@ class ProcessEntry(threading.Thread):
                 log.info("process list: %s registered as %s", self.kind, self.pk)
             forget_dead()
             self._failing = False
-        except DatabaseError as exc:
+        except Exception as exc:
+            # Whatever it is, this thread must go on: a dead entry would mark a working process as gone.
             if not self._failing:
-                log.warning("process list: %s heartbeat not recorded (%s); retrying", self.kind,
-                            dbsession.first_line(exc))
+                log.warning("process list: %s heartbeat not recorded (%s: %s); retrying", self.kind,
+                            type(exc).__name__, dbsession.first_line(exc))
             self._failing = True
             dbsession.close_quietly()
 
@@ -145,7 +146,7 @@ class ProcessEntry(threading.Thread):
             return
         try:
             Process.objects.filter(pk=self.pk).delete()
-        except DatabaseError as exc:
+        except (DatabaseError, InterfaceError) as exc:
             log.warning("process list: %s entry %s not removed (%s); it ages out", self.kind, self.pk,
                         dbsession.first_line(exc))
 

@@ -10,14 +10,15 @@ reasons, never an exception's text (a DSN, a host, a user), never an org.
 
 The checks of the apps above the core are named by dotted path, like
 INSTALLED_APPS: the core knows no app; the strings are its wiring. Each is a
-callable returning the list of what is wrong (empty when ready).
+callable returning the list of what is wrong (empty when ready), or, with a
+reason after it, a predicate that is true when the replica is not ready.
 """
 
 from __future__ import annotations
 
 import logging
 
-from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, InterfaceError, connections
 from django.db.migrations.executor import MigrationExecutor
 from django.http import JsonResponse
 from django.utils.module_loading import import_string
@@ -37,7 +38,7 @@ def database() -> list[str]:
     try:
         with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
             cursor.execute("SELECT 1")
-    except DatabaseError as exc:
+    except (DatabaseError, InterfaceError) as exc:
         log.warning("health: database unreachable (%s)", type(exc).__name__)
         connections[DEFAULT_DB_ALIAS].close()
         return ["the database is unreachable"]
@@ -57,16 +58,23 @@ def migrations() -> list[str]:
     return []
 
 
+def _problems(path: str, reason: list[str]) -> list[str]:
+    found = import_string(path)()
+    if reason:
+        return list(reason) if found else []
+    return list(found)
+
+
 def ready_report() -> tuple[bool, dict]:
     """(ready, the JSON body): each check's problems; the app checks only once the database is usable."""
     checks: dict[str, list[str]] = {"database": database()}
     if not checks["database"]:
         checks["migrations"] = migrations()
     if not any(checks.values()):
-        for name, path in READY_CHECKS:
+        for name, path, *reason in READY_CHECKS:
             try:
-                checks[name] = import_string(path)()
-            except DatabaseError as exc:
+                checks[name] = _problems(path, reason)
+            except (DatabaseError, InterfaceError) as exc:
                 log.warning("health: check %s failed (%s)", name, type(exc).__name__)
                 checks[name] = [f"the {name} check could not read the database"]
     ready = not any(checks.values())

@@ -84,3 +84,20 @@ def test_pending_migrations_are_reported_and_the_app_checks_wait(monkeypatch, no
     assert ready is False
     assert body["checks"]["migrations"]["problems"] == ["1 migration(s) not applied (run manage.py migrate)"]
     assert "processes" not in body["checks"]  # its table may not exist yet
+
+
+def full() -> bool:
+    return True
+
+
+def test_a_predicate_check_with_a_reason_refuses_when_true(monkeypatch, no_processes):
+    seen(ProcessKind.RUNJOBS)
+    seen(ProcessKind.POLLMAIL)
+    monkeypatch.setattr(health, "READY_CHECKS", (
+        *health.READY_CHECKS, ("queue", "tests.core.test_health.full", "the queue is full")))
+
+    ready, body = health.ready_report()
+
+    assert ready is False
+    assert body["checks"]["queue"] == {"ok": False, "problems": ["the queue is full"]}
+    assert body["checks"]["processes"]["ok"] is True

@@ -4,6 +4,7 @@ works on, leaves on exit and ages out when killed; its JSON log lines name the j
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 from datetime import timedelta
@@ -95,3 +96,21 @@ def test_the_admin_lists_live_processes_to_superusers_only(admin_client, client,
     staff = django_user_model.objects.create_user("staff", password="pw", is_staff=True)
     client.force_login(staff)
     assert client.get("/admin/jobs/process/").status_code == 403
+
+
+
+def test_an_entry_forgotten_while_its_process_lives_is_inserted_again(no_processes):
+    entry = process_list.ProcessEntry("runjobs", every=30)
+    entry.start()
+    try:
+        assert entry.registered.wait(10)
+        first = entry.pk
+        Process.objects.filter(pk=first).delete()  # another process judged it dead (a long partition)
+
+        with process_list.doing(mailbox=7):  # a change of work refreshes at once, not after ``every``
+            again = wait_for(lambda: Process.objects.filter(pid=os.getpid(), doing="mailbox=7").first(),
+                             timeout=10, message="the entry inserted again")
+        assert again.pk != first and again.kind == "runjobs"
+    finally:
+        entry.stop()
+    assert not Process.objects.filter(pid=os.getpid()).exists()

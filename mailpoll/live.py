@@ -158,7 +158,7 @@ class LiveSupervisor:
                     reset_connection_if_broken()
                 self._stop.wait(conf.get("MAILPOLL_LIVE_RECONCILE"))
         finally:
-            self._stop_loops(list(self._loops), unlock=False)
+            self._stop_loops(list(self._loops))
             self._close_lock_connection()
             dbsession.close_quietly()
             log.info("live supervisor stopped")
@@ -168,14 +168,14 @@ class LiveSupervisor:
             if self._loops:
                 log.warning("live supervisor: lost its lock connection; stopping %s live loop(s) (%s), another "
                             "replica may hold their mailboxes now", len(self._loops), _pks(self._loops))
-                self._stop_loops(list(self._loops), unlock=False)
+                self._stop_loops(list(self._loops))
             self._locks.clear()
             self._close_lock_connection()
             self._db = connections.create_connection("default")
             self._db.ensure_connection()
         wanted = live_mailboxes()
         plan = reconcile(wanted, {pk: loop.key for pk, loop in self._loops.items()})
-        self._stop_loops(plan.stop, unlock=False)
+        self._stop_loops(plan.stop)
         for pk in set(self._locks) - set(wanted):
             self._unlock(pk)
         for pk in plan.start:
@@ -195,7 +195,8 @@ class LiveSupervisor:
         log.info("mailbox=%s live: watching (lock held by %s/%s)", pk, HOST, os.getpid())
         loop.start()
 
-    def _stop_loops(self, pks: list[int], *, unlock: bool) -> None:
+    def _stop_loops(self, pks: list[int]) -> None:
+        """Stop these loops (all told first, then each awaited) and remove their watch rows; locks stay held."""
         loops = [self._loops.pop(pk) for pk in pks if pk in self._loops]
         for loop in loops:
             loop.stop()
@@ -208,8 +209,6 @@ class LiveSupervisor:
                 log.warning("mailbox=%s live: could not remove its watch row (%s: %s)", loop.mailbox_id,
                             type(exc).__name__, exc)
                 reset_connection_if_broken()
-            if unlock:
-                self._unlock(loop.mailbox_id)
 
     # -- the lock connection ------------------------------------------------------------------------------
 
@@ -353,6 +352,7 @@ class LiveLoop:
                 if step != WAIT:
                     break
             provider.idle_end()
+            log.debug("mailbox=%s live: left IDLE (%s)", mailbox.pk, step)
             if step == NEW_MAIL:
                 self._sync(provider, mailbox, folder, "new mail")
             elif step == CHECK:

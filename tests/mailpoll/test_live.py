@@ -114,11 +114,14 @@ def arrived(subject):
                     message=f"Request {subject!r}")
 
 
+# A live mailbox's advisory lock, granted, in this test's database (other runs share the server).
+THIS_LOCK = ("locktype = 'advisory' AND granted AND classid = %s AND objid = %s AND objsubid = 2 "
+             "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())")
+
+
 def lock_holders(mailbox) -> int:
     with connection.cursor() as cur:
-        cur.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND classid = %s "
-                    "AND objid = %s AND objsubid = 2 AND database = (SELECT oid FROM pg_database "
-                    "WHERE datname = current_database())", [live.LOCK_NAMESPACE, mailbox.pk])
+        cur.execute(f"SELECT count(*) FROM pg_locks WHERE {THIS_LOCK}", [live.LOCK_NAMESPACE, mailbox.pk])
         return cur.fetchone()[0]
 
 
@@ -236,3 +239,22 @@ def test_the_admin_says_who_watches_a_live_mailbox():
                              last_event_at=timezone.now(), last_event="new mail: 2 stored")
     shown = live_state(Mailbox.objects.get(pk=mailbox.pk))
     assert "watched by web-3/4242 since" in shown and "last event new mail: 2 stored" in shown
+
+
+@pytest.mark.processes
+@pytest.mark.django_db(transaction=True)
+def test_a_lost_lock_connection_stops_the_loop_until_the_lock_is_held_again(dovecot, processes, media):
+    """No loop runs without its lock: the lock's backend killed, the watch stops, is taken again, mail flows."""
+    user, mailbox = live_mailbox(dovecot)
+    poller = pollmail(processes, media)
+    wait_for(lambda: watched(mailbox), message="the mailbox to be watched")
+    with connection.cursor() as cur:
+        cur.execute(f"SELECT pg_terminate_backend(pid) FROM pg_locks WHERE {THIS_LOCK}", [live.LOCK_NAMESPACE,
+                                                                                        mailbox.pk])
+        assert cur.fetchall() == [(True,)]
+
+    wait_for(lambda: "lost its lock connection" in poller.output(), message="the supervisor to notice")
+    wait_for(lambda: watched(mailbox) and lock_holders(mailbox) == 1, message="the lock taken again")
+    dovecot.append(user, "INBOX", mail("after-lock-loss"))
+    arrived("after-lock-loss")
+    assert poller.alive()

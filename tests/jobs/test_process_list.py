@@ -4,9 +4,11 @@ works on, leaves on exit and ages out when killed; its JSON log lines name the j
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import socket
+import sys
 from datetime import timedelta
 
 import pytest
@@ -15,6 +17,7 @@ from django.db.models import F
 from jobs import processes as process_list
 from jobs.models import Process
 from jobs.queue import enqueue
+from seoinsight.logs import ContextFilter, JsonFormatter
 from tests.support.processes import ManagedProcess, process_env, runjobs, wait_for
 
 pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
@@ -114,3 +117,23 @@ def test_an_entry_forgotten_while_its_process_lives_is_inserted_again(no_process
     finally:
         entry.stop()
     assert not Process.objects.filter(pid=os.getpid()).exists()
+
+
+def test_doing_names_the_mailbox_and_org_of_every_json_log_line_inside_and_only_inside():
+    def line(message, exc_info=None) -> dict:
+        record = logging.LogRecord("mailpoll.test", logging.WARNING, __file__, 1, message, (), exc_info)
+        ContextFilter().filter(record)
+        text = JsonFormatter().format(record)
+        assert "\n" not in text
+        return json.loads(text)
+
+    with process_list.doing(mailbox=7, org="acme"):
+        try:
+            raise ValueError("bad\nthing")
+        except ValueError:
+            inside = line("mailbox=7 poll failed", sys.exc_info())
+    outside = line("poller stopped")
+
+    assert (inside["mailbox"], inside["org"], inside["message"]) == ("7", "acme", "mailbox=7 poll failed")
+    assert "ValueError: bad" in inside["exc"] and "job" not in inside
+    assert not {"job", "mailbox", "org"} & outside.keys()

@@ -145,7 +145,8 @@ def test_a_mailbox_switched_live_while_running_gets_its_mail_through_idle_and_si
     assert row.pid == poller.pid
     dovecot.append(user, "INBOX", mail("live-1"))
     arrived("live-1")
-    assert "live new mail: fetched=1 stored=1" in poller.output()
+    # Logged just after the commit that made the Request: waited for, not raced.
+    wait_for(lambda: "live new mail: fetched=1 stored=1" in poller.output(), message="the IDLE path's log line")
 
     Mailbox.objects.filter(pk=mailbox.pk).update(live=False)
     wait_for(lambda: not LiveWatch.objects.filter(mailbox=mailbox).exists(), message="the watch to end")
@@ -258,3 +259,19 @@ def test_a_lost_lock_connection_stops_the_loop_until_the_lock_is_held_again(dove
     dovecot.append(user, "INBOX", mail("after-lock-loss"))
     arrived("after-lock-loss")
     assert poller.alive()
+
+
+@pytest.mark.processes
+@pytest.mark.django_db(transaction=True)
+def test_a_re_pointed_live_mailbox_is_watched_where_it_points_now(dovecot, processes, media):
+    user, mailbox = live_mailbox(dovecot)
+    dovecot.create_folder(user, "Orders")
+    poller = pollmail(processes, media)
+    first = wait_for(lambda: watched(mailbox), message="the mailbox to be watched")
+
+    Mailbox.objects.filter(pk=mailbox.pk).update(folders=["Orders", "INBOX"])
+    wait_for(lambda: (row := watched(mailbox)) and row.since > first.since, message="the watch to restart")
+    dovecot.append(user, "Orders", mail("in-orders"))
+    arrived("in-orders")
+    wait_for(lambda: "folder=Orders live new mail: fetched=1 stored=1" in poller.output(),
+             message="the IDLE path's log line")

@@ -41,6 +41,8 @@ log = logging.getLogger(__name__)
 
 # First key of the two-int advisory lock of a live mailbox (jobs' claim guard has 0x5E01).
 LOCK_NAMESPACE = 0x5E12
+# Server-side keepalives of the lock connection (session settings any role may change).
+LOCK_SESSION_KEEPALIVES = "SET tcp_keepalives_idle = 30; SET tcp_keepalives_interval = 10; SET tcp_keepalives_count = 3"
 # RFC 2177: a server may drop a client idle for 30 minutes; IDLE is re-issued before 29.
 RFC_IDLE_LIMIT = 29 * 60.0
 # How often a loop in IDLE looks at its stop flag: SIGTERM is answered within about this.
@@ -172,7 +174,10 @@ class LiveSupervisor:
             self._locks.clear()
             self._close_lock_connection()
             self._db = connections.create_connection("default")
-            self._db.ensure_connection()
+            with self._db.cursor() as cur:
+                # The server probes this connection itself: a holder cut off by the network (no FIN, unlike a
+                # kill -9) frees its locks after about a minute, not after the kernel's two hours.
+                cur.execute(LOCK_SESSION_KEEPALIVES)
         wanted = live_mailboxes()
         plan = reconcile(wanted, {pk: loop.key for pk, loop in self._loops.items()})
         self._stop_loops(plan.stop)
@@ -183,8 +188,9 @@ class LiveSupervisor:
                 return
             if pk in self._locks or self._try_lock(pk):
                 self._start_loop(pk, wanted[pk])
-        # A holder killed -9 leaves its row; once the mailbox is not live any more, nobody would overwrite it.
-        LiveWatch.objects.exclude(mailbox__live=True).delete()
+        # A holder killed -9 leaves its row; once the mailbox is not live (or not enabled) any more, nobody
+        # would overwrite it.
+        LiveWatch.objects.exclude(mailbox__live=True, mailbox__enabled=True).delete()
 
     def _start_loop(self, pk: int, key: tuple) -> None:
         now = timezone.now()

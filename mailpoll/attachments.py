@@ -1,7 +1,7 @@
 """Every move of ``Attachment.status``, in one place (as ``jobs.sql`` is for jobs).
 
 - ``start``: pending → processing (its ``process_attachment`` job begins a run)
-- ``finish``: processing → done
+- ``finish``: processing → done (accepted: held in the downstream outbox, same transaction)
 - ``fail``: pending | processing | failed → failed (its job failed)
 - ``release_stuck``: processing, stuck → pending with a new job, or failed once out of runs
 - ``requeue``: failed → pending (an operator requeued its failed job)
@@ -30,9 +30,11 @@ from django.db.models.functions import Cast, Concat
 from django.utils import timezone
 
 from jobs.queue import enqueue_many
+from outbox import capacity as outbox_capacity
+from outbox import entries as outbox_entries
 
 from . import conf
-from .models import Attachment, AttachmentStatus
+from .models import Attachment, AttachmentKind, AttachmentStatus
 
 log = logging.getLogger(__name__)
 
@@ -75,10 +77,51 @@ def start(pk: int) -> bool:
 
 
 def finish(pk: int, **fields) -> bool:
-    """processing → done, with the result's ``fields``; False if the row was no longer processing."""
-    # A run the watchdog or an operator gave up on meanwhile (released or failed) does not overwrite that.
-    return bool(Attachment.objects.filter(pk=pk, status=AttachmentStatus.PROCESSING).update(
-        status=AttachmentStatus.DONE, error="", **fields))
+    """processing → done, with the result's ``fields``; False if the row was no longer processing.
+
+    The document is accepted here: with a DOWNSTREAM_URL its outbox entry is
+    written in the same transaction (seed 004: written down first, it survives).
+    """
+    with transaction.atomic():
+        # A run the watchdog or an operator gave up on meanwhile (released or failed) does not overwrite that.
+        moved = bool(Attachment.objects.filter(pk=pk, status=AttachmentStatus.PROCESSING).update(
+            status=AttachmentStatus.DONE, error="", **fields))
+        if moved and outbox_capacity.enabled():
+            _hold_for_downstream(Attachment.objects.select_related("request__mailbox").get(pk=pk))
+    return moved
+
+
+def downstream_document(attachment: Attachment) -> dict:
+    """The JSON body the downstream receives for an accepted document (the file goes beside it)."""
+    request = attachment.request
+    return {
+        "source": request.source,
+        "org": str(request.org_id),
+        "mailbox": {"id": request.mailbox_id, "name": request.mailbox.name if request.mailbox else ""},
+        "message_id": request.source_ref,
+        # Where the message is at its server: an API's message id, or the folder and IMAP UID.
+        "provider_message_id": request.provider_ref or (f"{request.folder}:{request.uid}" if request.uid else ""),
+        "sender": request.sender,
+        "subject": request.subject,
+        # The message's date, or when intake stored it if it carried none.
+        "received_at": (request.received_at or request.created_at).isoformat(),
+        "document_type": attachment.document_type,
+        "filename": attachment.original_filename or attachment.filename,
+        "mime": attachment.mime,
+        "size": attachment.size,
+        "sha256": attachment.sha256,
+        # A body document's text is the body; a PDF's the extracted text; a CSV/Excel has none (an Import).
+        "text": attachment.extracted_text,
+        "context_text": attachment.context_text,
+    }
+
+
+def _hold_for_downstream(attachment: Attachment) -> None:
+    has_file = attachment.kind == AttachmentKind.FILE and bool(attachment.file.name)
+    outbox_entries.add(org_id=attachment.request.org_id, document_ref=f"mailpoll.attachment:{attachment.pk}",
+                       source=attachment.request.source, document=downstream_document(attachment),
+                       file=attachment.file.name if has_file else "", file_size=attachment.size if has_file else 0,
+                       file_sha256=attachment.sha256 if has_file else "")
 
 
 def fail(pk: int, error: str) -> bool:

@@ -20,6 +20,8 @@ from django.db import connection
 from django.utils import timezone
 
 from jobs import dbsession
+from outbox import capacity as outbox_capacity
+from outbox.wake import wake as outbox_wake
 
 from . import conf, sql
 from .changes_sync import ChangesSync
@@ -64,6 +66,8 @@ class MailboxPoll:
         started = timezone.now()
         watch = None
         try:
+            if self._outbox_full(mailbox):
+                return results
             provider = for_mailbox(mailbox)
             watch = _Watch(provider, conf.get("MAILPOLL_POLL_DEADLINE"), self._stop)
             # IMAP's UID cursor or an API's changes: the same storage, the same rule for the cursor.
@@ -112,6 +116,23 @@ class MailboxPoll:
                      "%s", mailbox.pk, r.folder, r.mode, r.fetched, r.stored, r.duplicates, r.rejected,
                      len(r.failed), f"cursor={r.position[:80]}" if r.position else f"last_uid={r.last_uid}")
         return results
+
+    def _outbox_full(self, mailbox: Mailbox) -> bool:
+        """The capacity gate (seed 004): with the outbox full, fetch nothing, so the mail waits on the server.
+
+        Nothing is fetched and no cursor moves; the reason is the mailbox's last error (no backoff: it is
+        polled again at its interval, and fetches once the outbox has drained). A sender is queued too.
+        """
+        if not outbox_capacity.enabled():
+            return False
+        current = outbox_capacity.depth()
+        if not current.full:
+            return False
+        reason = outbox_capacity.full_reason(current)
+        self.record_failure(mailbox, reason, backoff=False)
+        outbox_wake(mailbox.org_id)
+        log.warning("mailbox=%s not polled: %s", mailbox.pk, reason)
+        return True
 
     def record_success(self, mailbox: Mailbox) -> None:
         # A success ends any backoff: the mailbox is back on its poll_interval.

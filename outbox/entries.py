@@ -1,0 +1,121 @@
+"""Every move of an outbox entry, through ``outbox.sql``: add, claim, done, failed, retry_now.
+
+- ``add``: (nothing) → waiting, in the transaction that accepts the document
+- ``claim``: waiting and due, or sending with an expired lease → sending (a new claim token)
+- ``done``: → deleted, after the downstream answered 2xx
+- ``failed``: sending (this claim) → waiting, one more attempt, due after ``retry.delay``
+- ``retry_now``: waiting → waiting, due now (the admin)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from dataclasses import dataclass
+
+from django.db import connection
+
+from . import capacity, conf, retry, sql
+from .wake import wake
+
+log = logging.getLogger(__name__)
+
+MAX_ERROR_CHARS = 2000
+
+
+class LeaseLost(RuntimeError):
+    """The claim this sender holds is gone: its lease expired and another sender re-claimed the entry."""
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """One entry as a sender holds it; ``token`` fences its transitions."""
+
+    id: int
+    key: uuid.UUID
+    org_id: int
+    document_ref: str
+    document: dict
+    file: str
+    file_size: int
+    file_sha256: str
+    attempts: int
+    token: uuid.UUID
+
+
+def add(*, org_id, document_ref: str, source: str, document: dict, file: str = "", file_size: int = 0,
+        file_sha256: str = "") -> bool:
+    """Hold an accepted document for the downstream; call in the transaction that accepts it.
+
+    Does nothing (False) when the outbox is off (no DOWNSTREAM_URL) or the document is
+    held already. Queues a sender in the same transaction, so a sender runs if and
+    only if the entry exists.
+    """
+    if not capacity.enabled():
+        return False
+    with connection.cursor() as cursor:
+        cursor.execute(sql.ADD, {"org_id": org_id, "document_ref": document_ref, "source": source,
+                                 "document": json.dumps(document), "file": file, "file_size": file_size,
+                                 "file_sha256": file_sha256})
+        added = cursor.fetchone() is not None
+    if added:
+        wake(org_id)
+    return added
+
+
+def claim(worker: str) -> Claimed | None:
+    """Take one due entry (or one whose lease expired) for ``worker``; None if none is claimable now."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql.CLAIM, {"worker": worker[:200], "lease": float(conf.get("OUTBOX_LEASE_SECONDS"))})
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    pk, key, org_id, ref, document, file, size, sha256, attempts, token = row
+    if isinstance(document, str):
+        document = json.loads(document)
+    return Claimed(pk, key, org_id, ref, document, file, size, sha256, attempts, token)
+
+
+def done(entry: Claimed) -> bool:
+    """The downstream has it (2xx): delete the entry. False if it was gone already (another sender's 2xx)."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql.DONE, {"id": entry.id})
+        return cursor.rowcount == 1
+
+
+def failed(entry: Claimed, error: str) -> float:
+    """This try failed: count it, keep ``error``, release the claim; returns the delay before the next try.
+
+    Raises LeaseLost if this sender no longer holds the claim (its lease expired
+    and another sender took the entry): that sender's try is the one that counts.
+    """
+    wait = retry.delay(entry.attempts + 1, float(conf.get("OUTBOX_RETRY_BASE_SECONDS")),
+                       float(conf.get("OUTBOX_RETRY_MAX_SECONDS")))
+    with connection.cursor() as cursor:
+        cursor.execute(sql.FAILED, {"id": entry.id, "token": entry.token, "delay": wait,
+                                    "error": (error or "failed")[:MAX_ERROR_CHARS]})
+        if cursor.rowcount != 1:
+            raise LeaseLost(f"outbox entry {entry.id} is no longer claimed by this sender")
+    return wait
+
+
+def retry_now(ids) -> list[int]:
+    """Waiting entries among ``ids`` due at once; returns those moved (one being sent is left alone)."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql.RETRY_NOW, {"ids": list(ids)})
+        return sorted(pk for (pk,) in cursor.fetchall())
+
+
+def next_due_in() -> float | None:
+    """Seconds until an entry can be claimed (0 or less: now); None when the outbox is empty."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql.NEXT_DUE_IN)
+        (seconds,) = cursor.fetchone()
+    return float(seconds) if seconds is not None else None
+
+
+def due_count() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(sql.DUE_COUNT)
+        return int(cursor.fetchone()[0])

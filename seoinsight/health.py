@@ -4,7 +4,7 @@
 does not. ``ready``: the database answers, every migration is applied, and the
 checks of ``READY_CHECKS`` find nothing wrong — at least one ``runjobs`` and one
 ``pollmail`` seen recently (the process list), the downstream outbox below its
-capacity when it is on. Either answers JSON, 200 or 503, with no authentication,
+capacity when it is on (``outbox.capacity``). Either answers JSON, 200 or 503, with no authentication,
 so it says nothing an anonymous caller may not know: check names and fixed
 reasons, never an exception's text (a DSN, a host, a user), never an org.
 
@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 
 READY_CHECKS = (
     ("processes", "jobs.processes.readiness"),
+    # Full, intake has stopped (seed 004): this replica takes nothing new until the outbox drains.
+    ("outbox", "outbox.capacity.is_full", "the downstream outbox is full: intake waits until it drains"),
 )
 
 _migrated = False

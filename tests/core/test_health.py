@@ -38,7 +38,7 @@ def test_ready_with_a_worker_and_a_poller_seen(client, no_processes):
     assert response.status_code == 200, response.json()
     body = response.json()
     assert body["status"] == "ready"
-    assert set(body["checks"]) == {"database", "migrations", "processes"}
+    assert set(body["checks"]) == {"database", "migrations", "processes", "outbox"}
     assert all(check["ok"] for check in body["checks"].values())
 
 
@@ -101,3 +101,31 @@ def test_a_predicate_check_with_a_reason_refuses_when_true(monkeypatch, no_proce
     assert ready is False
     assert body["checks"]["queue"] == {"ok": False, "problems": ["the queue is full"]}
     assert body["checks"]["processes"]["ok"] is True
+
+
+def hold(org, n: int) -> None:
+    from outbox.models import Entry
+
+    Entry.objects.bulk_create(Entry(org=org, document_ref=f"test:{i}", source="test", document={})
+                              for i in range(n))
+
+
+@pytest.mark.parametrize(("downstream", "held", "is_ready"), [
+    ("http://127.0.0.1:9/", 2, False),  # at capacity: intake has stopped
+    ("http://127.0.0.1:9/", 1, True),
+    ("", 5, True),  # the outbox is off: never full
+])
+def test_an_outbox_at_capacity_makes_the_replica_not_ready(client, no_processes, settings, downstream, held,
+                                                           is_ready):
+    from tests.factories import OrgFactory
+
+    settings.DOWNSTREAM_URL, settings.OUTBOX_CAPACITY = downstream, 2
+    seen(ProcessKind.RUNJOBS)
+    seen(ProcessKind.POLLMAIL)
+    hold(OrgFactory(), held)
+
+    response = client.get("/health/ready")
+
+    assert response.status_code == (200 if is_ready else 503)
+    assert response.json()["checks"]["outbox"] == {
+        "ok": is_ready, "problems": [] if is_ready else ["the downstream outbox is full: intake waits until it drains"]}

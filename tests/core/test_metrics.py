@@ -121,3 +121,20 @@ def test_live_mailboxes_wanted_and_watched_with_each_watch_since_its_last_event(
     assert samples[("seoinsight_live_mailboxes", (("state", "wanted"),))] == 2
     assert samples[("seoinsight_live_mailboxes", (("state", "watched"),))] == 1
     assert samples[("seoinsight_live_watch_last_event_age_seconds", (("mailbox", str(watched.pk)),))] > 290
+
+
+def test_the_outbox_depth_capacity_and_oldest_age(client, token, db, settings):
+    from outbox.models import Entry
+    from tests.factories import OrgFactory
+
+    settings.DOWNSTREAM_URL, settings.OUTBOX_CAPACITY = "http://127.0.0.1:9/", 50
+    org = OrgFactory()
+    Entry.objects.bulk_create(Entry(org=org, document_ref=f"test:{i}", source="test", document={})
+                              for i in range(3))
+    Entry.objects.filter(document_ref="test:0").update(created_at=timezone.now() - timedelta(minutes=5))
+
+    samples = scrape(client)
+
+    assert samples[("seoinsight_outbox_depth", ())] == 3
+    assert samples[("seoinsight_outbox_capacity", ())] == 50
+    assert samples[("seoinsight_outbox_oldest_age_seconds", ())] > 290

@@ -31,6 +31,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from jobs import dbsession
+from outbox import capacity as outbox_capacity
 
 from . import conf
 from .folder_sync import FolderSync, reset_connection_if_broken
@@ -367,6 +368,13 @@ class LiveLoop:
                 self._sync(provider, mailbox, folder, "check after silence")
 
     def _sync(self, provider, mailbox: Mailbox, folder: str, why: str) -> None:
+        if outbox_capacity.is_full():
+            # The same gate as a poll's (seed 004): the mail waits on the server, the cursor stays. The next
+            # event, silence check or poll after the outbox drains reads it.
+            log.warning("mailbox=%s folder=%s live %s: the downstream outbox is full, nothing fetched", mailbox.pk,
+                        folder, why)
+            self._note(f"{why}: held, the downstream outbox is full")
+            return
         result = self.folder_sync.sync_folder(provider, mailbox, folder)
         log.info("mailbox=%s folder=%s live %s: fetched=%s stored=%s duplicates=%s rejected=%s failed=%s", mailbox.pk,
                  folder, why, result.fetched, result.stored, result.duplicates, result.rejected, len(result.failed))

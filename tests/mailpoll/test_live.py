@@ -275,3 +275,34 @@ def test_a_re_pointed_live_mailbox_is_watched_where_it_points_now(dovecot, proce
     arrived("in-orders")
     wait_for(lambda: "folder=Orders live new mail: fetched=1 stored=1" in poller.output(),
              message="the IDLE path's log line")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_live_mailbox_fetches_nothing_while_the_outbox_is_full_and_catches_up_after_the_drain(
+        dovecot, settings, media, caplog):
+    from outbox.models import Entry
+
+    for name, value in {**LIVE_ENV, "MAILPOLL_LIVE_MAX_SILENCE": 1}.items():
+        setattr(settings, name, value)
+    settings.DOWNSTREAM_URL, settings.OUTBOX_CAPACITY = "http://127.0.0.1:9/", 1  # never reached: no sender runs
+    _user, mailbox = live_mailbox(dovecot)
+    Poller().poll(mailbox)  # its cursor, before the outbox fills
+    Entry.objects.create(org=mailbox.org, document_ref="held-1", source="email", document={})
+
+    def held() -> int:
+        return sum("the downstream outbox is full, nothing fetched" in r.getMessage() for r in caplog.records)
+
+    stop = threading.Event()
+    supervisor = LiveSupervisor(Poller().folder_sync, stop).start()
+    try:
+        wait_for(held, timeout=30, message="the loop to hold off")
+        dovecot.append(mailbox.username, "INBOX", mail("waits on the server"))
+        seen = held()
+        wait_for(lambda: held() >= seen + 2, timeout=30, message="two more reads held off")  # new mail, a check
+        assert not Request.objects.exists()
+
+        Entry.objects.all().delete()  # drained
+        arrived("waits on the server")
+    finally:
+        stop.set()
+        supervisor.join()

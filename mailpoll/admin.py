@@ -140,7 +140,7 @@ class MailboxAdmin(OrgScopedAdmin, admin.ModelAdmin):
             ("OAuth app", {"fields": ["oauth_provider", "client_id", "tenant", *app_secret], "classes": unused_app,
                            "description": "OAuth and service-account mailboxes; empty fields: the settings' app."}),
             ("What to read", {"fields": ["folders", "poll_interval", "initial_mode", "initial_since",
-                                         "site_target"]}),
+                                         "site_target", "live"]}),
         ]
         if obj:
             # First, so the page answers at a glance: which provider, its token, its health and last error.

@@ -120,7 +120,7 @@ class MailboxForm(forms.ModelForm):
         model = Mailbox
         fields = ["org", "name", "enabled", "provider", "auth", "oauth_provider", "client_id", "tenant", "host",
                   "port", "security", "username", "folders", "poll_interval", "initial_mode", "initial_since",
-                  "site_target"]
+                  "site_target", "live"]
         help_texts = {
             "auth": "IMAP: a password, or OAuth (Gmail or Outlook IMAP, then use Connect). Gmail API and Graph: "
                     "OAuth (a user's consent, then use Connect), or a service account (Google Workspace, "
@@ -172,6 +172,10 @@ class MailboxForm(forms.ModelForm):
             # An API mailbox has no server of its own: its endpoints come from the settings.
             data.update(host="", port=Mailbox._meta.get_field("port").default, security=Security.TLS)
             data["oauth_provider"] = ""
+            if data.get("live"):
+                # Gmail's and Graph's push need an endpoint the internet can reach: they are polled.
+                self.add_error("live", "Live (IMAP IDLE) is for IMAP mailboxes; Gmail API and Graph mailboxes are "
+                                       "polled at their interval.")
         # Kept for the admin: a grant given to another app (or issuer), or whose IMAP server moved, is dropped.
         self.app_changed = self.moved_app(data)
         if provider == Provider.IMAP and auth == Auth.OAUTH and self.instance.auth == Auth.OAUTH:

@@ -410,6 +410,8 @@ def api_data(org, provider="gmail", auth="oauth", **overrides) -> dict:
     ({"provider": "graph", "client_id": "my-app"}, "new_app_secret", "The mailbox's own client id needs its client "
                                                                      "secret"),
     ({"tenant": "contoso.onmicrosoft.com"}, "tenant", "A tenant is Microsoft's only"),
+    ({"live": "on"}, "live", "Live (IMAP IDLE) is for IMAP mailboxes"),
+    ({"provider": "graph", "live": "on"}, "live", "Gmail API and Graph mailboxes are polled at their interval"),
     ({"provider": "graph", "auth": "service"}, "tenant", "App-only access needs the organisation's tenant id"),
     ({"provider": "imap", "auth": "password", "password": PASSWORD, "client_id": "x"}, "auth",
      "Password auth uses no OAuth app"),

@@ -191,7 +191,8 @@ def test_a_state_that_is_not_this_sessions_live_one_stores_nothing(client, edito
     callback = consent(authorization)
     query = query_of(callback)
     if tamper == "unknown":
-        query["state"] = "a" + query["state"][1:]
+        # One character changed, whatever it was (a fixed "a" would leave a state that starts with one intact).
+        query["state"] = ("b" if query["state"][0] == "a" else "a") + query["state"][1:]
     elif tamper == "missing":
         del query["state"]
     elif tamper == "expired":

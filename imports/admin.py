@@ -10,21 +10,11 @@ from django.utils.html import format_html
 
 from seoinsight.admin import SiteTargetAdmin
 from seoinsight.models import SiteTarget
-from seoinsight.orgscope import OrgScopedAdmin
+from seoinsight.orgscope import ReadOnlyAdmin
 
 from .models import Import, UrlMetric
 from .searchconsole_api import DEFAULT_DAYS, create_api_import, settled_period
 
-
-class ReadOnlyAdmin(OrgScopedAdmin, admin.ModelAdmin):
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(Import)

@@ -16,7 +16,7 @@ from django.db.models.functions import Coalesce, Now
 from django.utils.html import format_html
 
 from seoinsight.models import Org
-from seoinsight.orgscope import OrgScopedAdmin, SuperuserOnlyAdmin
+from seoinsight.orgscope import ReadOnly, ReadOnlyAdmin, SuperuserOnlyAdmin
 
 from . import operator_actions, processes, registry
 from .models import Job, JobStatus, Process, ZombieJob
@@ -113,7 +113,7 @@ class OrgFilter(admin.SimpleListFilter):
 
 
 @admin.register(Job)
-class JobAdmin(OrgScopedAdmin, admin.ModelAdmin):
+class JobAdmin(ReadOnlyAdmin):
     list_display = ["short_id", "type", "org_id", "status_badge", "attempts_of_max", "progress_bar",
                     "duration", "created_at"]
     list_filter = ["status", TypeFilter, OrgFilter]
@@ -135,15 +135,6 @@ class JobAdmin(OrgScopedAdmin, admin.ModelAdmin):
 
     def get_queryset(self, request):
         return self.scope(request, self.rows()).order_by(*self.get_ordering(request))
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
     def has_operate_permission(self, request):
         """The actions write to jobs, so they need ``change_job`` although no field is editable."""
@@ -284,7 +275,7 @@ class ZombieJobAdmin(JobAdmin):
 
 
 @admin.register(Process)
-class ProcessAdmin(SuperuserOnlyAdmin, admin.ModelAdmin):
+class ProcessAdmin(ReadOnly, SuperuserOnlyAdmin, admin.ModelAdmin):
     """Who is running, doing what: every runjobs and pollmail (jobs.processes), for superusers.
 
     Read-only. A process silent past ``processes.ALIVE_WITHIN`` is shown as not
@@ -300,15 +291,6 @@ class ProcessAdmin(SuperuserOnlyAdmin, admin.ModelAdmin):
     def get_queryset(self, request):
         return (super().get_queryset(request).exclude(pk__in=Process.objects.silent_for(processes.FORGET_AFTER))
                 .annotate(silence=Now() - F("heartbeat_at")))
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
     @admin.display(description="state")
     def state(self, process):

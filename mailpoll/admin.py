@@ -17,7 +17,7 @@ from django.template.defaultfilters import filesizeformat, truncatechars
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from seoinsight.orgscope import OrgScopedAdmin, OrgScopedInline
+from seoinsight.orgscope import OrgScopedAdmin, OrgScopedInline, ReadOnlyAdmin
 
 from . import attachments, conf, oauth
 from .admin_display import (
@@ -51,16 +51,6 @@ from .models import Attachment, Auth, FolderCursor, GrantState, Mailbox, Provide
 from .oauth_connect import ConnectViews
 
 
-
-class ReadOnlyAdmin(OrgScopedAdmin, admin.ModelAdmin):
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 # Mailboxes ------------------------------------------------------------------------------------------------

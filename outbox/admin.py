@@ -12,7 +12,7 @@ from django.template.defaultfilters import truncatechars
 from django.utils import timezone
 from django.utils.timesince import timesince
 
-from seoinsight.orgscope import OrgScopedAdmin
+from seoinsight.orgscope import ReadOnlyAdmin
 
 from . import capacity, entries
 from .models import Entry
@@ -20,7 +20,7 @@ from .wake import wake
 
 
 @admin.register(Entry)
-class EntryAdmin(OrgScopedAdmin, admin.ModelAdmin):
+class EntryAdmin(ReadOnlyAdmin):
     list_display = ["document_ref", "org", "filename", "state", "age", "attempts", "next_try", "error_short",
                     "claimed_by"]
     list_filter = ["state", "org"]
@@ -31,15 +31,6 @@ class EntryAdmin(OrgScopedAdmin, admin.ModelAdmin):
                        "claimed_by", "lease_until", "last_tried_at", "created_at", "file", "file_size",
                        "file_sha256", "document"]
     actions = ["retry_now"]
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
     def has_retry_permission(self, request):
         return self.has_view_permission(request)

@@ -230,6 +230,23 @@ class SuperuserOnlyAdmin:
         return request.user.is_superuser and super().has_delete_permission(request, obj)
 
 
+class ReadOnly:
+    """Mix in first: rows nobody adds, edits or deletes through the admin (their own code writes them)."""
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+class ReadOnlyAdmin(ReadOnly, OrgScopedAdmin, admin.ModelAdmin):
+    """An org-scoped list of rows that are only looked at (and acted on through actions)."""
+
+
 def unscoped_admins(site=admin.site) -> list[str]:
     """Registered admins (and their inlines) that are neither org-scoped nor superuser-only, by name."""
     found = []

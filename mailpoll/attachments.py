@@ -82,13 +82,19 @@ def finish(pk: int, **fields) -> bool:
     The document is accepted here: with a DOWNSTREAM_URL its outbox entry is
     written in the same transaction (seed 004: written down first, it survives).
     """
+    if not outbox_capacity.enabled():
+        return _mark_done(pk, fields)  # one statement: no transaction of its own on every document
     with transaction.atomic():
-        # A run the watchdog or an operator gave up on meanwhile (released or failed) does not overwrite that.
-        moved = bool(Attachment.objects.filter(pk=pk, status=AttachmentStatus.PROCESSING).update(
-            status=AttachmentStatus.DONE, error="", **fields))
-        if moved and outbox_capacity.enabled():
+        moved = _mark_done(pk, fields)
+        if moved:
             _hold_for_downstream(Attachment.objects.select_related("request__mailbox").get(pk=pk))
     return moved
+
+
+def _mark_done(pk: int, fields: dict) -> bool:
+    # A run the watchdog or an operator gave up on meanwhile (released or failed) does not overwrite that.
+    return bool(Attachment.objects.filter(pk=pk, status=AttachmentStatus.PROCESSING).update(
+        status=AttachmentStatus.DONE, error="", **fields))
 
 
 def downstream_document(attachment: Attachment) -> dict:

@@ -18,6 +18,7 @@ GREEN, RED, GREY, BLUE, AMBER = "#2e7d32", "#c62828", "#6c757d", "#1f6fb2", "#b2
 ATTACHMENT_COLOURS = {
     AttachmentStatus.PENDING: GREY,
     AttachmentStatus.PROCESSING: BLUE,
+    AttachmentStatus.HELD: AMBER,
     AttachmentStatus.DONE: GREEN,
     AttachmentStatus.FAILED: RED,
     AttachmentStatus.SKIPPED: AMBER,

@@ -1,7 +1,9 @@
 """Every move of ``Attachment.status``, in one place (as ``jobs.sql`` is for jobs).
 
 - ``start``: pending → processing (its ``process_attachment`` job begins a run)
-- ``finish``: processing → done (accepted: held in the downstream outbox, same transaction)
+- ``finish``: processing → done, or → held when the downstream outbox is on (its entry in the same transaction)
+- ``delivered``: held → done (the downstream acknowledged it; a CSV/Excel becomes its Import then)
+- ``fail_held``: held → failed (acknowledged, but what should follow cannot be done)
 - ``fail``: pending | processing | failed → failed (its job failed)
 - ``release_stuck``: processing, stuck → pending with a new job, or failed once out of runs
 - ``requeue``: failed → pending (an operator requeued its failed job)
@@ -76,25 +78,44 @@ def start(pk: int) -> bool:
         status=AttachmentStatus.PROCESSING, processing_started_at=timezone.now(), attempts=F("attempts") + 1))
 
 
-def finish(pk: int, **fields) -> bool:
-    """processing → done, with the result's ``fields``; False if the row was no longer processing.
+def waits_for_downstream() -> bool:
+    """Whether an accepted document is held for the downstream (a DOWNSTREAM_URL is set) before it moves on."""
+    return outbox_capacity.enabled()
 
-    The document is accepted here: with a DOWNSTREAM_URL its outbox entry is
-    written in the same transaction (seed 004: written down first, it survives).
+
+def finish(pk: int, **fields) -> bool:
+    """processing → held (outbox on) or done, with the result's ``fields``; False if it was no longer processing.
+
+    The document is accepted here: with a DOWNSTREAM_URL it is held, and its
+    outbox entry written in the same transaction (seed 004: written down first,
+    it survives); ``delivered`` moves it on once the downstream has it.
     """
-    if not outbox_capacity.enabled():
-        return _mark_done(pk, fields)  # one statement: no transaction of its own on every document
+    if not waits_for_downstream():
+        return _record_result(pk, AttachmentStatus.DONE, fields)  # one statement: no transaction of its own
     with transaction.atomic():
-        moved = _mark_done(pk, fields)
+        moved = _record_result(pk, AttachmentStatus.HELD, fields)
         if moved:
             _hold_for_downstream(Attachment.objects.select_related("request__mailbox").get(pk=pk))
     return moved
 
 
-def _mark_done(pk: int, fields: dict) -> bool:
+def _record_result(pk: int, status: str, fields: dict) -> bool:
     # A run the watchdog or an operator gave up on meanwhile (released or failed) does not overwrite that.
     return bool(Attachment.objects.filter(pk=pk, status=AttachmentStatus.PROCESSING).update(
-        status=AttachmentStatus.DONE, error="", **fields))
+        status=status, error="", **fields))
+
+
+def delivered(pk: int) -> bool:
+    """held → done: the downstream acknowledged it; False if the row was not held."""
+    # Called once per entry, in the transaction that deletes the acknowledged entry (outbox.delivered).
+    return bool(Attachment.objects.filter(pk=pk, status=AttachmentStatus.HELD).update(status=AttachmentStatus.DONE))
+
+
+def fail_held(pk: int, error: str) -> bool:
+    """held → failed: the downstream has it, but what was waiting for that cannot be done; False if not held."""
+    # An operator's Retry (failed → pending) runs it again and holds it anew.
+    return bool(Attachment.objects.filter(pk=pk, status=AttachmentStatus.HELD).update(
+        status=AttachmentStatus.FAILED, error=(error or "failed")[:2000]))
 
 
 def downstream_document(attachment: Attachment) -> dict:

@@ -6,6 +6,13 @@ is its own text. Its status moves only through ``mailpoll.attachments``
 (pending → processing → done | failed); the watchdog releases a document whose
 worker died in ``processing``.
 
+With the downstream outbox on, a run ends in ``held`` instead, and nothing
+further happens to the document until the downstream has it (seed 004: nothing
+advances on a held document): ``attachment_delivered`` then marks it done and
+only then makes a CSV / Excel its Import. The run checks beforehand everything
+the Import will need (a site target, a supported format, intact bytes), so a
+document that could never become one fails before it is held.
+
 A stored file is trusted only once its size and SHA-256 are the ones recorded
 on the attachment: a damaged file fails its attachment with that reason, never
 as an "empty" or "unreadable" document.
@@ -20,14 +27,16 @@ from django.core.files.base import ContentFile
 from django.db import transaction
 
 from jobs.registry import register
+from outbox.delivered import on_delivered
 from seoinsight import storage
 
 from . import attachments
-from .models import Attachment
+from .models import Attachment, AttachmentStatus
 
 log = logging.getLogger(__name__)
 
 MAX_EXTRACTED_CHARS = 2_000_000
+IMPORTABLE = ("csv", "xlsx", "xls")
 # The reason docs/mail.md gives for an old Excel file (imports refuse them too).
 OLD_XLS = "old .xls (Excel 97-2003) files cannot be imported: save it as .xlsx or CSV and send it again"
 
@@ -59,8 +68,8 @@ def process_attachment(job):
     if attachment.request.org_id != job.org_id:
         raise DocumentError("attachment belongs to another org")
     kind = attachment.document_type
-    if kind in ("csv", "xlsx", "xls"):
-        report = _to_import(attachment)
+    if kind in IMPORTABLE:
+        report = _importable(attachment) if attachments.waits_for_downstream() else _to_import(attachment)
     elif kind == "pdf":
         report = _extract_pdf(attachment)
     elif kind == "body":
@@ -73,16 +82,48 @@ def process_attachment(job):
     return report
 
 
-def _to_import(attachment: Attachment) -> dict:
-    from imports.models import ImportOrigin
-    from imports.services import create_import
+@on_delivered("mailpoll.attachment")
+def attachment_delivered(document_id: str) -> None:
+    """The downstream has the document: held → done, a CSV / Excel becoming its Import first."""
+    attachment = Attachment.objects.select_related("request__mailbox__site_target").filter(
+        pk=int(document_id), status=AttachmentStatus.HELD).first()
+    if attachment is None:
+        log.warning("attachment=%s was delivered downstream but is no longer held; it is left as it is", document_id)
+        return
+    if attachment.document_type in IMPORTABLE:
+        try:
+            _to_import(attachment)
+        except DocumentError as exc:
+            # The downstream has it; only our Import cannot be made (its mailbox lost its site target, say).
+            attachments.fail_held(attachment.pk, f"delivered downstream, but not imported: {exc}")
+            log.warning("attachment=%s delivered downstream, not imported: %s", attachment.pk, exc)
+            return
+    attachments.delivered(attachment.pk)
 
+
+def _import_target(attachment: Attachment):
+    """The site target a CSV / Excel attachment is imported into; DocumentError if it cannot be."""
     if attachment.document_type == "xls":
         raise DocumentError(OLD_XLS)
     mailbox = attachment.request.mailbox
     target = mailbox.site_target if mailbox else None
     if target is None:
         raise DocumentError("the mailbox has no site target to import CSV/Excel attachments into")
+    return target
+
+
+def _importable(attachment: Attachment) -> dict:
+    """Everything the Import will need once the downstream has the document, checked now."""
+    _import_target(attachment)
+    _verified_bytes(attachment)
+    return {"held": "imported once the downstream has it"}
+
+
+def _to_import(attachment: Attachment) -> dict:
+    from imports.models import ImportOrigin
+    from imports.services import create_import
+
+    target = _import_target(attachment)
     name = attachment.filename
     if not name.lower().endswith((".csv", ".tsv", ".txt", ".xlsx", ".zip")):
         name += ".xlsx" if attachment.document_type == "xlsx" else ".csv"

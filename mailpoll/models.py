@@ -302,10 +302,14 @@ class AttachmentStatus(models.TextChoices):
     # In: stored (mailpoll.store), released by the watchdog or an operator, a failure requeued or retried.
     # Out: its process_attachment job starts a run (-> processing), or fails before it could (-> failed).
     PENDING = "pending", "Pending"
-    # In: a job's run starts, at processing_started_at. Out: the run ends (-> done | failed), or the
+    # In: a job's run starts, at processing_started_at. Out: the run ends (-> held | done | failed), or the
     # watchdog / an operator finds it stuck (-> pending, or failed once out of attempts).
     PROCESSING = "processing", "Processing"
-    # In: a run's result is recorded. Out: never.
+    # In: a run's result is recorded while the downstream outbox is on, with its outbox entry in the same
+    # transaction. Out: the downstream acknowledged it (-> done; a CSV/Excel becomes its Import only then), or
+    # what should follow the acknowledgement cannot be done (-> failed).
+    HELD = "held", "Held for downstream"
+    # In: a run's result is recorded (outbox off), or the downstream acknowledged a held document. Out: never.
     DONE = "done", "Done"
     # In: its job failed, or it was stuck too often; error says why. Out: requeued or retried (-> pending).
     FAILED = "failed", "Failed"
@@ -357,7 +361,7 @@ class Attachment(models.Model):
             # The watchdog judges a run by its start: a processing row without one would never be found stuck.
             # A done row keeps the start of the run that finished it.
             models.CheckConstraint(
-                condition=~Q(status__in=["processing", "done"]) | Q(processing_started_at__isnull=False),
+                condition=~Q(status__in=["processing", "held", "done"]) | Q(processing_started_at__isnull=False),
                 name="attachment_started_when_processed"),
             # Waiting (or never work): no run in progress, so no start; a release or a retry clears it.
             models.CheckConstraint(

@@ -5,6 +5,8 @@ from seoinsight.conf import Declarations, Setting
 SETTINGS = Declarations(
     Setting("DOWNSTREAM_URL", str, "",
             "where each accepted document is registered (POST); empty: the outbox is off and nothing is queued"),
+    Setting("DOWNSTREAM_TOKEN", str, "",
+            "sent as 'Authorization: Bearer <token>' with every try, to DOWNSTREAM_URL only; empty: no header"),
     Setting("DOWNSTREAM_TIMEOUT", float, 30.0,
             "seconds to connect to the downstream, and seconds of silence while it answers, before the try fails"),
     Setting("OUTBOX_CAPACITY", int, 200,

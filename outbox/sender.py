@@ -2,7 +2,9 @@
 
 A try is one POST to DOWNSTREAM_URL with ``Idempotency-Key: <entry key>`` (the
 same on every try, so the downstream records a document once however often it
-arrives: delivery is at least once). The body is the document's JSON; with a
+arrives: delivery is at least once) and, with DOWNSTREAM_TOKEN, ``Authorization:
+Bearer <token>``; redirects are not followed, so the token reaches that URL's
+host only. The body is the document's JSON; with a
 file it is multipart (part ``document``: the JSON, part ``file``: the bytes,
 read through ``seoinsight.storage.read_verified``). Every request has a
 timeout (DOWNSTREAM_TIMEOUT, to connect and per silence while answering): a
@@ -24,11 +26,11 @@ import time
 from dataclasses import dataclass, field
 
 import requests
-from django.db import connection
+from django.db import connection, transaction
 
 from seoinsight import storage
 
-from . import conf, entries, sql
+from . import conf, delivered, entries, sql
 from .entries import Claimed, LeaseLost
 from .wake import wake
 
@@ -61,7 +63,13 @@ def post(entry: Claimed, session: requests.Session | None = None) -> requests.Re
     url = str(conf.get("DOWNSTREAM_URL")).strip()
     timeout = float(conf.get("DOWNSTREAM_TIMEOUT"))
     headers = {"Idempotency-Key": str(entry.key)}
+    token = str(conf.get("DOWNSTREAM_TOKEN")).strip()
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
     http = session or requests
+    # No redirects: the token goes to DOWNSTREAM_URL's host and nowhere else, and a document is registered
+    # only by a 2xx from that URL (a 3xx fails the try, and says where it pointed).
+    send = {"headers": headers, "timeout": (timeout, timeout), "allow_redirects": False}
     try:
         if entry.file:
             data = storage.read_verified(entry.file, entry.file_size, entry.file_sha256)
@@ -69,13 +77,16 @@ def post(entry: Claimed, session: requests.Session | None = None) -> requests.Re
             files = {"document": (None, document, "application/json"),
                      "file": (entry.document.get("filename") or "document", data,
                               entry.document.get("mime") or "application/octet-stream")}
-            response = http.post(url, files=files, headers=headers, timeout=(timeout, timeout))
+            response = http.post(url, files=files, **send)
         else:
-            response = http.post(url, json=entry.document, headers=headers, timeout=(timeout, timeout))
+            response = http.post(url, json=entry.document, **send)
     except storage.DamagedFile as exc:
         raise DeliveryError(str(exc)) from None
     except requests.RequestException as exc:
         raise DeliveryError(f"{type(exc).__name__}: {exc}") from None
+    if 300 <= response.status_code < 400:
+        raise DeliveryError(f"HTTP {response.status_code}: redirected to {response.headers.get('Location', '?')!r}, "
+                            "which is not followed (set DOWNSTREAM_URL to where documents are accepted)")
     if not 200 <= response.status_code < 300:
         raise DeliveryError(f"HTTP {response.status_code}: {response.text[:300]}")
     return response
@@ -97,8 +108,23 @@ def deliver_one(entry: Claimed, report: Report, session=None) -> None:
         log.warning("outbox entry=%s %s org=%s try %s failed, next in %.1f s: %s", entry.id,
                     entry.document_ref, entry.org_id, entry.attempts + 1, wait, exc)
         return
-    # Deleted only now, after the 2xx: acknowledged, then deleted (seed 004).
-    entries.done(entry)
+    try:
+        # Deleted only now, after the 2xx: acknowledged, then deleted (seed 004). The document moves on in
+        # the same transaction, and only for the sender whose delete removed the row (one follow-up per entry).
+        with transaction.atomic():
+            if entries.done(entry):
+                delivered.follow_up(entry.document_ref)
+    except Exception as exc:
+        # Rolled back: the entry stays, and is sent again (the same key: the downstream records it once).
+        log.exception("outbox entry=%s %s org=%s was delivered but what follows failed; it will be sent again",
+                      entry.id, entry.document_ref, entry.org_id)
+        try:
+            entries.failed(entry, f"delivered, but recording the delivery failed: {type(exc).__name__}: {exc}")
+        except LeaseLost:
+            pass  # another sender has the entry now, and will send it again itself
+        report.failed += 1
+        report.errors.append(f"after delivery: {exc}"[:200])
+        return
     report.delivered += 1
     log.info("outbox entry=%s %s org=%s delivered (key %s)", entry.id, entry.document_ref, entry.org_id, entry.key)
 

@@ -79,7 +79,7 @@ class AttachmentFactory(factory.django.DjangoModelFactory):
     """A pending CSV attachment; the traits build the other states with the fields that go with them.
 
     ``processing`` started just now, ``stuck`` an hour ago (past the watchdog's 15 min),
-    ``done`` and ``failed`` after one run, ``skipped`` never a document.
+    ``held`` (waiting for the downstream), ``done`` and ``failed`` after one run, ``skipped`` never a document.
     """
 
     class Meta:
@@ -97,6 +97,7 @@ class AttachmentFactory(factory.django.DjangoModelFactory):
     class Params:
         processing = factory.Trait(status=AttachmentStatus.PROCESSING, attempts=1, processing_started_at=_ago(0))
         stuck = factory.Trait(status=AttachmentStatus.PROCESSING, attempts=1, processing_started_at=_ago(60))
+        held = factory.Trait(status=AttachmentStatus.HELD, attempts=1, processing_started_at=_ago(1))
         done = factory.Trait(status=AttachmentStatus.DONE, attempts=1, processing_started_at=_ago(1))
         failed = factory.Trait(status=AttachmentStatus.FAILED, attempts=1, processing_started_at=_ago(1),
                                error="DocumentError: the PDF is encrypted")

@@ -14,9 +14,9 @@ from mailpoll.attachments import FAIL, RELEASE, TransitionError, after_stuck
 from mailpoll.models import Attachment, AttachmentStatus, Request
 from tests.mailpoll.factories import AttachmentFactory, RequestFactory
 
-PENDING, PROCESSING, DONE, FAILED, SKIPPED = (AttachmentStatus.PENDING, AttachmentStatus.PROCESSING,
-                                              AttachmentStatus.DONE, AttachmentStatus.FAILED,
-                                              AttachmentStatus.SKIPPED)
+PENDING, PROCESSING, HELD, DONE, FAILED, SKIPPED = (
+    AttachmentStatus.PENDING, AttachmentStatus.PROCESSING, AttachmentStatus.HELD, AttachmentStatus.DONE,
+    AttachmentStatus.FAILED, AttachmentStatus.SKIPPED)
 
 
 @pytest.mark.parametrize("attempts, max_attempts, expected", [
@@ -34,8 +34,8 @@ def test_a_stuck_attachment_is_released_while_runs_are_left(attempts, max_attemp
 
 
 def attachment_in(status: str) -> Attachment:
-    traits = {PENDING: {}, PROCESSING: {"processing": True}, DONE: {"done": True}, FAILED: {"failed": True},
-              SKIPPED: {"skipped": True}}
+    traits = {PENDING: {}, PROCESSING: {"processing": True}, HELD: {"held": True}, DONE: {"done": True},
+              FAILED: {"failed": True}, SKIPPED: {"skipped": True}}
     return AttachmentFactory(**traits[status])
 
 
@@ -44,6 +44,8 @@ TRANSITIONS = {
     "finish": attachments.finish,
     "fail": lambda pk: attachments.fail(pk, "RuntimeError: boom"),
     "requeue": attachments.requeue,
+    "delivered": attachments.delivered,
+    "fail_held": lambda pk: attachments.fail_held(pk, "delivered downstream, but not imported: no site target"),
 }
 
 
@@ -51,6 +53,7 @@ TRANSITIONS = {
 @pytest.mark.parametrize("transition, before, after", [
     ("start", PENDING, PROCESSING),
     ("start", PROCESSING, None),  # a duplicate job: the running one keeps it
+    ("start", HELD, None),
     ("start", DONE, None),
     ("start", FAILED, None),
     ("start", SKIPPED, None),
@@ -60,12 +63,21 @@ TRANSITIONS = {
     ("fail", PENDING, FAILED),    # the job failed before it could start a run
     ("fail", PROCESSING, FAILED),
     ("fail", FAILED, FAILED),
+    ("fail", HELD, None),        # its run ended well: a late job failure does not undo that
     ("fail", DONE, None),
     ("fail", SKIPPED, None),
     ("requeue", FAILED, PENDING),
     ("requeue", PENDING, None),   # retried from the admin meanwhile: it has its own job
     ("requeue", PROCESSING, None),
+    ("requeue", HELD, None),
     ("requeue", DONE, None),
+    ("delivered", HELD, DONE),
+    ("delivered", PROCESSING, None),
+    ("delivered", DONE, None),    # a second acknowledgement changes nothing
+    ("delivered", FAILED, None),
+    ("fail_held", HELD, FAILED),
+    ("fail_held", DONE, None),
+    ("fail_held", PROCESSING, None),
 ])
 def test_each_transition_moves_only_from_the_states_it_leaves(transition, before, after):
     """``after`` None: the row is not where the transition expects it, so nothing moves and the caller is told."""
@@ -75,6 +87,17 @@ def test_each_transition_moves_only_from_the_states_it_leaves(transition, before
 
     assert moved is (after is not None)
     assert Attachment.objects.get(pk=attachment.pk).status == (after or before)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("downstream_url, after", [("", DONE), ("http://127.0.0.1:9/documents", HELD)])
+def test_a_finished_run_is_held_while_a_downstream_is_configured(settings, downstream_url, after):
+    settings.DOWNSTREAM_URL = downstream_url
+    attachment = attachment_in(PROCESSING)
+
+    assert attachments.finish(attachment.pk)
+
+    assert Attachment.objects.get(pk=attachment.pk).status == after
 
 
 @pytest.mark.django_db
@@ -159,7 +182,7 @@ def test_a_set_transition_that_moves_fewer_rows_than_it_locked_is_an_error():
 
 @pytest.mark.django_db
 def test_every_factory_state_is_a_row_the_database_accepts():
-    for status in (PENDING, PROCESSING, DONE, FAILED, SKIPPED):
+    for status in (PENDING, PROCESSING, HELD, DONE, FAILED, SKIPPED):
         assert Attachment.objects.get(pk=attachment_in(status).pk).status == status
     AttachmentFactory(stuck=True)
     RequestFactory(rejected=True)
@@ -177,6 +200,7 @@ def now():
     (Attachment, {}, {"kind": "inline"}, "attachment_kind_valid"),
     (Attachment, {"processing": True}, {"processing_started_at": None}, "attachment_started_when_processed"),
     (Attachment, {"done": True}, {"processing_started_at": None}, "attachment_started_when_processed"),
+    (Attachment, {"held": True}, {"processing_started_at": None}, "attachment_started_when_processed"),
     (Attachment, {}, {"status": PROCESSING}, "attachment_started_when_processed"),
     (Attachment, {}, {"processing_started_at": now}, "attachment_unstarted_when_waiting"),
     (Attachment, {"skipped": True}, {"processing_started_at": now}, "attachment_unstarted_when_waiting"),

@@ -1,7 +1,8 @@
 """A downstream system on 127.0.0.1 that the outbox sends to: scripted answers, dedup by Idempotency-Key.
 
 ``answers`` is consumed one per request: ``"ok"`` (200), an int (that status),
-``"hang"`` (never answers until ``release()`` or close: a downstream that hangs).
+``"hang"`` (never answers until ``release()`` or close: a downstream that hangs),
+``"redirect:<url>"`` (a 307 pointing there).
 When the script is empty every request is answered 200. Each request is recorded
 (``requests``); a key is recorded once in ``documents`` however often it comes
 (the dedup a real downstream does), and ``overlaps`` counts the times a key
@@ -86,7 +87,8 @@ class FakeDownstream:
                 return
             if self.delay:
                 self._released.wait(self.delay)
-            status = 200 if answer == "ok" else int(answer)
+            location = answer[len("redirect:"):] if str(answer).startswith("redirect:") else None
+            status = 200 if answer == "ok" else 307 if location else int(answer)
             if status < 300:
                 with self._lock:
                     first = received.key not in self.documents
@@ -97,6 +99,8 @@ class FakeDownstream:
             try:
                 handler.send_response(status)
                 handler.send_header("Content-Type", "application/json")
+                if location:
+                    handler.send_header("Location", location)
                 handler.send_header("Content-Length", str(len(payload)))
                 handler.end_headers()
                 handler.wfile.write(payload)

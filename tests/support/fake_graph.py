@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
-import ipaddress
 import json
 import secrets
 import ssl
@@ -34,10 +33,7 @@ from email.parser import BytesHeaderParser
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
+from tests.support.loopback import tls_files
 
 TENANT = "contoso-test"
 CLIENT_ID = "11111111-2222-3333-4444-555555555555"
@@ -45,42 +41,6 @@ CLIENT_SECRET = "graph-client-secret-do-not-log"
 USER = "inbox@contoso.test"
 PID_TAG_MESSAGE_SIZE = "Integer 0x0E08"
 WELL_KNOWN = frozenset({"inbox", "archive", "deleteditems", "drafts", "junkemail", "sentitems"})
-
-
-def _tls_files(directory: Path) -> tuple[Path, Path, Path]:
-    """A CA made for this run, and a server certificate it signed for 127.0.0.1: (CA, certificate, key)."""
-    now = dt.datetime.now(dt.UTC)
-
-    def build(subject, issuer, public_key, signer, *, ca: bool, issuer_key=None):
-        builder = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer).public_key(public_key)
-                   .serial_number(x509.random_serial_number())
-                   .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=1))
-                   .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
-                   .add_extension(x509.SubjectKeyIdentifier.from_public_key(public_key), critical=False)
-                   .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(issuer_key or public_key),
-                                  critical=False))
-        if ca:
-            builder = builder.add_extension(x509.KeyUsage(
-                digital_signature=False, content_commitment=False, key_encipherment=False, data_encipherment=False,
-                key_agreement=False, key_cert_sign=True, crl_sign=True, encipher_only=False, decipher_only=False),
-                critical=True)
-        else:
-            builder = (builder.add_extension(x509.SubjectAlternativeName(
-                [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
-                .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False))
-        return builder.sign(signer, hashes.SHA256())
-
-    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fake-graph test CA")])
-    ca = build(ca_name, ca_name, ca_key.public_key(), ca_key, ca=True)
-    cert = build(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]), ca_name, key.public_key(),
-                 ca_key, ca=False, issuer_key=ca_key.public_key())
-    files = directory / "ca.pem", directory / "cert.pem", directory / "key.pem"
-    files[0].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    files[1].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    files[2].write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
-    return files
 
 
 def _b64(data: dict) -> str:
@@ -130,7 +90,7 @@ class FakeGraph:
         self._serial = 0
         self._lock = threading.Lock()
         self._dir = tempfile.TemporaryDirectory(prefix="fake-graph-")
-        ca_file, cert_file, key_file = _tls_files(Path(self._dir.name))
+        ca_file, cert_file, key_file = tls_files(Path(self._dir.name))
         self.ca_file = str(ca_file)  # what a client trusts: this CA only
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(cert_file, key_file)

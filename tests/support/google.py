@@ -8,9 +8,7 @@ API responses are ``(headers, body)`` pairs for ``googleapiclient.http.HttpMockS
 from __future__ import annotations
 
 import base64
-import datetime as dt
 import functools
-import ipaddress
 import json
 import ssl
 import threading
@@ -18,11 +16,11 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from cryptography.hazmat.primitives.asymmetric import padding, rsa
+
+from tests.support.loopback import tls_files
 
 ACCOUNT_EMAIL = "importer@seoinsight-test.iam.gserviceaccount.com"
 ACCESS_TOKEN = "test-access-token"
@@ -77,33 +75,10 @@ def verify_jwt(assertion: str) -> dict:
     return json.loads(_b64decode(payload))
 
 
-def self_signed_files(directory: Path) -> tuple[Path, Path]:
-    """A certificate for 127.0.0.1 that is its own CA, made for this run, and its key: (certificate, key).
-
-    A client trusts it only when told to (a CA bundle holding it): nothing else vouches for it.
-    """
-    now = dt.datetime.now(dt.UTC)
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=1))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                           critical=False)
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-            .sign(key, hashes.SHA256()))
-    cert_file, key_file = directory / "cert.pem", directory / "key.pem"
-    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
-    return cert_file, key_file
-
-
 class _LoopbackServer:
     """An HTTP server on 127.0.0.1, in a thread of its own: ``start()``, then ``stop()``.
 
-    ``_listen(..., tls_dir=)`` serves HTTPS instead, with a certificate of ``self_signed_files``
+    ``_listen(..., tls_dir=)`` serves HTTPS instead, with a certificate of ``loopback.tls_files``
     (``ca_file``: what a client must trust).
     """
 
@@ -113,13 +88,13 @@ class _LoopbackServer:
     def _listen(self, handler, *, name: str, port: int = 0, tls_dir: Path | None = None) -> None:
         self._httpd = ThreadingHTTPServer(("127.0.0.1", port), handler)
         if tls_dir is not None:
-            cert_file, key_file = self_signed_files(tls_dir)
+            ca_file, cert_file, key_file = tls_files(tls_dir)
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             context.load_cert_chain(cert_file, key_file)
             # The handshake runs in each request's thread, not in the accepting one.
             self._httpd.socket = context.wrap_socket(self._httpd.socket, server_side=True,
                                                      do_handshake_on_connect=False)
-            self._scheme, self.ca_file = "https", str(cert_file)
+            self._scheme, self.ca_file = "https", str(ca_file)
         # A short poll interval: shutdown() waits up to one interval.
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
                                         name=name, daemon=True)

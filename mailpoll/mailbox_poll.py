@@ -17,6 +17,7 @@ import time
 from datetime import datetime
 
 from django.db import connection
+from django.db.models import Q
 from django.utils import timezone
 
 from jobs import dbsession
@@ -26,7 +27,7 @@ from outbox.wake import wake as outbox_wake
 from . import conf, sql
 from .changes_sync import ChangesSync
 from .folder_sync import FolderResult, FolderSync, reset_connection_if_broken
-from .models import Mailbox, Request
+from .models import FolderCursor, Mailbox, Request
 from .oauth import NeedsReauthorization, TokenRefreshError
 from .oauth_apps import NotConfigured, NotConnected
 from .providers import ChangesProvider, FolderError, ProviderError, for_mailbox
@@ -66,14 +67,21 @@ class MailboxPoll:
         started = timezone.now()
         watch = None
         try:
-            if self._outbox_full(mailbox):
-                return results
+            folders = mailbox.folder_list
+            held = self._outbox_full(mailbox)
+            if held:
+                folders = first_reads(mailbox.initial_mode, folders, positioned_folders(mailbox))
+                if not folders:
+                    self.record_failure(mailbox, held, backoff=False)
+                    return results
+                log.info("mailbox=%s outbox full, but %s never read yet (new only): recording where new mail "
+                         "starts, nothing fetched", mailbox.pk, ", ".join(folders))
             provider = for_mailbox(mailbox)
             watch = _Watch(provider, conf.get("MAILPOLL_POLL_DEADLINE"), self._stop)
             # IMAP's UID cursor or an API's changes: the same storage, the same rule for the cursor.
             sync = self.changes_sync if isinstance(provider, ChangesProvider) else self.folder_sync
             with watch, provider:
-                for folder in mailbox.folder_list:
+                for folder in folders:
                     try:
                         results.append(sync.sync_folder(provider, mailbox, folder))
                     except FolderError as exc:
@@ -106,6 +114,8 @@ class MailboxPoll:
         if failures:
             first = next(iter(failures.items()))
             problems.append(f"{len(failures)} message(s) not stored; first: {first[0]}: {first[1]}")
+        if held:
+            problems.append(held)  # the other folders wait for the drain: the mailbox says why
         if problems:
             # The server answered: a folder or a message failed, not the mailbox. No backoff.
             self.record_failure(mailbox, "; ".join(problems), backoff=False)
@@ -117,22 +127,23 @@ class MailboxPoll:
                      len(r.failed), f"cursor={r.position[:80]}" if r.position else f"last_uid={r.last_uid}")
         return results
 
-    def _outbox_full(self, mailbox: Mailbox) -> bool:
+    def _outbox_full(self, mailbox: Mailbox) -> str:
         """The capacity gate (seed 004): with the outbox full, fetch nothing, so the mail waits on the server.
 
-        Nothing is fetched and no cursor moves; the reason is the mailbox's last error (no backoff: it is
-        polled again at its interval, and fetches once the outbox has drained). A sender is queued too.
+        Returns why the gate is closed ('' while it is open). Nothing is fetched and no cursor moves, except
+        where a read fetches nothing anyway (``first_reads``); the reason is the mailbox's last error (no
+        backoff: it is polled again at its interval, and fetches once the outbox has drained). A sender is
+        queued too.
         """
         if not outbox_capacity.enabled():
-            return False
+            return ""
         current = outbox_capacity.depth()
         if not current.full:
-            return False
+            return ""
         reason = outbox_capacity.full_reason(current)
-        self.record_failure(mailbox, reason, backoff=False)
         outbox_wake(mailbox.org_id)
         log.warning("mailbox=%s not polled: %s", mailbox.pk, reason)
-        return True
+        return reason
 
     def record_success(self, mailbox: Mailbox) -> None:
         # A success ends any backoff: the mailbox is back on its poll_interval.
@@ -174,6 +185,30 @@ class MailboxPoll:
                         self._unrecorded.setdefault(later_pk, later)
                 return
             log.info("mailbox=%s failure of %s recorded after the database came back", pk, failed_at.isoformat())
+
+
+def first_reads(initial_mode: str, folders: list[str], positioned: set[str]) -> list[str]:
+    """The folders a full outbox still lets a poll read: a "new only" mailbox's first read of a folder.
+
+    That read fetches nothing; it only records where "new" starts (``cursor.plan_folder_sync``'s
+    ``initial-new-only``, an API's current position). Held back until the drain, it would start later, and
+    the mail that arrived meanwhile would never be read. ``positioned``: the folders that have a position.
+
+    >>> first_reads("new-only", ["INBOX", "Orders"], {"INBOX"}), first_reads("new-only", ["INBOX"], {"INBOX"})
+    (['Orders'], [])
+    >>> first_reads("full", ["INBOX"], set()), first_reads("since", ["INBOX"], set())
+    ([], [])
+    """
+    if initial_mode != "new-only":
+        return []
+    return [folder for folder in folders if folder not in positioned]
+
+
+def positioned_folders(mailbox: Mailbox) -> set[str]:
+    """The mailbox's folders with a position: a UID cursor, an API cursor, or a resync under way."""
+    return set(FolderCursor.objects.filter(mailbox=mailbox)
+               .filter(Q(uidvalidity__isnull=False) | ~Q(position="") | Q(resync_started_at__isnull=False))
+               .values_list("folder", flat=True))
 
 
 class _Watch:

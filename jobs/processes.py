@@ -4,9 +4,11 @@
 its own database connection it inserts the process's ``Process`` row, then
 refreshes ``heartbeat_at`` every ``HEARTBEAT_EVERY`` seconds, and ``doing`` as
 soon as it changes (at most once per ``MIN_SPACING``, so a fast worker costs one
-small UPDATE a second at most, off its loop); on stop it deletes the row. Each
-refresh also forgets the rows of processes silent for ``FORGET_AFTER`` (killed,
-or on a host that vanished), so the list ages out without a sweeper of its own.
+small UPDATE a second at most, off its loop); on stop it deletes the row. Its
+first refresh, and then one at most every ``FORGET_EVERY`` seconds, also forgets
+the rows of processes silent for ``FORGET_AFTER`` (killed, or on a host that
+vanished), so the list ages out without a sweeper of its own, and a busy worker
+refreshing every second does not run that DELETE every second.
 
 ``doing(job=..., mailbox=...)`` names the work of the calling thread for the
 list and, through ``seoinsight.logs.context``, for every log record inside.
@@ -21,6 +23,7 @@ import logging
 import os
 import socket
 import threading
+import time
 from contextlib import contextmanager
 
 from django.db import DatabaseError, InterfaceError
@@ -38,6 +41,9 @@ HEARTBEAT_EVERY = 10.0
 ALIVE_WITHIN = 60.0
 # A row silent this long is deleted by any other process's refresh.
 FORGET_AFTER = 600.0
+# How often one process deletes the dead rows (a refresh does it when this long has passed since its last):
+# far below FORGET_AFTER, so a dead row is gone at most this long after it became forgettable.
+FORGET_EVERY = 60.0
 MIN_SPACING = 1.0
 
 _doing: dict[int, str] = {}
@@ -45,11 +51,13 @@ _doing_lock = threading.Lock()
 _changed = threading.Event()
 
 
-def describe(*, job=None, job_type=None, mailbox=None) -> str:
-    """The ``doing`` text of one unit of work.
+def describe(*, job=None, job_type=None, mailbox=None, live=False) -> str:
+    """The ``doing`` text of one unit of work; ``live``: a live loop watching the mailbox (IMAP IDLE).
 
-    >>> describe(job="0190", job_type="import_csv"), describe(mailbox=7), describe()
-    ('job=0190 type=import_csv', 'mailbox=7', '')
+    >>> describe(job="0190", job_type="import_csv"), describe(mailbox=7), describe(mailbox=7, live=True)
+    ('job=0190 type=import_csv', 'mailbox=7', 'mailbox=7 live')
+    >>> describe()
+    ''
     """
     parts = []
     if job is not None:
@@ -58,15 +66,21 @@ def describe(*, job=None, job_type=None, mailbox=None) -> str:
         parts.append(f"type={job_type}")
     if mailbox is not None:
         parts.append(f"mailbox={mailbox}")
+        if live:
+            parts.append("live")
     return " ".join(parts)
 
 
 @contextmanager
-def doing(*, job=None, job_type=None, mailbox=None, org=None):
-    """The calling thread works on this job or mailbox for the enclosed block (process list and logs)."""
+def doing(*, job=None, job_type=None, mailbox=None, org=None, live=False):
+    """The calling thread works on this job or mailbox for the enclosed block (process list and logs).
+
+    A live loop holds ``doing(mailbox=..., live=True)`` for as long as it watches its mailbox, so the
+    process's row lists every mailbox it watches beside the one it may be polling.
+    """
     ident = threading.get_ident()
     with _doing_lock:
-        _doing[ident] = describe(job=job, job_type=job_type, mailbox=mailbox)
+        _doing[ident] = describe(job=job, job_type=job_type, mailbox=mailbox, live=live)
     _changed.set()
     try:
         with logs.context(job=job, mailbox=mailbox, org=org):
@@ -89,13 +103,24 @@ def forget_dead(after: float = FORGET_AFTER) -> int:
     return deleted
 
 
+def forget_due(now: float, last: float | None, every: float) -> bool:
+    """Whether a refresh at ``now`` also deletes the dead rows: the first one does, then one ``every`` s later.
+
+    >>> forget_due(5.0, None, 60), forget_due(50.0, 0.0, 60), forget_due(60.0, 0.0, 60)
+    (True, False, True)
+    """
+    return last is None or now - last >= every
+
+
 class ProcessEntry(threading.Thread):
     """This process's row in the process list, kept fresh from its own thread; ``stop()`` removes it."""
 
-    def __init__(self, kind: str, every: float = HEARTBEAT_EVERY):
+    def __init__(self, kind: str, every: float = HEARTBEAT_EVERY, forget_every: float = FORGET_EVERY):
         super().__init__(name=f"{kind}-process-entry", daemon=True)
         self.kind = kind
         self.every = every
+        self.forget_every = forget_every
+        self._forgot_at: float | None = None  # time.monotonic() of this entry's last forget_dead
         self.pk: int | None = None
         self.registered = threading.Event()
         self._halt = threading.Event()
@@ -123,7 +148,7 @@ class ProcessEntry(threading.Thread):
             dbsession.close_quietly()
 
     def _refresh(self) -> None:
-        """Insert or refresh the row (inserted again if it was forgotten meanwhile); forget the dead."""
+        """Insert or refresh the row (inserted again if it was forgotten meanwhile); forget the dead when due."""
         try:
             text = current_doing()
             if self.pk is None or not Process.objects.filter(pk=self.pk).update(
@@ -131,7 +156,9 @@ class ProcessEntry(threading.Thread):
                 self.pk = Process.objects.create(kind=self.kind, host=socket.gethostname(), pid=os.getpid(),
                                                  doing=text).pk
                 log.info("process list: %s registered as %s", self.kind, self.pk)
-            forget_dead()
+            if forget_due(time.monotonic(), self._forgot_at, self.forget_every):
+                forget_dead()
+                self._forgot_at = time.monotonic()
             self._failing = False
         except Exception as exc:
             # Whatever it is, this thread must go on: a dead entry would mark a working process as gone.
@@ -149,7 +176,6 @@ class ProcessEntry(threading.Thread):
         except (DatabaseError, InterfaceError) as exc:
             log.warning("process list: %s entry %s not removed (%s); it ages out", self.kind, self.pk,
                         dbsession.first_line(exc))
-
 
 
 def readiness(within: float = ALIVE_WITHIN) -> list[str]:

@@ -137,3 +137,34 @@ def test_doing_names_the_mailbox_and_org_of_every_json_log_line_inside_and_only_
     assert (inside["mailbox"], inside["org"], inside["message"]) == ("7", "acme", "mailbox=7 poll failed")
     assert "ValueError: bad" in inside["exc"] and "job" not in inside
     assert not {"job", "mailbox", "org"} & outside.keys()
+
+
+@pytest.mark.parametrize(("now", "last", "every", "expected"), [
+    (0.0, None, 60, True),  # the first refresh (at registration) forgets the dead
+    (59.9, 0.0, 60, False),
+    (60.0, 0.0, 60, True),
+    (1000.0, 10.0, 60, True),
+    (5.0, 5.0, 0, True),  # 0: at every refresh
+])
+def test_when_a_refresh_forgets_the_dead(now, last, every, expected):
+    assert process_list.forget_due(now, last, every) is expected
+
+
+def test_the_dead_are_forgotten_at_registration_and_then_not_at_every_refresh(no_processes):
+    long_dead = timedelta(seconds=process_list.FORGET_AFTER + 1)
+    before = Process.objects.create(kind="runjobs", host="gone-host", pid=1)
+    Process.objects.filter(pk=before.pk).update(heartbeat_at=F("heartbeat_at") - long_dead)
+    entry = process_list.ProcessEntry("pollmail", every=30, forget_every=3600)
+    entry.start()
+    try:
+        assert entry.registered.wait(10)
+        assert not Process.objects.filter(pk=before.pk).exists()  # the first refresh forgot it
+
+        after = Process.objects.create(kind="runjobs", host="gone-host", pid=2)
+        Process.objects.filter(pk=after.pk).update(heartbeat_at=F("heartbeat_at") - long_dead)
+        with process_list.doing(mailbox=8):  # a refresh, at once
+            wait_for(lambda: Process.objects.filter(pk=entry.pk, doing="mailbox=8").exists(), timeout=10,
+                     message="the refresh")
+        assert Process.objects.filter(pk=after.pk).exists()  # not due for an hour: left for a later refresh
+    finally:
+        entry.stop()

@@ -30,11 +30,12 @@ from django.db import connections
 from django.db.models import Q
 from django.utils import timezone
 
-from jobs import dbsession
+from jobs import dbsession, processes
 from outbox import capacity as outbox_capacity
 
 from . import conf
 from .folder_sync import FolderSync, reset_connection_if_broken
+from .mailbox_poll import first_reads, positioned_folders
 from .models import Auth, GrantState, LiveWatch, Mailbox, Provider
 from .providers import ProviderError, for_mailbox
 
@@ -291,29 +292,34 @@ class LiveLoop:
 
     def _run(self) -> None:
         dbsession.set_label(f"mailbox={self.mailbox_id}")
-        failures = 0
         try:
-            while not self._stop.is_set():
-                try:
-                    if self._session():
-                        failures = 0
-                except Exception as exc:
-                    if self._stop.is_set():
-                        break
-                    reset_connection_if_broken()
-                    failures += 1
-                    delay = backoff_delay(failures, conf.get("MAILPOLL_LIVE_BACKOFF"),
-                                          conf.get("MAILPOLL_LIVE_BACKOFF_MAX"), random.random())
-                    error = str(exc) if isinstance(exc, ProviderError) else f"{type(exc).__name__}: {exc}"
-                    if isinstance(exc, ProviderError):
-                        log.warning("mailbox=%s live loop: %s; reconnecting in %.1fs", self.mailbox_id, error, delay)
-                    else:
-                        log.exception("mailbox=%s live loop crashed; reconnecting in %.1fs", self.mailbox_id, delay)
-                    self._note(f"reconnecting after: {error}")
-                    self._stop.wait(delay)
+            # In the process list as watched for the loop's whole life, reconnects included (jobs.processes).
+            with processes.doing(mailbox=self.mailbox_id, live=True):
+                self._reconnecting()
         finally:
             dbsession.set_label(None)
             dbsession.close_quietly()
+
+    def _reconnecting(self) -> None:
+        failures = 0
+        while not self._stop.is_set():
+            try:
+                if self._session():
+                    failures = 0
+            except Exception as exc:
+                if self._stop.is_set():
+                    break
+                reset_connection_if_broken()
+                failures += 1
+                delay = backoff_delay(failures, conf.get("MAILPOLL_LIVE_BACKOFF"),
+                                      conf.get("MAILPOLL_LIVE_BACKOFF_MAX"), random.random())
+                error = str(exc) if isinstance(exc, ProviderError) else f"{type(exc).__name__}: {exc}"
+                if isinstance(exc, ProviderError):
+                    log.warning("mailbox=%s live loop: %s; reconnecting in %.1fs", self.mailbox_id, error, delay)
+                else:
+                    log.exception("mailbox=%s live loop crashed; reconnecting in %.1fs", self.mailbox_id, delay)
+                self._note(f"reconnecting after: {error}")
+                self._stop.wait(delay)
 
     def _session(self) -> bool:
         """One connection: catch up, then IDLE until stopped. True if it got as far as IDLE (failures reset)."""
@@ -368,9 +374,11 @@ class LiveLoop:
                 self._sync(provider, mailbox, folder, "check after silence")
 
     def _sync(self, provider, mailbox: Mailbox, folder: str, why: str) -> None:
-        if outbox_capacity.is_full():
+        if outbox_capacity.is_full() and not first_reads(mailbox.initial_mode, [folder],
+                                                         positioned_folders(mailbox)):
             # The same gate as a poll's (seed 004): the mail waits on the server, the cursor stays. The next
-            # event, silence check or poll after the outbox drains reads it.
+            # event, silence check or poll after the outbox drains reads it. A first "new only" read fetches
+            # nothing and goes through: held, it would start "new" only after the drain.
             log.warning("mailbox=%s folder=%s live %s: the downstream outbox is full, nothing fetched", mailbox.pk,
                         folder, why)
             self._note(f"{why}: held, the downstream outbox is full")

@@ -306,3 +306,71 @@ def test_a_live_mailbox_fetches_nothing_while_the_outbox_is_full_and_catches_up_
     finally:
         stop.set()
         supervisor.join()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_new_only_live_mailbox_first_connected_while_the_outbox_is_full_starts_new_then_and_reads_it_after(
+        dovecot, settings, media, caplog):
+    """Its first read fetches nothing, so the full outbox lets it through: "new" starts at the connect, not
+    at the drain, and what arrives meanwhile is read once the outbox drains."""
+    from mailpoll.models import FolderCursor
+    from outbox.models import Entry
+
+    for name, value in {**LIVE_ENV, "MAILPOLL_LIVE_MAX_SILENCE": 1}.items():
+        setattr(settings, name, value)
+    settings.DOWNSTREAM_URL, settings.OUTBOX_CAPACITY = "http://127.0.0.1:9/", 1  # never reached: no sender runs
+    _user, mailbox = live_mailbox(dovecot)  # never polled: no cursor yet
+    Entry.objects.create(org=mailbox.org, document_ref="held-1", source="email", document={})
+
+    def held() -> int:
+        return sum("the downstream outbox is full, nothing fetched" in r.getMessage() for r in caplog.records)
+
+    stop = threading.Event()
+    supervisor = LiveSupervisor(Poller().folder_sync, stop).start()
+    try:
+        wait_for(lambda: FolderCursor.objects.filter(mailbox=mailbox, uidvalidity__isnull=False).exists(),
+                 timeout=30, message="the first read to record where new mail starts")
+        dovecot.append(mailbox.username, "INBOX", mail("arrived while full"))
+        seen = held()
+        wait_for(lambda: held() > seen, timeout=30, message="a read held off")
+        assert not Request.objects.exists()
+
+        Entry.objects.all().delete()  # drained
+        arrived("arrived while full")
+    finally:
+        stop.set()
+        supervisor.join()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_process_list_names_the_mailboxes_a_process_watches_live(dovecot, settings, media):
+    from jobs import processes
+    from jobs.models import Process
+
+    for name, value in LIVE_ENV.items():
+        setattr(settings, name, value)
+    _user, first = live_mailbox(dovecot)
+    _user, second = live_mailbox(dovecot)
+    entry = processes.ProcessEntry("pollmail", every=30)
+    entry.start()
+    stop = threading.Event()
+    supervisor = LiveSupervisor(Poller().folder_sync, stop).start()
+
+    def doing() -> str:
+        row = Process.objects.filter(pk=entry.pk).first()
+        return row.doing if row else ""
+
+    try:
+        assert entry.registered.wait(10)
+        wait_for(lambda: doing() == f"mailbox={first.pk} live, mailbox={second.pk} live"
+                 or doing() == f"mailbox={second.pk} live, mailbox={first.pk} live",
+                 timeout=30, message="both watched mailboxes in the process's row")
+
+        Mailbox.objects.filter(pk=first.pk).update(live=False)
+        wait_for(lambda: doing() == f"mailbox={second.pk} live", timeout=30,
+                 message="the mailbox switched off gone from the row")
+    finally:
+        stop.set()
+        supervisor.join()
+        entry.stop()
+    assert processes.current_doing() == ""

@@ -3,12 +3,21 @@
 Read-only, scoped by org (``seoinsight.orgscope``): an entry changes only through
 ``outbox.entries``. "Retry now" makes waiting entries due at once and queues a
 sender; deleting an entry would drop a held document, so there is no delete.
+
+An entry links to its document's own admin page (``document_url``), found by the
+admin's URL names alone, so the outbox knows no app above it. That page is
+scoped by org as well; and an entry is of its document's org, so the operator
+who sees the entry is one who may see the document.
 """
 
 from __future__ import annotations
 
+import re
+
 from django.contrib import admin
 from django.template.defaultfilters import truncatechars
+from django.urls import NoReverseMatch, reverse
+from django.utils.html import format_html
 from django.utils import timezone
 from django.utils.timesince import timesince
 
@@ -19,15 +28,36 @@ from .models import Entry
 from .wake import wake
 
 
+# A document_ref naming a model's row: "<app_label>.<model_name>:<pk>" ("mailpoll.attachment:42").
+MODEL_REF = re.compile(r"(?P<app>[a-z][a-z0-9_]*)\.(?P<model>[a-z][a-z0-9_]*):(?P<pk>[0-9]+)")
+
+
+def document_url(document_ref: str) -> tuple[str, str] | None:
+    """The admin change page of the row ``document_ref`` names and a label for it; None for another kind of
+    ref, or a model the admin does not show.
+
+    ``mailpoll.attachment:42`` is ``admin:mailpoll_attachment_change`` of 42: the attachment, whose page
+    links on to its Request.
+    """
+    match = MODEL_REF.fullmatch(document_ref)
+    if match is None:
+        return None
+    try:
+        url = reverse(f"admin:{match['app']}_{match['model']}_change", args=[match["pk"]])
+    except NoReverseMatch:
+        return None
+    return url, f"{match['model']} {match['pk']}"
+
+
 @admin.register(Entry)
 class EntryAdmin(ReadOnlyAdmin):
-    list_display = ["document_ref", "org", "filename", "state", "age", "attempts", "next_try", "error_short",
-                    "claimed_by"]
+    list_display = ["document_ref", "document_link", "org", "filename", "state", "age", "attempts", "next_try",
+                    "error_short", "claimed_by"]
     list_filter = ["state", "org"]
     list_select_related = ["org"]
     ordering = ["created_at", "id"]
     search_fields = ["document_ref", "last_error"]
-    readonly_fields = ["key", "org", "document_ref", "source", "state", "attempts", "last_error", "next_attempt_at",
+    readonly_fields = ["key", "org", "document_ref", "document_link", "source", "state", "attempts", "last_error", "next_attempt_at",
                        "claimed_by", "lease_until", "last_tried_at", "created_at", "file", "file_size",
                        "file_sha256", "document"]
     actions = ["retry_now"]
@@ -42,6 +72,13 @@ class EntryAdmin(ReadOnlyAdmin):
             + (" (full: mail intake is stopped)" if current.full and capacity.enabled() else "")
             + ("" if capacity.enabled() else " (DOWNSTREAM_URL is not set: the outbox is off)"))}
         return super().changelist_view(request, extra_context)
+
+    @admin.display(description="document page")
+    def document_link(self, entry):
+        found = document_url(entry.document_ref)
+        if found is None:
+            return "—"
+        return format_html('<a href="{}">{}</a>', *found)
 
     @admin.display(description="file")
     def filename(self, entry):

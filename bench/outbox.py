@@ -24,7 +24,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 
 from bench.common import AppProcess, app_bench_database, connect, headline, server_version, settle, table
-from bench.outbox_pieces import deliver_timed, posts_alone, report_lines
+from bench.outbox_pieces import CpuWatch, deliver_timed, posts_alone, process_cpu, report_lines
 from bench.outbox_server import Downstream
 
 BENCH_DB = "seoinsight_bench_outbox"
@@ -127,7 +127,10 @@ def ceiling(downstream: Downstream, batch: list[tuple]) -> dict:
     downstream.reset()
     context = multiprocessing.get_context("spawn")  # nothing inherited from this process
     with ProcessPoolExecutor(1, mp_context=context) as pool:
+        pool.submit(int).result(TIMEOUT)  # the pool's process is up before the downstream's CPU is read
+        server_cpu = process_cpu(downstream.proc.pid)
         run = pool.submit(ceiling_run, downstream.url, float(conf.get("DOWNSTREAM_TIMEOUT")), batch).result(TIMEOUT)
+        run["downstream_cpu"] = process_cpu(downstream.proc.pid) - server_cpu
     stats = downstream.stats()
     run["body_bytes"] = stats["body_bytes"]
     check_delivered(stats, batch, "the ceiling")
@@ -137,7 +140,7 @@ def ceiling(downstream: Downstream, batch: list[tuple]) -> dict:
 
 # -- the drain -----------------------------------------------------------------------------
 
-def drain(server: dict, db, url: str, media, workers: int, n: int) -> dict:
+def drain(server: dict, db, url: str, media, downstream: Downstream, workers: int, n: int) -> dict:
     """``workers`` × ``runjobs`` start behind a lock on the jobs table, are released together, drain, are stopped.
 
     As in bench.queue, the lock keeps Django's start-up out of the figure: each
@@ -163,6 +166,11 @@ def drain(server: dict, db, url: str, media, workers: int, n: int) -> dict:
                 raise RuntimeError(f"{workers} worker(s) never reached the gate")
             time.sleep(0.02)
         (opened,) = db.execute("SELECT statement_timestamp()").fetchone()
+        ours = (db.info.backend_pid, gate.info.backend_pid)
+        cpu = CpuWatch({"runjobs": lambda: [c.pid for c in consumers],
+                        "their PostgreSQL backends": lambda: backends(db, ours),
+                        "the downstream": lambda: [downstream.proc.pid]})
+        cpu.start()
         gate.commit()
         released = time.perf_counter()
         while db.execute("SELECT EXISTS (SELECT 1 FROM outbox_entry)").fetchone()[0]:
@@ -170,6 +178,7 @@ def drain(server: dict, db, url: str, media, workers: int, n: int) -> dict:
                 raise RuntimeError(f"the outbox is not empty after {TIMEOUT}s")
             time.sleep(POLL)
         window = time.perf_counter() - released
+        spent = cpu.stop()
         for consumer in consumers:
             consumer.stop()
     finally:
@@ -184,7 +193,14 @@ def drain(server: dict, db, url: str, media, workers: int, n: int) -> dict:
     delivered = [r.get("delivered", 0) for _, r in senders if r and "delivered" in r]
     if sum(delivered) != n:
         raise RuntimeError(f"the senders report {sum(delivered)} delivered of {n}: {senders}")
-    return {"window": window, "rate": n / window, "split": [d for d in delivered if d]}
+    return {"window": window, "rate": n / window, "split": [d for d in delivered if d], "cpu": spent}
+
+
+def backends(db, ours) -> list[int]:
+    """The PostgreSQL backends of the bench database's other sessions (the workers', all their threads')."""
+    rows = db.execute("SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> ALL(%s)",
+                      (BENCH_DB, list(ours))).fetchall()
+    return [pid for (pid,) in rows]
 
 
 # -- the checks ----------------------------------------------------------------------------
@@ -235,9 +251,17 @@ def report(r: dict, args, version: str) -> str:
         lines.append(row(f"drain: runjobs, {workers} worker{'s' * (workers > 1)}",
                          f"{d['rate']:,.0f} entries/s", f"{d['rate'] / (n / c['seconds']):.2f}x",
                          f"senders delivered {split}"))
+    lines += ["", "CPU per entry (ms; /proc, 10 ms ticks), while the clock ran:"]
+    for workers in (1, 2):
+        c, d = r[f"ceiling_{workers}"], r[f"drain_{workers}"]
+        lines.append(f"  ceiling before the {workers}-worker drain: the loop {c['cpu'] / n * 1000:.2f}, "
+                     f"the downstream {c['downstream_cpu'] / n * 1000:.2f}")
+        spent = ", ".join(f"{name} {seconds / n * 1000:.2f}" for name, seconds in d["cpu"].items())
+        busy = sum(d["cpu"].values()) / d["window"]
+        lines.append(f"  drain, {workers} worker{'s' * (workers > 1)}: {spent}; "
+                     f"{busy:.2f} of {os.cpu_count()} CPUs busy with them")
     lines += [
         "",
-        row("CPU of the ceiling process", f"{r['ceiling_1']['cpu'] / n * 1000:.2f} ms/entry"),
         "each ceiling ran just before its drain; every run checked: each key arrived once, no two at once, "
         "bodies the ceiling's length",
         "",
@@ -277,7 +301,7 @@ def main() -> int:
                 results[f"ceiling_{workers}"] = c = ceiling(downstream, batch)
                 print(f"drain: {workers} runjobs ...", flush=True)
                 settle(db)
-                results[f"drain_{workers}"] = drain(server, db, url, media, workers, args.entries)
+                results[f"drain_{workers}"] = drain(server, db, url, media, downstream, workers, args.entries)
                 check_delivered(downstream.stats(), batch, f"the {workers}-worker drain", same_as=c["body_bytes"])
                 downstream.reset()
             print(f"where the time goes: {args.profile_entries:,} entries one by one ...", flush=True)

@@ -13,8 +13,45 @@ read of the same file, as warm in the page cache as the first.
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections import defaultdict
+from pathlib import Path
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def process_cpu(pid: int) -> float | None:
+    """CPU seconds (user + system, every thread) of a running process; None once it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    rest = text[text.rindex(")") + 2:].split()  # the name may hold spaces and parentheses
+    return (int(rest[11]) + int(rest[12])) / TICK
+
+
+class CpuWatch:
+    """CPU seconds each group of processes spends between ``start`` and ``stop`` (from /proc, 10 ms ticks).
+
+    A group is a list of pids, read again at ``stop`` (a backend that connected
+    meanwhile counts from zero); a process gone by then is left out.
+    """
+
+    def __init__(self, groups):
+        self.groups = groups  # name -> callable returning the group's pids now
+        self.before: dict[int, float] = {}
+
+    def start(self) -> None:
+        self.before = {pid: cpu for pids in self.groups.values() for pid in pids()
+                       if (cpu := process_cpu(pid)) is not None}
+
+    def stop(self) -> dict[str, float]:
+        spent = {}
+        for name, pids in self.groups.items():
+            now = {pid: cpu for pid in pids() if (cpu := process_cpu(pid)) is not None}
+            spent[name] = sum(cpu - self.before.get(pid, 0.0) for pid, cpu in now.items())
+        return spent
 
 
 class Statements:

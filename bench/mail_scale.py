@@ -200,7 +200,7 @@ def report(r: dict, args, version: str) -> str:
     ceilings = {c["processes"]: c for c in r["ceilings"]}
     limits = ", ".join(f"{k.replace('service/', '')} {v}" for k, v in r["limits"].items())
     lines = [f"{headline('mail-scale', version)}, {r['dovecot']}",
-             f"uptime before the run: load {r['load']}",
+             f"uptime: load {r['load']} before the run, {r['load_after']} after it",
              f"{n:,} mailboxes (Dovecot users, a passwd-file each; INBOX with 1 old message, cursor set by a first "
              f"poll; nothing new), poll_interval {POLL_INTERVAL.seconds} s",
              f"pollmail: MAILPOLL_CONCURRENCY {conf.get('MAILPOLL_CONCURRENCY')}, MAILPOLL_CLAIM_LIMIT "
@@ -243,14 +243,21 @@ def report(r: dict, args, version: str) -> str:
         lines.append(f"    {step:<48}{imap['steps'][step] * 1000:8.2f}")
     poll = app["mean"]["Poller.poll (all of it)"]
     in_poll = sum(seconds for name, (_c, seconds) in app["statements"].items() if not name.startswith("DB: SET"))
-    lines.append("  the app's poll (a pool thread's work: new DB connection, SET, Poller.poll)")
-    for name, seconds in sorted(app["mean"].items()):
-        lines.append(f"    {name:<48}{seconds * 1000:8.2f}")
-    for name, (count, seconds) in sorted(app["statements"].items()):
-        lines.append(f"    {name:<48}{seconds * 1000:8.2f}  ({count:.1f} per mailbox)")
+    mean = app["mean"]
     session = sum(imap["steps"][s] for s in IMAP_STEPS if not s.startswith("STATUS"))
-    lines.append(f"    {'Poller.poll minus its statements':<48}{(poll - in_poll) * 1000:8.2f}  "
-                 f"(the bare session without STATUS: {session * 1000:.2f})")
+    statements = [(name, count, seconds) for name, (count, seconds) in sorted(app["statements"].items())]
+    lines += ["  the app's poll of one mailbox (a pool thread's work)",
+              f"    {'DB: connect (a new connection per mailbox)':<48}{mean['DB: connect (a new connection per mailbox)'] * 1000:8.2f}",
+              *(f"    {name:<48}{seconds * 1000:8.2f}  ({count:.1f} per mailbox)"
+                for name, count, seconds in statements if name.startswith("DB: SET")),
+              f"    {'Poller.poll, in all':<48}{poll * 1000:8.2f}",
+              *(f"      {name:<46}{seconds * 1000:8.2f}  ({count:.1f} per mailbox)"
+                for name, count, seconds in statements if not name.startswith("DB: SET")),
+              f"      {'the rest: IMAP and Python':<46}{(poll - in_poll) * 1000:8.2f}  "
+              f"(the bare session without STATUS: {session * 1000:.2f})",
+              "  the cycle's share of each mailbox (one per cycle of MAILPOLL_CLAIM_LIMIT mailboxes)",
+              *(f"    {name[7:]:<48}{seconds * 1000:8.2f}" for name, seconds in mean.items() if name.startswith("cycle: ")),
+              f"  the cursor read once more on the same connection, after the poll: {app['again'] * 1000:.2f} ms"]
     return "\n".join(lines)
 
 
@@ -300,6 +307,7 @@ def main() -> int:
                        (ids,))
             results["app"] = app_pieces(ids)
             check_nothing_new(db, args.mailboxes)
+    results["load_after"] = " ".join(f"{v:.2f}" for v in os.getloadavg())
     print()
     print(report(results, args, version))
     return 0

@@ -106,8 +106,7 @@ def add_mailboxes(imap, count: int) -> list[str]:
 def dovecot_limits(imap) -> dict[str, str]:
     """The Dovecot settings that bound concurrent sessions, as the running config has them."""
     out = subprocess.run(["doveconf", "-c", str(imap.config_path), "-f", "protocol=imap", *DOVECOT_LIMITS],
-                         capture_output=True,
-                         text=True, check=True).stdout
+                         capture_output=True, text=True, check=True).stdout
     return dict(line.split(" = ", 1) for line in out.splitlines() if " = " in line)
 
 
@@ -207,7 +206,7 @@ def report(r: dict, args, version: str) -> str:
              f"{conf.get('MAILPOLL_CLAIM_LIMIT')}, --interval {CYCLE_PAUSE} (shipped MAILPOLL_INTERVAL "
              f"{conf.get('MAILPOLL_INTERVAL'):.0f} s); Dovecot limits as set: {limits}", "", *head]
     for c in r["ceilings"]:
-        lines.append(row(f"ceiling: bare IMAP sessions, {c['processes']} proc x 4 threads", f"{c['rate']:,.0f} mbx/s",
+        lines.append(row(f"ceiling: bare IMAP sessions, {c['processes']} proc x {c['threads']} threads", f"{c['rate']:,.0f} mbx/s",
                          "1.00x"))
     for p in r["passes"]:
         rate = p["done"] / p["all_done"]
@@ -274,6 +273,8 @@ def main() -> int:
 
     load = " ".join(f"{v:.2f}" for v in os.getloadavg())
     with app_bench_database(BENCH_DB, "mail-scale-bench-") as (server, url, media):
+        from mailpoll import conf
+
         results = {"load": load}
         with dovecot_server() as imap, connect(server, BENCH_DB) as db:
             version = server_version(db)
@@ -281,6 +282,7 @@ def main() -> int:
                                                              text=True).stdout.split()[0]
             results["limits"] = dovecot_limits(imap)
             master = dovecot_master(imap.config_path)
+            concurrency = conf.get("MAILPOLL_CONCURRENCY")  # the ceiling's threads per process, as pollmail's
             print(f"{args.mailboxes:,} Dovecot users with one message each, and their mailboxes ...", flush=True)
             users = add_mailboxes(imap, args.mailboxes)
             accounts = [(user, imap.passwords[user]) for user in users]
@@ -289,7 +291,7 @@ def main() -> int:
             results["ceilings"], results["passes"] = [], []
             for count in (1, 3):
                 print(f"ceiling, {count} process(es) ...", flush=True)
-                results["ceilings"].append(ceiling(imap.host, imap.port, accounts, count, 4))
+                results["ceilings"].append(ceiling(imap.host, imap.port, accounts, count, concurrency))
                 print(f"{count} pollmail process(es): every mailbox due at once ...", flush=True)
                 results["passes"].append(timed_pass(db, url, media, master, count, args.mailboxes))
             check_nothing_new(db, args.mailboxes)

@@ -135,7 +135,7 @@ def ceiling(host: str, port: int, accounts: list[tuple[str, str]], processes: in
     for worker in workers:
         worker.join(10)
     seconds = max(end for _, end, _ in runs) - min(start for start, _, _ in runs)
-    return {"processes": processes, "seconds": seconds, "rate": len(accounts) / seconds,
+    return {"processes": processes, "threads": threads, "seconds": seconds, "rate": len(accounts) / seconds,
             "cpu": sum(cpu for _, _, cpu in runs) / len(accounts)}
 
 

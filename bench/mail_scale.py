@@ -22,6 +22,7 @@ docs/benchmarks.md says what each figure means and keeps a recorded run.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import subprocess
@@ -217,11 +218,17 @@ def report(r: dict, args, version: str) -> str:
     one = r["passes"][0]
     serves = one["done"] / one["all_done"] * POLL_INTERVAL.seconds
     s = r["shipped"]
+
+    def rounds(pollers: int) -> float:
+        """Seconds until every mailbox has been polled once: cycles of s['polled'] per poller, a pause between."""
+        return (math.ceil(n / (s["polled"] * pollers)) - 1) * (conf.get("MAILPOLL_INTERVAL") + s["seconds"]) + s["seconds"]
     lines += ["", f"one poller at a {POLL_INTERVAL.seconds} s interval: rate x {POLL_INTERVAL.seconds} = "
                   f"{serves:,.0f} mailboxes, if its cycles claimed them",
               f"shipped settings: one `pollmail --once` cycle polled {s['polled']} of {n:,} due mailboxes in "
-              f"{s['seconds']:.2f} s (MAILPOLL_CLAIM_LIMIT), then the loop pauses MAILPOLL_INTERVAL x 0.9-1.1: "
-              f"{s['polled']} mailboxes per ~{conf.get('MAILPOLL_INTERVAL'):.0f} s per poller", "",
+              f"{s['seconds']:.2f} s (MAILPOLL_CLAIM_LIMIT), then the loop pauses MAILPOLL_INTERVAL x 0.9-1.1;",
+              *(f"  so {n:,} mailboxes take {rounds(pollers):,.0f} s per round with {pollers} poller(s), not "
+                f"{POLL_INTERVAL.seconds} s: every mailbox within its interval: "
+                f"{'PASS' if rounds(pollers) <= POLL_INTERVAL.seconds else 'MISS'}" for pollers in (1, 3)), "",
               "passes (clock from the UPDATE that made every mailbox due, database time):"]
     for p in r["passes"]:
         lines.append(f"  {p['pollers']} poller(s): {p['done']:,} of {p['due']:,} succeeded, {p['failed']} failed; "

@@ -192,6 +192,17 @@ def check_nothing_new(db, total: int) -> None:
 
 # -- report ---------------------------------------------------------------------------------
 
+def round_seconds(mailboxes: int, per_cycle: int, pollers: int, pause: float, cycle: float) -> float:
+    """Seconds until every due mailbox has been polled once, ``per_cycle`` a cycle per poller, ``pause`` between.
+
+    >>> round_seconds(1000, 10, 1, 120.0, 0.5)  # 100 cycles, 99 pauses between them
+    11930.0
+    >>> round_seconds(1000, 10, 3, 120.0, 0.5), round_seconds(30, 10, 3, 120.0, 0.5)
+    (3977.0, 0.5)
+    """
+    return (math.ceil(mailboxes / (per_cycle * pollers)) - 1) * (pause + cycle) + cycle
+
+
 def report(r: dict, args, version: str) -> str:
     from mailpoll import conf
 
@@ -220,8 +231,8 @@ def report(r: dict, args, version: str) -> str:
     s = r["shipped"]
 
     def rounds(pollers: int) -> float:
-        """Seconds until every mailbox has been polled once: cycles of s['polled'] per poller, a pause between."""
-        return (math.ceil(n / (s["polled"] * pollers)) - 1) * (conf.get("MAILPOLL_INTERVAL") + s["seconds"]) + s["seconds"]
+        return round_seconds(n, s["polled"], pollers, conf.get("MAILPOLL_INTERVAL"), s["seconds"])
+
     lines += ["", f"one poller at a {POLL_INTERVAL.seconds} s interval: rate x {POLL_INTERVAL.seconds} = "
                   f"{serves:,.0f} mailboxes, if its cycles claimed them",
               f"shipped settings: one `pollmail --once` cycle polled {s['polled']} of {n:,} due mailboxes in "

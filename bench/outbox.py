@@ -228,6 +228,10 @@ def check_delivered(stats: dict, batch: list[tuple], who: str, same_as: dict | N
 
 # -- the report ----------------------------------------------------------------------------
 
+def best(runs: list[dict]) -> dict:
+    return min(runs, key=lambda run: run["seconds"])
+
+
 def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -244,17 +248,18 @@ def report(r: dict, args, version: str) -> str:
         *head,
     ]
     for workers in (1, 2):
-        c, d = r[f"ceiling_{workers}"], r[f"drain_{workers}"]
+        c, d = best(r[f"ceilings_{workers}"]), r[f"drain_{workers}"]
+        runs = " and ".join(f"{n / run['seconds']:,.0f}" for run in r[f"ceilings_{workers}"])
         lines.append(row("ceiling: requests.Session POST loop, 1 proc", f"{n / c['seconds']:,.0f} entries/s",
-                         "1.00x"))
+                         "1.00x", f"the faster of {runs} (before, after)"))
         split = " + ".join(str(x) for x in d["split"])
         lines.append(row(f"drain: runjobs, {workers} worker{'s' * (workers > 1)}",
                          f"{d['rate']:,.0f} entries/s", f"{d['rate'] / (n / c['seconds']):.2f}x",
                          f"senders delivered {split}"))
     lines += ["", "CPU per entry (ms; /proc, 10 ms ticks), while the clock ran:"]
     for workers in (1, 2):
-        c, d = r[f"ceiling_{workers}"], r[f"drain_{workers}"]
-        lines.append(f"  ceiling before the {workers}-worker drain: the loop {c['cpu'] / n * 1000:.2f}, "
+        c, d = best(r[f"ceilings_{workers}"]), r[f"drain_{workers}"]
+        lines.append(f"  ceiling of the {workers}-worker drain: the loop {c['cpu'] / n * 1000:.2f}, "
                      f"the downstream {c['downstream_cpu'] / n * 1000:.2f}")
         spent = ", ".join(f"{name} {seconds / n * 1000:.2f}" for name, seconds in d["cpu"].items())
         busy = sum(d["cpu"].values()) / d["window"]
@@ -262,10 +267,10 @@ def report(r: dict, args, version: str) -> str:
                      f"{busy:.2f} of {os.cpu_count()} CPUs busy with them")
     lines += [
         "",
-        "each ceiling ran just before its drain; every run checked: each key arrived once, no two at once, "
+        "each drain ran between its two ceilings; every run checked: each key arrived once, no two at once, "
         "bodies the ceiling's length",
         "",
-        *report_lines(r["pieces"], r["ceiling_1"]["seconds"] / n * 1000),
+        *report_lines(r["pieces"], best(r["ceilings_1"])["seconds"] / n * 1000),
     ]
     return "\n".join(lines)
 
@@ -297,13 +302,15 @@ def main() -> int:
                 results["files"] = hold(args.entries, args.file_every, args.file_kb, seed)
                 batch = requests_of_held()
                 settle(db)
+                # Ceiling, drain, ceiling: the faster ceiling is the bar, whichever caught the quieter moment.
                 print(f"ceiling: {args.entries:,} POSTs ...", flush=True)
-                results[f"ceiling_{workers}"] = c = ceiling(downstream, batch)
+                c = ceiling(downstream, batch)
                 print(f"drain: {workers} runjobs ...", flush=True)
                 settle(db)
                 results[f"drain_{workers}"] = drain(server, db, url, media, downstream, workers, args.entries)
                 check_delivered(downstream.stats(), batch, f"the {workers}-worker drain", same_as=c["body_bytes"])
-                downstream.reset()
+                print(f"ceiling again: {args.entries:,} POSTs ...", flush=True)
+                results[f"ceilings_{workers}"] = [c, ceiling(downstream, batch)]
             print(f"where the time goes: {args.profile_entries:,} entries one by one ...", flush=True)
             hold(args.profile_entries, args.file_every, args.file_kb, seed=3)
             batch = requests_of_held()

@@ -207,7 +207,7 @@ def report_lines(p: dict, ceiling_ms: float) -> list[str]:
         lines.append(f"  {'  of post: file read + sha256':<30}{p['read_verified'] / n * 1000:9.2f}"
                      f"{'':>31}  ({p['read_verified'] / p['files'] * 1000:.2f} ms per file, timed apart)")
     lines.append(f"  {'  post again, back to back':<30}{p['posts_alone']:9.2f}{'':>31}  (the same posts, no DB between)")
-    lines.append(f"  {'the ceiling, one POST':<30}{ceiling_ms:9.2f}{'':>31}  (its run before the 1-worker drain)")
+    lines.append(f"  {'the ceiling, one POST':<30}{ceiling_ms:9.2f}{'':>31}  (the 1-worker drain's)")
     for name, (planning, execution) in p["server_side"].items():
         lines.append(f"  {name} inside PostgreSQL (EXPLAIN ANALYZE, once): planning {planning:.2f} ms, "
                      f"execution {execution:.2f} ms; the rest of its DB time is the round trip and the commit")

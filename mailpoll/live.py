@@ -342,12 +342,12 @@ class LiveLoop:
         reidle, silence = conf.get("MAILPOLL_LIVE_REIDLE"), conf.get("MAILPOLL_LIVE_MAX_SILENCE")
         heard = time.monotonic()
         while not self._stop.is_set():
-            provider.idle_start()
+            pending = provider.idle_start()  # news sent with the go-ahead counts as heard in IDLE
             idle_since = time.monotonic()
             self._note("idle")
             while True:
                 asked = time.monotonic()
-                responses = provider.idle_wait(TICK)
+                responses, pending = pending or provider.idle_wait(TICK), []
                 now = time.monotonic()
                 if responses:
                     heard = now
@@ -383,10 +383,16 @@ class LiveLoop:
                         folder, why)
             self._note(f"{why}: held, the downstream outbox is full")
             return
-        result = self.folder_sync.sync_folder(provider, mailbox, folder)
-        log.info("mailbox=%s folder=%s live %s: fetched=%s stored=%s duplicates=%s rejected=%s failed=%s", mailbox.pk,
-                 folder, why, result.fetched, result.stored, result.duplicates, result.rejected, len(result.failed))
-        self._note(f"{why}: {result.stored} stored")
+        while True:
+            result = self.folder_sync.sync_folder(provider, mailbox, folder)
+            log.info("mailbox=%s folder=%s live %s: fetched=%s stored=%s duplicates=%s rejected=%s failed=%s",
+                     mailbox.pk, folder, why, result.fetched, result.stored, result.duplicates, result.rejected,
+                     len(result.failed))
+            self._note(f"{why}: {result.stored} stored")
+            if not provider.new_mail_during_read():
+                return
+            # Announced inside this read's own answers, and not to be repeated in IDLE: read again now.
+            why = "new mail during the last read"
 
     def _note(self, event: str) -> None:
         """The last event on this mailbox's watch row (display only: a failure to write it is only logged)."""

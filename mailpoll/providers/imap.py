@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from datetime import date
 
 from imapclient.exceptions import IMAPClientAbortError, IMAPClientError, LoginError, ProtocolError
+from imapclient.imapclient import _parse_untagged_response
 
 from .. import conf, oauth_apps
 from ..cursor import SEARCH_ALL, SEARCH_FROM_UID, SEARCH_NONE, SEARCH_SINCE, FolderStatus
@@ -196,9 +197,47 @@ class ImapProvider(MailProvider):
         with self._context():
             return self.client.has_capability("IDLE")
 
-    def idle_start(self) -> None:
+    def idle_start(self) -> list:
+        """Enter IDLE; returns what the server sent along with its go-ahead.
+
+        A server with news pending (mail that came during the last read) may send
+        it in the same packet as ``+ idling``: imaplib has then read it into its
+        buffer already, where the socket poll of ``idle_wait`` cannot see it, and
+        it would wait for the next change. So what is buffered is read here.
+        """
         with self._context():
             self.client.idle()
+            return self._buffered_responses()
+
+    def _buffered_responses(self) -> list:
+        # imapclient's idle_check without its socket poll: whole lines already read, never a wait.
+        sock = self.client.socket()
+        sock.setblocking(False)
+        responses = []
+        try:
+            while True:
+                try:
+                    line = self.client._imap._get_line()
+                except OSError:  # nothing buffered, and nothing on the socket (TLS says so with an error)
+                    break
+                except IMAPClientAbortError as exc:
+                    if "EOF" in str(exc):  # imaplib's word for "nothing to read" on a non-blocking socket
+                        break
+                    raise
+                responses.append(_parse_untagged_response(line))
+        finally:
+            sock.setblocking(True)
+            self.client._set_read_timeout()
+        return responses
+
+    def new_mail_during_read(self) -> bool:
+        """Whether the server counted more messages, since this folder's SELECT, than the SELECT did.
+
+        Such news arrives inside another command's answer (a SEARCH, a FETCH):
+        imaplib keeps it aside, and the server does not say it again in IDLE.
+        """
+        counts = [int(count) for count in self.client._imap.untagged_responses.get("EXISTS", [])]
+        return len(counts) > 1 and max(counts[1:]) > counts[0]
 
     def idle_wait(self, timeout: float) -> list:
         """What the server said within ``timeout`` seconds of IDLE; [] for nothing, and for a closed connection."""

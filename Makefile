@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: setup run test bench bench-imports bench-mail bench-mail-api migrate stopdb clean
+.PHONY: setup run test bench bench-imports bench-mail bench-mail-api bench-live bench-outbox bench-mail-scale migrate stopdb clean
 
 setup: $(STAMP)
 
@@ -41,6 +41,17 @@ bench-mail: migrate
 bench-mail-api: migrate
 	sh scripts/install_dovecot.sh
 	$(BIN)/python -m bench.mail_api
+
+bench-live: migrate
+	sh scripts/install_dovecot.sh
+	$(BIN)/python -m bench.live
+
+bench-outbox: migrate
+	$(BIN)/python -m bench.outbox
+
+bench-mail-scale: migrate
+	sh scripts/install_dovecot.sh
+	$(BIN)/python -m bench.mail_scale
 
 stopdb: setup
 	$(BIN)/python -c "from pathlib import Path; from seoinsight.embedded_db import stop; print('stopped' if stop(Path('.data/postgres').resolve()) else 'not running')"

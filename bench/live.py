@@ -151,7 +151,7 @@ def breakdown(trace: dict) -> tuple[list[tuple[str, list[float]]], dict]:
                     "-> its commit is seen (<= 5 ms look)": []}
     names = list(per_delivery)
     caught = 0  # appended while a read was under way, and taken by it: no push waited for
-    left = []  # appended while a read was under way, not taken by it: the next push brought it (its latency)
+    left = []  # appended while a read was under way, not taken by it: read next (its latency)
     for d in trace["deliveries"]:
         read = None if d.inserted is None else read_of(reads, d.inserted)
         if read is None:
@@ -246,7 +246,8 @@ def report(runs: dict, args, version: str, dovecot: str, loads: list[str]) -> st
                      f"under way and taken by it: no push waited for)")
         if per["left"]:
             lines.append(f"  ({len(per['left'])} were appended while a read was under way and NOT taken by it: the "
-                         f"next push brought them; their latency p50 {ms(quantile(per['left'], 0.5))}, "
+                         f"loop read again for them (news during a read, or with IDLE's go-ahead); their latency "
+                         f"p50 {ms(quantile(per['left'], 0.5))}, "
                          f"max {ms(max(per['left']))})")
         lines += [f"per read of the folder ({len(per['reads'])} reads, "
                   f"{sum(r.stored for r in per['reads'])} Requests):", head]

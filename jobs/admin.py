@@ -279,8 +279,8 @@ class ProcessAdmin(ReadOnly, SuperuserOnlyAdmin, admin.ModelAdmin):
     """Who is running, doing what: every runjobs and pollmail (jobs.processes), for superusers.
 
     Read-only. A process silent past ``processes.ALIVE_WITHIN`` is shown as not
-    seen; one silent past ``FORGET_AFTER`` is left out (and deleted by the next
-    refresh of any live process), so the list ages out even with none left.
+    seen; one silent past ``FORGET_AFTER`` is left out (and deleted within
+    ``FORGET_EVERY`` by any live process), so the list ages out even with none left.
     """
 
     list_display = ["kind", "host", "pid", "state", "started_at", "last_heartbeat", "doing_text"]

@@ -277,20 +277,26 @@ def test_a_re_pointed_live_mailbox_is_watched_where_it_points_now(dovecot, proce
              message="the IDLE path's log line")
 
 
-@pytest.mark.django_db(transaction=True)
-def test_a_live_mailbox_fetches_nothing_while_the_outbox_is_full_and_catches_up_after_the_drain(
-        dovecot, settings, media, caplog):
+def fill_the_outbox(settings, mailbox, caplog):
+    """A full outbox (capacity 1, one entry; its sender never runs) and short live timers; returns a counter
+    of the reads the live loop held off."""
     from outbox.models import Entry
 
     for name, value in {**LIVE_ENV, "MAILPOLL_LIVE_MAX_SILENCE": 1}.items():
         setattr(settings, name, value)
     settings.DOWNSTREAM_URL, settings.OUTBOX_CAPACITY = "http://127.0.0.1:9/", 1  # never reached: no sender runs
+    Entry.objects.create(org=mailbox.org, document_ref="held-1", source="email", document={})
+    return lambda: sum("the downstream outbox is full, nothing fetched" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_live_mailbox_fetches_nothing_while_the_outbox_is_full_and_catches_up_after_the_drain(
+        dovecot, settings, media, caplog):
+    from outbox.models import Entry
+
     _user, mailbox = live_mailbox(dovecot)
     Poller().poll(mailbox)  # its cursor, before the outbox fills
-    Entry.objects.create(org=mailbox.org, document_ref="held-1", source="email", document={})
-
-    def held() -> int:
-        return sum("the downstream outbox is full, nothing fetched" in r.getMessage() for r in caplog.records)
+    held = fill_the_outbox(settings, mailbox, caplog)
 
     stop = threading.Event()
     supervisor = LiveSupervisor(Poller().folder_sync, stop).start()
@@ -316,14 +322,8 @@ def test_a_new_only_live_mailbox_first_connected_while_the_outbox_is_full_starts
     from mailpoll.models import FolderCursor
     from outbox.models import Entry
 
-    for name, value in {**LIVE_ENV, "MAILPOLL_LIVE_MAX_SILENCE": 1}.items():
-        setattr(settings, name, value)
-    settings.DOWNSTREAM_URL, settings.OUTBOX_CAPACITY = "http://127.0.0.1:9/", 1  # never reached: no sender runs
     _user, mailbox = live_mailbox(dovecot)  # never polled: no cursor yet
-    Entry.objects.create(org=mailbox.org, document_ref="held-1", source="email", document={})
-
-    def held() -> int:
-        return sum("the downstream outbox is full, nothing fetched" in r.getMessage() for r in caplog.records)
+    held = fill_the_outbox(settings, mailbox, caplog)
 
     stop = threading.Event()
     supervisor = LiveSupervisor(Poller().folder_sync, stop).start()

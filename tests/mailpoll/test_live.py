@@ -3,6 +3,8 @@ against the suite's Dovecot — new mail arrives through IDLE, one watcher acros
 switching live without a restart, a killed IMAP session, SIGTERM."""
 
 import logging
+import os
+import re
 import signal
 import threading
 from datetime import timedelta
@@ -202,6 +204,35 @@ def test_a_killed_imap_session_is_reconnected_and_nothing_is_lost(dovecot, proce
     arrived("after-reconnect")
     assert sorted(Request.objects.filter(mailbox=mailbox).values_list("subject", flat=True)) == [
         "after-reconnect", "while-down"]
+    assert poller.alive()
+
+
+def imap_pids(dovecot, user) -> list[int]:
+    """The pids of the user's imap processes (``doveadm who``: name, count, service, (pids), (ips))."""
+    for line in dovecot.doveadm("who").stdout.splitlines()[1:]:
+        if line.split() and line.split()[0] == user:
+            return [int(pid) for pid in re.findall(r"\d+", line.split("(")[1])]
+    return []
+
+
+@pytest.mark.processes
+@pytest.mark.django_db(transaction=True)
+def test_the_idle_sessions_imap_process_killed_with_sigkill_is_reconnected_and_nothing_is_lost(
+        dovecot, processes, media):
+    user, mailbox = live_mailbox(dovecot)
+    poller = pollmail(processes, media)
+    wait_for(lambda: watched(mailbox), message="the mailbox to be watched")
+    (pid,) = imap_pids(dovecot, user)
+
+    os.kill(pid, signal.SIGKILL)  # no BYE: the connection just drops under the IDLE
+    dovecot.append(user, "INBOX", mail("after-sigkill"))
+    arrived("after-sigkill")
+    wait_for(lambda: imap_pids(dovecot, user) not in ([], [pid]), message="a new IDLE session")
+    wait_for(lambda: watched(mailbox), message="the mailbox watched again")
+
+    dovecot.append(user, "INBOX", mail("on-the-new-session"))
+    arrived("on-the-new-session")
+    assert Request.objects.filter(mailbox=mailbox).count() == 2
     assert poller.alive()
 
 

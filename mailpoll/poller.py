@@ -9,7 +9,8 @@ rules of ``mailpoll.cursor``. Any exception of a mailbox is recorded on it and
 swallowed, and every cycle ends with the watchdog: the loop never dies.
 
 Up to ``MAILPOLL_CONCURRENCY`` mailboxes are polled at once, each in its own
-thread with its own IMAP and database connections.
+thread with its own IMAP and database connections; a thread that is done claims
+the next due mailbox, so one slow server never holds the others back.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ import logging
 import random
 import signal
 import threading
-from concurrent.futures import ThreadPoolExecutor
+import time
+from collections import deque
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 from django.db import connection
 
@@ -36,20 +39,24 @@ log = logging.getLogger(__name__)
 SYNC_COMMIT_OFF = "SET synchronous_commit = off"
 
 
-def pause_after(polled: int, claim_limit: int, interval: float) -> float:
-    """Seconds to wait before the next cycle: none after a full claim, else about one interval.
+# How long one cycle keeps claiming more mailboxes as its threads free up; then it ends and the watchdog runs.
+REFILL_FOR = 60.0
 
-    A cycle takes at most ``claim_limit`` mailboxes; when it took that many, more
-    may be due now, and waiting a whole interval would poll a large set of
-    mailboxes at ``claim_limit`` per interval instead of each within its own
-    ``poll_interval``. The jitter keeps replicas from cycling in step.
 
-    >>> pause_after(10, 10, 120.0)
+def pause_after(more_due: bool, interval: float) -> float:
+    """Seconds to wait before the next cycle: none while mailboxes may still be due, else about one interval.
+
+    ``more_due``: the cycle's last claim got all it asked for, so more may be
+    due now; waiting a whole interval then would poll a large set of mailboxes
+    at one claim per interval instead of each within its own ``poll_interval``.
+    The jitter keeps replicas from cycling in step.
+
+    >>> pause_after(True, 120.0)
     0.0
-    >>> 108.0 <= pause_after(3, 10, 120.0) <= 132.0
+    >>> 108.0 <= pause_after(False, 120.0) <= 132.0
     True
     """
-    if polled >= claim_limit:
+    if more_due:
         return 0.0
     return interval * random.uniform(0.9, 1.1)
 
@@ -61,6 +68,7 @@ class Poller:
         self.interval = interval or conf.get("MAILPOLL_INTERVAL")
         self.concurrency = max(1, concurrency or conf.get("MAILPOLL_CONCURRENCY"))
         self._stop = threading.Event()
+        self.more_due = False  # the last cycle's last claim got all it asked for
         store_messages = store_messages or store.store_messages
         self.folder_sync = FolderSync(store_messages, self._stop)
         self.mailbox_poll = MailboxPoll(self.folder_sync, ChangesSync(store_messages, self._stop), self._stop)
@@ -86,10 +94,10 @@ class Poller:
         supervisor = None if once else LiveSupervisor(self.folder_sync, self._stop).start()
         try:
             while not self._stop.is_set():
-                polled = self.cycle()
+                self.cycle()
                 if once:
                     break
-                self._stop.wait(pause_after(len(polled), conf.get("MAILPOLL_CLAIM_LIMIT"), self.interval))
+                self._stop.wait(pause_after(self.more_due, self.interval))
         finally:
             if supervisor is not None:
                 self._stop.set()
@@ -98,16 +106,18 @@ class Poller:
         log.info("poller stopped")
 
     def cycle(self) -> list[int]:
-        """One cycle: claim, poll the claimed mailboxes, watchdog. Returns the mailbox ids polled."""
-        polled = []
+        """One cycle: claim, poll (claiming more as threads free up, while some are due), watchdog.
+
+        Returns the mailbox ids polled, in the order their polls ended.
+        """
+        polled: list[int] = []
+        self.more_due = False
         try:
             self.mailbox_poll.record_unrecorded()
-            ids = self.claim_due()
-            _sync_commit_off()
-            mailboxes = list(Mailbox.objects.filter(pk__in=ids).select_related("org").order_by("pk"))
-            polled = self._poll_all(mailboxes)
+            self._poll_due(polled)
         except Exception:
             log.exception("poll cycle failed")
+            self.more_due = False
             dbsession.close_quietly()
         try:
             watchdog.run_once()
@@ -116,20 +126,48 @@ class Poller:
             dbsession.close_quietly()
         return polled
 
-    def _poll_all(self, mailboxes: list[Mailbox]) -> list[int]:
-        """Poll each mailbox, up to ``concurrency`` at once; a lone mailbox in this thread."""
-        if self.concurrency == 1 or len(mailboxes) <= 1:
-            polled = []
-            for mailbox in mailboxes:
-                if self._stop.is_set():
-                    break
+    def _claim(self, limit: int) -> list[Mailbox]:
+        """Claim up to ``limit`` due mailboxes (committed before any I/O) and load them."""
+        ids = self.claim_due(limit)
+        self.more_due = len(ids) >= limit
+        return list(Mailbox.objects.filter(pk__in=ids).select_related("org").order_by("pk"))
+
+    def _poll_due(self, polled: list[int]) -> None:
+        """Poll a claim's mailboxes, up to ``concurrency`` at once; a lone mailbox in this thread.
+
+        A thread that finishes takes the next claimed mailbox; once none is left
+        and the last claim was full, the free threads claim more, for up to
+        ``REFILL_FOR`` seconds. So a slow or hung server holds one thread, not
+        the whole cycle, and each claim bumps only mailboxes that are about to
+        be polled (other replicas take the rest).
+        """
+        queue = deque(self._claim(conf.get("MAILPOLL_CLAIM_LIMIT")))
+        _sync_commit_off()
+        if self.concurrency == 1 or len(queue) <= 1:
+            while queue and not self._stop.is_set():
+                mailbox = queue.popleft()
                 self.poll(mailbox)
                 polled.append(mailbox.pk)
-            return polled
-        with ThreadPoolExecutor(max_workers=min(self.concurrency, len(mailboxes)),
-                                thread_name_prefix="pollmail") as pool:
-            futures = [(mailbox.pk, pool.submit(self._poll_in_thread, mailbox)) for mailbox in mailboxes]
-            return [pk for pk, future in futures if future.result()]
+            return
+        refill_until = time.monotonic() + REFILL_FOR
+        with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="pollmail") as pool:
+            running: dict = {}
+            while True:
+                while queue and len(running) < self.concurrency and not self._stop.is_set():
+                    mailbox = queue.popleft()
+                    running[pool.submit(self._poll_in_thread, mailbox)] = mailbox.pk
+                if (not queue and self.more_due and len(running) < self.concurrency and not self._stop.is_set()
+                        and time.monotonic() < refill_until):
+                    queue.extend(self._claim(self.concurrency - len(running)))
+                    if queue:
+                        continue
+                if not running:
+                    return
+                finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    pk = running.pop(future)
+                    if future.result():
+                        polled.append(pk)
 
     def _poll_in_thread(self, mailbox: Mailbox) -> bool:
         """One poll on a pool thread, on the thread's own database connection, closed at the end."""
@@ -145,9 +183,9 @@ class Poller:
         finally:
             dbsession.close_quietly()
 
-    def claim_due(self) -> list[int]:
+    def claim_due(self, limit: int | None = None) -> list[int]:
         with connection.cursor() as cur:
-            cur.execute(sql.CLAIM_DUE_MAILBOXES, {"limit": conf.get("MAILPOLL_CLAIM_LIMIT")})
+            cur.execute(sql.CLAIM_DUE_MAILBOXES, {"limit": limit or conf.get("MAILPOLL_CLAIM_LIMIT")})
             return [row[0] for row in cur.fetchall()]
 
     def poll(self, mailbox: Mailbox) -> list[FolderResult]:

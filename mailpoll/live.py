@@ -32,11 +32,12 @@ from django.utils import timezone
 
 from jobs import dbsession, processes
 from outbox import capacity as outbox_capacity
+from seoinsight import backoff
 
 from . import conf
 from .folder_sync import FolderSync, reset_connection_if_broken
 from .mailbox_poll import first_reads, positioned_folders
-from .models import Auth, GrantState, LiveWatch, Mailbox, Provider
+from .models import Auth, GrantState, LiveWatch, Mailbox, Provider, folder_list
 from .providers import ProviderError, for_mailbox
 
 log = logging.getLogger(__name__)
@@ -68,10 +69,7 @@ def backoff_delay(failures: int, base: float, cap: float, rand: float) -> float:
     Doubling from ``base`` up to ``cap``, then "equal jitter": ``rand`` in [0, 1) picks a point in the upper
     half, so replicas that lost the same server do not come back in step, and none waits less than half.
     """
-    if failures <= 0:
-        return 0.0
-    ceiling = min(cap, base * 2 ** min(failures - 1, 32))
-    return ceiling * (0.5 + rand / 2)
+    return backoff.doubling(failures, base, cap) * (0.5 + rand / 2)
 
 
 def idle_step(now: float, idle_since: float, heard_at: float, reidle_after: float, max_silence: float) -> str:
@@ -115,8 +113,7 @@ KEY_FIELDS = ("host", "port", "security", "username", "auth", "oauth_provider", 
 
 def watch_key(values: dict) -> tuple:
     """What a running loop depends on: a change of any (a new host, password, first folder) restarts it."""
-    folders = [f for f in (values["folders"] or []) if isinstance(f, str) and f] or ["INBOX"]
-    return (*(values[name] for name in KEY_FIELDS if name != "folders"), folders[0])
+    return (*(values[name] for name in KEY_FIELDS if name != "folders"), folder_list(values["folders"])[0])
 
 
 def live_mailboxes() -> dict[int, tuple]:

@@ -5,16 +5,13 @@ error text): seconds since its last successful poll and its failures in a
 row. Mailboxes counted by health (``mailpoll.health``, the admin's own rule),
 folders whose last sync failed, and the live (IMAP IDLE) loops: live mailboxes,
 the watches held (``LiveWatch``) and each watch's time since its last event.
-And the downstream outbox intake feeds (``outbox.capacity``): its depth, its
-capacity and the age of its oldest document — the gate that stops intake when full.
 """
 
 from __future__ import annotations
 
 from django.db import connection
+from django.db.models import Count
 from prometheus_client.core import GaugeMetricFamily
-
-from outbox import capacity
 
 from . import health
 from .models import Mailbox
@@ -71,18 +68,7 @@ def collect() -> list:
         cursor.execute(FOLDER_ERRORS)
         for pk, count in cursor.fetchall():
             folder_errors.add_metric([str(pk)], count)
-    for state, rule in health.FILTERS.items():
-        by_health.add_metric([state], Mailbox.objects.filter(rule).count())
-    return [since, failures, by_health, folder_errors, live, live_silence, *outbox_families()]
-
-
-def outbox_families() -> list:
-    current = capacity.depth()
-    held = GaugeMetricFamily("seoinsight_outbox_depth", "Accepted documents the downstream has not acknowledged.")
-    held.add_metric([], current.held)
-    limit = GaugeMetricFamily("seoinsight_outbox_capacity",
-                              "OUTBOX_CAPACITY: past it, intake stops (0 when the outbox is off).")
-    limit.add_metric([], current.capacity if capacity.enabled() else 0)
-    oldest = GaugeMetricFamily("seoinsight_outbox_oldest_age_seconds", "Age of the oldest held document (0 if none).")
-    oldest.add_metric([], current.oldest_seconds or 0.0)
-    return [held, limit, oldest]
+    counts = Mailbox.objects.aggregate(**{state: Count("pk", filter=rule) for state, rule in health.FILTERS.items()})
+    for state, count in counts.items():
+        by_health.add_metric([state], count)
+    return [since, failures, by_health, folder_errors, live, live_silence]

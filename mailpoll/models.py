@@ -166,7 +166,12 @@ class Mailbox(models.Model):
 
     @property
     def folder_list(self) -> list[str]:
-        return [f for f in (self.folders or []) if isinstance(f, str) and f] or ["INBOX"]
+        return folder_list(self.folders)
+
+
+def folder_list(folders) -> list[str]:
+    """The folders a ``folders`` value names (JSON, so anything): its non-empty strings, else INBOX."""
+    return [f for f in (folders or []) if isinstance(f, str) and f] or ["INBOX"]
 
 
 crypto.register_column("mailpoll.Mailbox", "secret")

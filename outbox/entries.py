@@ -3,7 +3,7 @@
 - ``add``: (nothing) → waiting, in the transaction that accepts the document
 - ``claim``: waiting and due, or sending with an expired lease → sending (a new claim token)
 - ``done``: → deleted, after the downstream answered 2xx
-- ``failed``: sending (this claim) → waiting, one more attempt, due after ``retry.delay``
+- ``failed``: sending (this claim) → waiting, one more attempt, due after ``seoinsight.backoff.doubling``
 - ``retry_now``: waiting → waiting, due now (the admin)
 """
 
@@ -16,7 +16,9 @@ from dataclasses import dataclass
 
 from django.db import connection
 
-from . import capacity, conf, retry, sql
+from seoinsight import backoff
+
+from . import capacity, conf, sql
 from .wake import wake
 
 log = logging.getLogger(__name__)
@@ -90,7 +92,7 @@ def failed(entry: Claimed, error: str) -> float:
     Raises LeaseLost if this sender no longer holds the claim (its lease expired
     and another sender took the entry): that sender's try is the one that counts.
     """
-    wait = retry.delay(entry.attempts + 1, float(conf.get("OUTBOX_RETRY_BASE_SECONDS")),
+    wait = backoff.doubling(entry.attempts + 1, float(conf.get("OUTBOX_RETRY_BASE_SECONDS")),
                        float(conf.get("OUTBOX_RETRY_MAX_SECONDS")))
     with connection.cursor() as cursor:
         cursor.execute(sql.FAILED, {"id": entry.id, "token": entry.token, "delay": wait,

@@ -51,7 +51,7 @@ RETURNING {", ".join("e." + c.strip() for c in ENTRY_COLUMNS.split(","))}
 """
 
 # failed: this sender's try failed. Counted, error kept, claim released at once (the lease is for senders
-# that die, not for those that fail and say so), next try after the delay (outbox.retry.delay).
+# that die, not for those that fail and say so), next try after the delay (seoinsight.backoff.doubling).
 FAILED = """
 UPDATE outbox_entry
 SET state = 'waiting', attempts = attempts + 1, last_error = %(error)s, last_tried_at = statement_timestamp(),

@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 SOURCES = (
     "jobs.metrics.collect",
     "mailpoll.metrics.collect",
+    "outbox.metrics.collect",
 )
 
 

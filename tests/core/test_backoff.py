@@ -1,8 +1,8 @@
-"""The delay before a document's next try: doubles from the base, capped."""
+"""The retry delay (an outbox document's next try, a live loop's reconnect): doubles from the first, capped."""
 
 import pytest
 
-from outbox.retry import delay
+from seoinsight.backoff import doubling
 
 
 @pytest.mark.parametrize(("attempts", "base", "maximum", "expected"), [
@@ -18,4 +18,4 @@ from outbox.retry import delay
     (4, 0.2, 1, 1),
 ])
 def test_delay_doubles_from_the_base_up_to_the_maximum(attempts, base, maximum, expected):
-    assert delay(attempts, base, maximum) == pytest.approx(expected)
+    assert doubling(attempts, base, maximum) == pytest.approx(expected)

@@ -7,10 +7,10 @@
 # Due: its poll_interval has passed, and so has the backoff of a failing mailbox
 # (next_attempt_at, set by RECORD_POLL_FAILURE). A NULL last_polled_at (never
 # polled, or "Poll now" in the admin) is due at once, backoff or not.
+# The locking SELECT is a CTE, run once: see outbox.sql.CLAIM for the plan that, as a subquery in FROM,
+# ran it once per outer row and claimed past the LIMIT.
 CLAIM_DUE_MAILBOXES = """
-UPDATE mailpoll_mailbox AS m
-SET last_polled_at = now()
-FROM (
+WITH due AS MATERIALIZED (
     SELECT id FROM mailpoll_mailbox
     WHERE enabled
       -- An OAuth mailbox is polled only with a live grant: one that needs re-authorization (or was never
@@ -22,7 +22,10 @@ FROM (
     ORDER BY last_polled_at NULLS FIRST, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
-) AS due
+)
+UPDATE mailpoll_mailbox AS m
+SET last_polled_at = now()
+FROM due
 WHERE m.id = due.id
 RETURNING m.id
 """

@@ -29,7 +29,18 @@ RETURNING id
 # claim: one due entry, or one whose lease expired, taken in one statement. SKIP LOCKED gives concurrent
 # senders different rows without waiting; the lease makes a dead sender's claim expire. A re-claim of an
 # expired lease counts the dead sender's try (it never reported) and says so in last_error.
+# The locking SELECT is a CTE, run once per statement. As a subquery in FROM it could be planned as the inner
+# side of a nested loop and run again for each row of the outer scan (the planner does so when it believes
+# the table is nearly empty, as after an autovacuum): each run locks the first entry still free, so one claim
+# took several entries, and all but the one the sender got stayed "sending" until their lease expired.
 CLAIM = f"""
+WITH due AS MATERIALIZED (
+    SELECT id FROM outbox_entry
+    WHERE (state = 'waiting' AND next_attempt_at <= statement_timestamp()) OR (state = 'sending' AND lease_until < statement_timestamp())
+    ORDER BY next_attempt_at, id
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+)
 UPDATE outbox_entry AS e
 SET state = 'sending',
     claimed_by = %(worker)s,
@@ -39,13 +50,7 @@ SET state = 'sending',
     last_error = CASE WHEN e.state = 'sending'
                       THEN 'the claim of ' || e.claimed_by || ' expired (that sender died or hung)'
                       ELSE e.last_error END
-FROM (
-    SELECT id FROM outbox_entry
-    WHERE (state = 'waiting' AND next_attempt_at <= statement_timestamp()) OR (state = 'sending' AND lease_until < statement_timestamp())
-    ORDER BY next_attempt_at, id
-    LIMIT 1
-    FOR UPDATE SKIP LOCKED
-) AS due
+FROM due
 WHERE e.id = due.id
 RETURNING {", ".join("e." + c.strip() for c in ENTRY_COLUMNS.split(","))}
 """

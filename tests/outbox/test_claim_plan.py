@@ -1,4 +1,5 @@
-"""The outbox claim (outbox.sql.CLAIM) reads its index, not the table, on an outbox far past its usual size.
+"""The outbox claim (outbox.sql.CLAIM) reads its index, not the table, on an outbox far past its usual size,
+and takes one entry, never more, whatever the planner believes about the table.
 
 The index ``outbox_due_idx`` (next_attempt_at, id) gives the claim its order: the scan walks entries oldest
 due first and stops at the first it can take, so waiting entries that back off into the future are never
@@ -11,6 +12,8 @@ import pytest
 from django.db import connection
 
 from outbox import entries, sql
+from outbox.models import Entry
+from tests.support.planner import believe_nearly_empty
 
 pytestmark = pytest.mark.django_db
 
@@ -64,3 +67,28 @@ def test_the_claim_walks_its_index_and_stops_at_the_first_due_entry(org):
 
     claimed = entries.claim("test")
     assert claimed is not None and claimed.document_ref == f"test:{IN_FLIGHT + 1}"
+
+
+# The claim as it was written first: the locking SELECT as a subquery in FROM. Under the statistics below the
+# planner runs it once per row of the outer scan, and every run locks the next free entry.
+_LOCKING_SELECT, _UPDATE = sql.CLAIM.split("WITH due AS MATERIALIZED (", 1)[1].split("\n)\n", 1)
+SUBQUERY_IN_FROM = _UPDATE.replace("FROM due\n", f"FROM ({_LOCKING_SELECT}\n) AS due\n")
+
+
+def claimed_by(worker: str) -> int:
+    return Entry.objects.filter(state="sending", claimed_by=worker).count()
+
+
+def test_one_claim_takes_one_entry_whatever_the_planner_believes(downstream, held):
+    held(3)
+    believe_nearly_empty("outbox_entry")
+
+    with connection.cursor() as cur:  # the hazard is real under these statistics: the old form took them all
+        cur.execute("SAVEPOINT old_form")
+        cur.execute(SUBQUERY_IN_FROM, {"worker": "old", "lease": 60.0})
+        assert claimed_by("old") > 1
+        cur.execute("ROLLBACK TO SAVEPOINT old_form")
+
+    first = entries.claim("new")
+    assert first is not None and claimed_by("new") == 1
+    assert entries.claim("new") is not None and claimed_by("new") == 2

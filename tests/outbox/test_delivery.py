@@ -6,7 +6,7 @@ import pytest
 
 from mailpoll.models import Attachment
 from mailpoll.store import store_message
-from outbox import entries, sender
+from outbox import entries, sender, sql
 from seoinsight.storage import media_path
 from outbox.models import Entry
 from tests.mailpoll.corpus import tiny_pdf
@@ -109,9 +109,11 @@ def test_every_sender_slot_taken_means_this_one_ends_at_once(downstream, setting
     other = connections.create_connection("default")
     try:
         with other.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_lock(%s, 0)", [0x0B0C])
-        assert sender.run() == {"skipped": "every sender slot is taken"}
-        assert Entry.objects.count() == 1
+            cursor.execute("SELECT pg_advisory_lock(%s, 0)", [sql.SENDER_LOCK_NAMESPACE])
+            assert sender.run() == {"skipped": "every sender slot is taken"}
+            assert Entry.objects.count() == 1
+            # Unlocked, not only closed: a closed session's locks go when its backend exits, a moment later.
+            cursor.execute("SELECT pg_advisory_unlock(%s, 0)", [sql.SENDER_LOCK_NAMESPACE])
     finally:
         other.close()
     assert sender.run()["delivered"] == 1

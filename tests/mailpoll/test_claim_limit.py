@@ -7,14 +7,12 @@ from mailpoll import sql
 from mailpoll.models import Mailbox
 from mailpoll.poller import Poller
 from tests.mailpoll.factories import MailboxFactory
-from tests.support.planner import believe_nearly_empty
+from tests.support.planner import as_subquery_in_from, believe_nearly_empty
 
 pytestmark = pytest.mark.django_db
 
-# The claim as it was written first, the locking SELECT as a subquery in FROM: under the statistics below it
-# ran once per row of the outer scan, and each run locked the next due mailboxes.
-_LOCKING_SELECT, _UPDATE = sql.CLAIM_DUE_MAILBOXES.split("WITH due AS MATERIALIZED (", 1)[1].split("\n)\n", 1)
-SUBQUERY_IN_FROM = _UPDATE.replace("FROM due\n", f"FROM ({_LOCKING_SELECT}\n) AS due\n")
+# The claim as it was written first; under the statistics below each run of its subquery locks more mailboxes.
+SUBQUERY_IN_FROM = as_subquery_in_from(sql.CLAIM_DUE_MAILBOXES)
 
 
 def test_a_claim_never_takes_more_than_its_limit():

@@ -13,7 +13,7 @@ from django.db import connection
 
 from outbox import entries, sql
 from outbox.models import Entry
-from tests.support.planner import believe_nearly_empty
+from tests.support.planner import as_subquery_in_from, believe_nearly_empty
 
 pytestmark = pytest.mark.django_db
 
@@ -69,10 +69,8 @@ def test_the_claim_walks_its_index_and_stops_at_the_first_due_entry(org):
     assert claimed is not None and claimed.document_ref == f"test:{IN_FLIGHT + 1}"
 
 
-# The claim as it was written first: the locking SELECT as a subquery in FROM. Under the statistics below the
-# planner runs it once per row of the outer scan, and every run locks the next free entry.
-_LOCKING_SELECT, _UPDATE = sql.CLAIM.split("WITH due AS MATERIALIZED (", 1)[1].split("\n)\n", 1)
-SUBQUERY_IN_FROM = _UPDATE.replace("FROM due\n", f"FROM ({_LOCKING_SELECT}\n) AS due\n")
+# The claim as it was written first; under the statistics below every run of its subquery locks the next entry.
+SUBQUERY_IN_FROM = as_subquery_in_from(sql.CLAIM)
 
 
 def claimed_by(worker: str) -> int:

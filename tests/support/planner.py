@@ -21,6 +21,14 @@ def believe_nearly_empty(table: str) -> None:
         cursor.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
         if not cursor.fetchone()[0]:
             pytest.skip("setting planner statistics needs a superuser; DATABASE_URL's role is not one")
+        # Pages but no tuples on them: the estimate is one row, however many pages (366 was the case seen).
         cursor.execute("UPDATE pg_class SET reltuples = 0, relpages = 366 WHERE oid = %s::regclass", [table])
         cursor.execute("UPDATE pg_class SET reltuples = 0, relpages = 1 "
                        "WHERE oid IN (SELECT indexrelid FROM pg_index WHERE indrelid = %s::regclass)", [table])
+
+
+def as_subquery_in_from(claim: str) -> str:
+    """``claim`` (``WITH due AS MATERIALIZED (<locking SELECT>) UPDATE … FROM due …``) as it was first written,
+    the locking SELECT a subquery in FROM: the form these statistics make the planner run once per outer row."""
+    locking_select, update = claim.split("WITH due AS MATERIALIZED (", 1)[1].split("\n)\n", 1)
+    return update.replace("FROM due\n", f"FROM ({locking_select}\n) AS due\n")

@@ -49,6 +49,7 @@ from .forms import MailboxForm
 from .health import FAILING, HEALTHY, NEVER, mailbox_health
 from .models import Attachment, Auth, FolderCursor, GrantState, Mailbox, Provider, Request, RequestStatus
 from .oauth_connect import ConnectViews
+from . import admin_grants  # noqa: F401  (registers the superuser-only admin of deployment grants)
 
 
 
@@ -161,6 +162,12 @@ class MailboxAdmin(OrgScopedAdmin, admin.ModelAdmin):
             path("<path:object_id>/connect/", wrap(views.start), name="mailpoll_mailbox_connect"),
             *super().get_urls(),
         ]
+
+    def render_change_form(self, request, context, add=False, change=False, form_url="", obj=None):
+        if obj is not None and obj.auth == Auth.OAUTH and self.has_change_permission(request, obj):
+            # The Connect button's form, rendered after the change form (templates/admin/mailpoll/mailbox).
+            context["connect_url"] = reverse("admin:mailpoll_mailbox_connect", args=[obj.pk])
+        return super().render_change_form(request, context, add=add, change=change, form_url=form_url, obj=obj)
 
     def save_model(self, request, obj, form, change):
         super().save_model(request, obj, form, change)

@@ -188,10 +188,11 @@ def connect_button(mailbox: Mailbox):
     if mailbox.auth != Auth.OAUTH:
         return "Service accounts and app-only access need no consent: nothing to connect."
     label = "Connect" if grant_of(mailbox) is None else "Reconnect"
-    url = reverse("admin:mailpoll_mailbox_connect", args=[mailbox.pk])
-    return format_html('<a class="button" href="{}">{}</a> <small>Opens {}\'s consent screen; the account\'s user '
-                       "signs in there and allows read access to mail. Save your edits first.</small>",
-                       url, label, mailbox.issuer.capitalize() or "the provider")
+    # Submits the page's separate "mailpoll-connect" form (a POST with its CSRF token; see the change form).
+    return format_html('<button type="submit" class="button" form="mailpoll-connect">{}</button> <small>Opens {}\'s '
+                       "consent screen; {} signs in there and allows read access to mail. Save your edits "
+                       "first.</small>", label, mailbox.issuer.capitalize() or "the provider",
+                       mailbox.username or "the account's user")
 
 
 def live_state(mailbox: Mailbox):

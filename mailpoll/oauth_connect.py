@@ -1,18 +1,25 @@
 """The admin's Connect: a user's consent for an OAuth mailbox, by authorization code with PKCE (S256).
 
-``start`` keeps, in the editor's own session, a pending authorization under a random ``state``: the
-mailbox, the user, the PKCE verifier, when it was issued and the redirect URI. ``callback`` accepts a code
-only for a state found in THAT session, used at most once (it is removed before anything else is looked
-at), younger than ``STATE_LIFETIME``, started by the same user, for a mailbox still in the user's orgs
-whose OAuth app has not changed meanwhile. The code is exchanged at the issuer's token endpoint from the
-settings (``oauth_apps.app_for``), never at an address a request names, and the grant is stored by
-``oauth.connect``. Nothing here logs or renders a code, a verifier, a token or a secret.
+``start`` (a POST, behind the admin's CSRF check: a link on another site cannot start it) keeps, in the
+editor's own session, a pending authorization under a random ``state``: the mailbox, the user, the PKCE
+verifier, when it was issued, the redirect URI and a fingerprint of what the consent is for (the app, and
+every mailbox field whose change removes a grant: where the token is presented, whose account it is).
+``callback`` accepts a code only for a state found in THAT session, used at most once (taken out of the
+session row under its lock, before anything else is looked at: two callbacks at once find it once),
+younger than ``STATE_LIFETIME``, started by the same user, for a mailbox still in the user's orgs whose
+fingerprint has not changed meanwhile. The code is exchanged at the issuer's token endpoint from the
+settings (``oauth_apps.app_for``), never at an address a request names; the account that consented must be
+the mailbox's username (Microsoft's ID token, Google's Gmail profile); the grant is stored by
+``oauth.connect`` under the mailbox's row lock, the fingerprint checked once more. Nothing here logs or
+renders a code, a verifier, a token or a secret, nor an endpoint's path or query.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
+import json
 import logging
 import re
 import secrets
@@ -25,15 +32,19 @@ from datetime import timedelta
 import requests
 from django.contrib import messages
 from django.contrib.admin.utils import unquote
+from django.contrib.sessions.backends.db import SessionStore as DatabaseSession
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.http import HttpResponseRedirect
+from django.http import HttpResponseNotAllowed, HttpResponseRedirect
 from django.urls import reverse
 
+from seoinsight.outbound import BodyTooLarge, EndpointError, describe, endpoint_problem, where
+
 from . import conf, oauth
+from .forms import APP_FIELDS, DESTINATION_FIELDS
 from .models import Auth, Mailbox, OAuthProvider
 from .oauth_apps import NotConfigured, OAuthApp, app_for
-from .oauth_refresh import TokenEndpointError, expires_in_seconds, json_object
+from .oauth_refresh import TokenEndpointError, capped_json, expires_in_seconds, token_endpoint_problem
 from .oauth_rules import classify_token_error
 
 logger = logging.getLogger(__name__)
@@ -43,6 +54,11 @@ SESSION_KEY = "mailpoll_oauth_pending"
 STATE_LIFETIME = timedelta(minutes=10)
 # Pending authorizations one session keeps; the oldest go first (abandoned tabs).
 MAX_PENDING = 5
+# Every mailbox field whose change removes its grant (the form's two lists): a pending Connect is bound to all.
+GRANT_FIELDS = tuple(dict.fromkeys((*APP_FIELDS, *DESTINATION_FIELDS)))
+# Microsoft hands out an ID token (who signed in) only with openid; profile adds preferred_username to it.
+MICROSOFT_IDENTITY_SCOPES = ("openid", "profile")
+ACCOUNT_CLAIMS = ("preferred_username", "upn", "email")
 
 
 # -- Pure parts ---------------------------------------------------------------------------------------------
@@ -63,18 +79,35 @@ def s256(verifier: str) -> str:
     return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
 
 
-def authorization_url(app: OAuthApp, *, redirect_uri: str, state: str, challenge: str) -> str:
+def consent_scope(app: OAuthApp) -> str:
+    """What the consent asks for: the app's scopes, and for Microsoft an ID token naming who signed in.
+
+    >>> consent_scope(OAuthApp("microsoft", "c", "", "t", "https://a/authorize", "https://a/token", ("m", "o")))
+    'm o openid profile'
+    """
+    extra = MICROSOFT_IDENTITY_SCOPES if app.issuer == OAuthProvider.MICROSOFT else ()
+    return " ".join((*app.scopes, *(scope for scope in extra if scope not in app.scopes)))
+
+
+def authorization_url(app: OAuthApp, *, redirect_uri: str, state: str, challenge: str, login_hint: str = "") -> str:
     """Where the editor's browser is sent to consent. Google gives a refresh token only for
-    ``access_type=offline``, and again on a reconnect only with ``prompt=consent``.
+    ``access_type=offline``, and again on a reconnect only with ``prompt=consent``; Microsoft is asked to let
+    the user pick the account (``prompt=select_account``) rather than reuse whoever is signed in. Both get the
+    mailbox's username as ``login_hint``.
 
     >>> app = OAuthApp("google", "cid", "", "", "https://accounts.example/auth?hd=x", "", ("s1", "s2"))
-    >>> authorization_url(app, redirect_uri="https://site/cb", state="st", challenge="ch")  # doctest: +ELLIPSIS
-    'https://accounts.example/auth?hd=x&client_id=cid&redirect_uri=https%3A%2F%2Fsite%2Fcb&response_type=code&scope=s1+s2&state=st&code_challenge=ch&code_challenge_method=S256&access_type=offline&prompt=consent'
+    >>> authorization_url(app, redirect_uri="https://site/cb", state="st", challenge="ch", login_hint="a@b")
+    'https://accounts.example/auth?hd=x&client_id=cid&redirect_uri=https%3A%2F%2Fsite%2Fcb&response_type=code&scope=s1+s2&state=st&code_challenge=ch&code_challenge_method=S256&login_hint=a%40b&access_type=offline&prompt=consent'
     """
     query = {"client_id": app.client_id, "redirect_uri": redirect_uri, "response_type": "code",
-             "scope": app.scope, "state": state, "code_challenge": challenge, "code_challenge_method": "S256"}
+             "scope": consent_scope(app), "state": state, "code_challenge": challenge,
+             "code_challenge_method": "S256"}
+    if login_hint:
+        query["login_hint"] = login_hint
     if app.issuer == OAuthProvider.GOOGLE:
         query.update(access_type="offline", prompt="consent")
+    elif app.issuer == OAuthProvider.MICROSOFT:
+        query["prompt"] = "select_account"
     separator = "&" if urllib.parse.urlsplit(app.authorize_url).query else "?"
     return f"{app.authorize_url}{separator}{urllib.parse.urlencode(query)}"
 
@@ -109,54 +142,183 @@ def kept_pending(pending: Mapping[str, Mapping], *, now: float, room_for: int = 
     return {state: live[state] for state in newest}
 
 
-def app_fingerprint(app: OAuthApp) -> str:
-    """What the consent was asked of: the issuer, client, tenant and token endpoint (no secret)."""
-    return "|".join((app.issuer, app.client_id, app.tenant, app.token_url))
+SETTINGS_CHANGED = ("The mailbox's settings changed since Connect started (its OAuth app, IMAP server or account): "
+                    "nothing was stored; start Connect again.")
 
 
-# -- The code exchange --------------------------------------------------------------------------------------
+def take_pending(request, state: str) -> Mapping | None:
+    """The session's pending authorization under ``state``, taken out of it for good; None if it has none.
+
+    Sessions are database rows here (``SESSION_ENGINE``'s default): the row is locked, read again and written
+    without the state before the lock is released, so of two callbacks with one state (a double click, a
+    replayed redirect) the second waits, then finds nothing, and a code is exchanged once at most. The
+    request's own session is updated too, so that its save at the end does not bring the state back.
+    """
+    session = request.session
+    with transaction.atomic():
+        if isinstance(session, DatabaseSession) and session.session_key:
+            row = (session.get_model_class().objects.select_for_update()
+                   .filter(session_key=session.session_key).first())
+            stored = session.decode(row.session_data) if row is not None else {}
+        else:
+            stored = dict(session.items())
+        pending_all = dict(stored.get(SESSION_KEY, {}))
+        pending = pending_all.pop(state, None) if state else None
+        session[SESSION_KEY] = pending_all
+        if isinstance(session, DatabaseSession) and session.session_key:
+            session.save()
+    return pending
+
+
+def consent_fingerprint(mailbox: Mailbox, app: OAuthApp) -> str:
+    """What the consent is for, as one opaque value: the app (issuer, client, tenant, token endpoint; no secret)
+    and every field in ``GRANT_FIELDS`` (where an XOAUTH2 token is presented, whose account is read).
+
+    A callback whose mailbox no longer has the same fingerprint stores nothing: else a grant consented for
+    imap.gmail.com over TLS could be presented in clear to whatever host an editor typed meanwhile.
+
+    >>> app = OAuthApp("google", "c", "", "", "https://a/auth", "https://a/token", ("s",))
+    >>> box = Mailbox(provider="imap", auth="oauth", oauth_provider="google", host="imap.gmail.com", port=993,
+    ...               security="tls", username="a@b")
+    >>> before = consent_fingerprint(box, app)
+    >>> box.host, box.security = "127.0.0.1", "none"
+    >>> consent_fingerprint(box, app) == before
+    False
+    """
+    values = [app.issuer, app.client_id, app.tenant, app.token_url, *(getattr(mailbox, name) for name in GRANT_FIELDS)]
+    return hashlib.sha256(json.dumps(values, default=str).encode()).hexdigest()
+
+
+def account_refusal(consented: list[str], username: str) -> str | None:
+    """Why the account that consented is not the mailbox's, for the editor; None when it is (case aside).
+
+    >>> account_refusal(["Reports@Example.com"], "reports@example.com") is None
+    True
+    >>> account_refusal(["ceo@example.com"], "reports@example.com")[:40]
+    'The consent was given by ceo@example.com'
+    >>> account_refusal([], "reports@example.com")[:48]
+    'The provider did not say which account consented'
+    """
+    names = [name.strip() for name in consented if name and name.strip()]
+    if any(name.lower() == username.strip().lower() for name in names):
+        return None
+    if not names:
+        return "The provider did not say which account consented: nothing was stored. Connect again."
+    return (f"The consent was given by {names[0]}, not by this mailbox's account {username}: nothing was stored. "
+            f"Connect again and sign in as {username}.")
+
+
+def id_token_accounts(id_token: str) -> list[str]:
+    """The account names in an OpenID Connect ID token's claims (``ACCOUNT_CLAIMS``), [] if it has none.
+
+    The token came straight from the configured token endpoint over TLS, in answer to our code and verifier:
+    its signature need not be checked for this (OIDC Core §3.1.3.7); only what it names is read.
+
+    >>> body = base64.urlsafe_b64encode(json.dumps({"preferred_username": "a@b", "upn": "A@B"}).encode()).decode()
+    >>> id_token_accounts(f"h.{body.rstrip('=')}.s")
+    ['a@b', 'A@B']
+    >>> id_token_accounts("not a token")
+    []
+    """
+    parts = id_token.split(".") if isinstance(id_token, str) else []
+    if len(parts) != 3:
+        return []
+    try:
+        claims = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
+    except (ValueError, binascii.Error):
+        return []
+    if not isinstance(claims, dict):
+        return []
+    return [claims[name] for name in ACCOUNT_CLAIMS if isinstance(claims.get(name), str)]
+
+
+# -- The code exchange, and who consented ------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Exchanged:
     access_token: str = field(repr=False)
     expires_in: float
     refresh_token: str = field(repr=False)
+    id_token: str = field(default="", repr=False)
 
 
 def exchange_code(app: OAuthApp, *, code: str, verifier: str, redirect_uri: str) -> Exchanged:
-    """RFC 6749 §4.1.3 with the PKCE verifier, at ``app.token_url``; ``TokenEndpointError`` if refused."""
+    """RFC 6749 §4.1.3 with the PKCE verifier, at ``app.token_url``; ``TokenEndpointError`` if refused.
+
+    The URL is refused as the checks refuse it (``token_endpoint_problem``): the code and the client secret
+    go nowhere a parser differential or plain http off this machine would send them.
+    """
+    problem = token_endpoint_problem(app.token_url)
+    if problem:
+        raise TokenEndpointError(None, None, problem)
     form = {"grant_type": "authorization_code", "code": code, "redirect_uri": redirect_uri,
             "client_id": app.client_id, "code_verifier": verifier}
     if app.client_secret:
         form["client_secret"] = app.client_secret
     if app.issuer == OAuthProvider.MICROSOFT:
-        form["scope"] = app.scope
+        form["scope"] = consent_scope(app)
     try:
-        response = requests.post(app.token_url, data=form, timeout=conf.get("MAILPOLL_SOCKET_TIMEOUT"),
-                                 verify=conf.get("MAILPOLL_API_CA_BUNDLE") or True, allow_redirects=False,
-                                 headers={"Accept": "application/json"})
-    except requests.RequestException as exc:
-        # The exception names the host, never the form; its chain is dropped all the same.
-        raise TokenEndpointError(None, None, f"{type(exc).__name__}: {str(exc)[:200]}") from None
-    body = json_object(response)
+        with requests.post(app.token_url, data=form, timeout=conf.get("MAILPOLL_SOCKET_TIMEOUT"),
+                           verify=conf.get("MAILPOLL_API_CA_BUNDLE") or True, allow_redirects=False, stream=True,
+                           headers={"Accept": "application/json"}) as response:
+            body = capped_json(response)
+    except (requests.RequestException, BodyTooLarge) as exc:
+        # Named by its host only (the exception's text holds the path); its chain is dropped all the same.
+        raise TokenEndpointError(None, None, f"{where(app.token_url)}: {describe(exc)[:300]}") from None
     if response.status_code != 200:
         raise TokenEndpointError(response.status_code, body, (response.reason or "").strip())
     access = body.get("access_token") if body else None
     if not isinstance(access, str) or not access:
         raise TokenEndpointError(response.status_code, None, "the answer holds no access token")
-    refresh = body.get("refresh_token")
-    return Exchanged(access, expires_in_seconds(body.get("expires_in")), refresh if isinstance(refresh, str) else "")
+    refresh, id_token = body.get("refresh_token"), body.get("id_token")
+    return Exchanged(access, expires_in_seconds(body.get("expires_in")), refresh if isinstance(refresh, str) else "",
+                     id_token if isinstance(id_token, str) else "")
+
+
+class AccountUnknown(Exception):
+    """Who consented could not be asked (the message names the host only): nothing is stored."""
+
+
+def consented_accounts(app: OAuthApp, tokens: Exchanged) -> list[str]:
+    """The account names of whoever consented: Microsoft's ID token; Google's Gmail profile, asked once.
+
+    The profile is Gmail's ``users.getProfile`` at MAILPOLL_GMAIL_API_URL with the new access token (both
+    Google scopes we ask for allow it), the URL refused as the checks refuse it, no redirect followed, the
+    answer bounded.
+    """
+    if app.issuer == OAuthProvider.MICROSOFT:
+        return id_token_accounts(tokens.id_token)
+    url = urllib.parse.urljoin(str(conf.get("MAILPOLL_GMAIL_API_URL")).rstrip("/") + "/", "gmail/v1/users/me/profile")
+    problem = endpoint_problem(url)
+    if problem:
+        raise AccountUnknown(f"the Gmail API URL is refused ({problem})")
+    try:
+        with requests.get(url, headers={"Authorization": f"Bearer {tokens.access_token}",
+                                        "Accept": "application/json"},
+                          timeout=conf.get("MAILPOLL_SOCKET_TIMEOUT"), allow_redirects=False, stream=True,
+                          verify=conf.get("MAILPOLL_API_CA_BUNDLE") or True) as response:
+            body = capped_json(response)
+    except (requests.RequestException, BodyTooLarge, EndpointError) as exc:
+        raise AccountUnknown(f"{where(url)}: {describe(exc)[:300]}") from None
+    if response.status_code != 200 or body is None:
+        raise AccountUnknown(f"{where(url)} answered HTTP {response.status_code} to getProfile")
+    address = body.get("emailAddress")
+    return [address] if isinstance(address, str) else []
 
 
 # -- The views ----------------------------------------------------------------------------------------------
 
 class ConnectViews:
-    """``start`` and ``callback``, behind ``admin_site.admin_view`` and the mailbox admin's org scope."""
+    """``start`` and ``callback``, behind ``admin_site.admin_view`` (login, CSRF) and the mailbox admin's org
+    scope."""
 
     def __init__(self, model_admin):
         self.model_admin = model_admin
 
     def start(self, request, object_id):
+        if request.method != "POST":
+            # A GET would let a link or an image on any site start a consent in the editor's name.
+            return HttpResponseNotAllowed(["POST"])
         mailbox = self._editable(request, unquote(object_id))
         back = self._change_url(mailbox)
         if mailbox.auth != Auth.OAUTH:
@@ -170,18 +332,15 @@ class ConnectViews:
         redirect_uri = request.build_absolute_uri(reverse("admin:mailpoll_mailbox_oauth_callback"))
         pending = kept_pending(request.session.get(SESSION_KEY, {}), now=time.time(), room_for=1)
         pending[state] = {"mailbox": mailbox.pk, "user": request.user.pk, "code_verifier": verifier,
-                          "issued_at": time.time(), "redirect_uri": redirect_uri, "app": app_fingerprint(app)}
+                          "issued_at": time.time(), "redirect_uri": redirect_uri,
+                          "settings": consent_fingerprint(mailbox, app)}
         request.session[SESSION_KEY] = pending
         logger.info("mailbox=%s Connect started by user=%s (%s)", mailbox.pk, request.user.pk, app.issuer)
         return HttpResponseRedirect(authorization_url(app, redirect_uri=redirect_uri, state=state,
-                                                      challenge=challenge))
+                                                      challenge=challenge, login_hint=mailbox.username.strip()))
 
     def callback(self, request):
-        state = request.GET.get("state", "")
-        pending_all = dict(request.session.get(SESSION_KEY, {}))
-        # Single use: gone from the session before anything else is looked at, whatever follows.
-        pending = pending_all.pop(state, None) if state else None
-        request.session[SESSION_KEY] = pending_all
+        pending = take_pending(request, request.GET.get("state", ""))
         why = refusal(pending, user_id=request.user.pk, now=time.time())
         if why:
             logger.warning("mailbox=%s OAuth callback refused for user=%s: %s",
@@ -191,13 +350,9 @@ class ConnectViews:
         back = self._change_url(mailbox)
         if request.GET.get("error"):
             return self._denied(request, mailbox, back)
-        try:
-            app = app_for(mailbox) if mailbox.auth == Auth.OAUTH else None
-        except NotConfigured:
-            app = None
-        if app is None or app_fingerprint(app) != pending.get("app"):
-            return self._fail(request, back, "The mailbox's OAuth settings changed since Connect started: "
-                                             "nothing was stored; start Connect again.")
+        app = self._same_app(mailbox, pending)
+        if app is None:
+            return self._fail(request, back, SETTINGS_CHANGED)
         code = request.GET.get("code", "")
         if not code:
             return self._fail(request, back, "The provider sent neither a code nor an error: nothing was stored.")
@@ -214,8 +369,20 @@ class ConnectViews:
             return self._fail(request, back, f"{app.issuer} granted access but no refresh token, so the mailbox "
                                              "could not be polled for long: nothing was stored. Remove the app's "
                                              "access in the account's security settings and connect again.")
+        try:
+            wrong_account = account_refusal(consented_accounts(app, tokens), mailbox.username)
+        except AccountUnknown as exc:
+            wrong_account = f"Could not ask {app.issuer} which account consented ({exc}): nothing was stored."
+        if wrong_account:
+            logger.warning("mailbox=%s Connect refused for user=%s: %s", mailbox.pk, request.user.pk, wrong_account)
+            return self._fail(request, back, wrong_account)
         with transaction.atomic():
-            oauth.connect(mailbox, app.issuer, refresh_token=tokens.refresh_token,
+            # Under the mailbox's row lock, checked once more: an edit that moved the grant's fields during the
+            # exchange either committed before (refused here) or waits, and then removes this grant itself.
+            locked = Mailbox.objects.select_for_update().get(pk=mailbox.pk)
+            if self._same_app(locked, pending) is None:
+                return self._fail(request, back, SETTINGS_CHANGED)
+            oauth.connect(locked, app.issuer, refresh_token=tokens.refresh_token,
                           access_token=tokens.access_token, expires_in=tokens.expires_in)
             # Due now, its failure count and backoff gone: what failed before was the grant.
             Mailbox.objects.filter(pk=mailbox.pk).update(last_polled_at=None, next_attempt_at=None,
@@ -224,6 +391,15 @@ class ConnectViews:
         self.model_admin.message_user(request, f"{mailbox.name} is connected to {app.issuer}: the next cycle of "
                                       "any running pollmail polls it.", messages.SUCCESS)
         return HttpResponseRedirect(back)
+
+    @staticmethod
+    def _same_app(mailbox: Mailbox, pending: Mapping) -> OAuthApp | None:
+        """The mailbox's app if the consent is still for what it was asked for (``consent_fingerprint``)."""
+        try:
+            app = app_for(mailbox) if mailbox.auth == Auth.OAUTH else None
+        except NotConfigured:
+            return None
+        return app if app is not None and consent_fingerprint(mailbox, app) == pending.get("settings") else None
 
     def _editable(self, request, object_id) -> Mailbox:
         # OrgScopedAdmin.get_object: another org's mailbox is a 404, like an unknown one.

@@ -4,15 +4,20 @@ A refresh callable takes the grant's ``HeldTokens`` and returns ``Refreshed``, o
 ``TokenEndpointError`` for anything the token endpoint (or the way to it) did wrong; any other exception is a
 bug and propagates. ``TokenEndpoint`` is the refresh Google and Microsoft both accept, over ``requests``;
 google-auth or msal (with its serialized cache) can implement the same interface later.
-Secrets are ``repr=False``: a logged or printed object never shows them.
+Secrets are ``repr=False``: a logged or printed object never shows them. The token endpoint's URL is refused
+as the system checks refuse it (``token_endpoint_problem``: https, or plain http to loopback, read alike by
+every parser), its answer is read to ``ANSWER_LIMIT`` bytes at most, and an error names its host only.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import requests
+
+from seoinsight.outbound import BodyTooLarge, describe, endpoint_problem, read_capped, where
 
 from . import conf
 
@@ -21,6 +26,8 @@ MICROSOFT_TOKEN_URI = "https://login.microsoftonline.com/{tenant}/oauth2/v2.0/to
 
 # Used when an answer leaves ``expires_in`` out (RFC 6749 §5.1 allows it); both providers say 3599 or 3600.
 DEFAULT_EXPIRES_IN = 3600.0
+# A token answer is a few KB (Microsoft's ID token included); anything past this is not a token endpoint speaking.
+ANSWER_LIMIT = 256 * 1024
 
 
 @dataclass(frozen=True)
@@ -80,18 +87,21 @@ class TokenEndpoint:
         if self.scope:
             form["scope"] = self.scope
         timeout = self.timeout if self.timeout is not None else conf.get("MAILPOLL_SOCKET_TIMEOUT")
+        problem = token_endpoint_problem(self.token_uri)
+        if problem:
+            raise TokenEndpointError(None, None, problem)
         try:
             # A private endpoint's CA (MAILPOLL_API_CA_BUNDLE) is used as given: no environment override, no proxy.
             with requests.Session() as session:
                 bundle = conf.get("MAILPOLL_API_CA_BUNDLE")
                 if bundle:
                     session.verify, session.trust_env = bundle, False
-                response = session.post(self.token_uri, data=form, timeout=timeout, allow_redirects=False,
-                                        headers={"Accept": "application/json"})
-        except requests.RequestException as exc:
-            # The exception names the host, never the form; its chain is dropped all the same.
-            raise TokenEndpointError(None, None, f"{type(exc).__name__}: {str(exc)[:200]}") from None
-        body = json_object(response)
+                with session.post(self.token_uri, data=form, timeout=timeout, allow_redirects=False, stream=True,
+                                  headers={"Accept": "application/json"}) as response:
+                    body = capped_json(response)
+        except (requests.RequestException, BodyTooLarge) as exc:
+            # Named by its host only (the exception's text holds the path and query); never the form.
+            raise TokenEndpointError(None, None, f"{where(self.token_uri)}: {describe(exc)[:300]}") from None
         if response.status_code != 200:
             raise TokenEndpointError(response.status_code, body, f"{response.reason or ''}".strip())
         token = body.get("access_token") if body else None
@@ -102,9 +112,24 @@ class TokenEndpoint:
                          refresh_token=rotated if isinstance(rotated, str) and rotated else None)
 
 
-def json_object(response) -> dict | None:
+def token_endpoint_problem(url: str) -> str:
+    """Why a refresh token or a code may not be sent to ``url`` (``seoinsight.outbound.endpoint_problem``), or "".
+
+    >>> token_endpoint_problem("https://oauth2.googleapis.com/token")
+    ''
+    >>> token_endpoint_problem("http://127.0.0.2:99\\\\@127.0.0.1/token")
+    'not sent to the token endpoint at an unparsable URL: a backslash, a space or a control character in the URL'
+    """
+    problem = endpoint_problem(url)
+    return f"not sent to the token endpoint at {where(url)}: {problem}" if problem else ""
+
+
+def capped_json(response, limit: int = ANSWER_LIMIT) -> dict | None:
+    """The JSON object of a streamed answer read to ``limit`` bytes at most (BodyTooLarge past it); None if the
+    answer is not one."""
+    data = read_capped(response, limit, "the token endpoint's answer")
     try:
-        body = response.json()
+        body = json.loads(data)
     except ValueError:
         return None
     return body if isinstance(body, dict) else None

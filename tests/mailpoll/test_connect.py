@@ -37,6 +37,7 @@ def google(settings):
     fake = FakeTokenEndpoint("google").start()
     settings.MAILPOLL_GOOGLE_AUTH_URL = f"{fake.uri.rsplit('/', 1)[0]}/auth"
     settings.MAILPOLL_GOOGLE_TOKEN_URL = fake.uri
+    settings.MAILPOLL_GMAIL_API_URL = f"{fake.uri.rsplit('/', 1)[0]}/"  # getProfile: who consented
     settings.MAILPOLL_GOOGLE_CLIENT_ID, settings.MAILPOLL_GOOGLE_CLIENT_SECRET = CLIENT_ID, CLIENT_SECRET
     yield fake
     fake.stop()
@@ -77,7 +78,7 @@ def query_of(url: str) -> dict:
 
 def start(client, box) -> dict:
     """Press Connect: the query of the authorization request our start view redirects to."""
-    response = client.get(connect_url(box))
+    response = client.post(connect_url(box))
     assert response.status_code == 302, response
     return {"url": response["Location"], **query_of(response["Location"])}
 
@@ -149,8 +150,9 @@ def test_a_microsoft_mailbox_asks_for_mail_read_and_offline_access(client, edito
     authorization = start(client, box)
     response = finish(client, consent(authorization))
 
-    assert authorization["scope"] == "https://graph.microsoft.com/Mail.Read offline_access"
-    assert "access_type" not in authorization and "prompt" not in authorization
+    assert authorization["scope"] == "https://graph.microsoft.com/Mail.Read offline_access openid profile"
+    assert "access_type" not in authorization
+    assert (authorization["login_hint"], authorization["prompt"]) == (box.username, "select_account")
     assert urllib.parse.urlsplit(authorization["url"]).path == "/organizations/oauth2/v2.0/authorize"
     assert microsoft.exchanges[-1]["scope"] == authorization["scope"]
     assert OAuthGrant.objects.get(mailbox=box).provider == "microsoft"
@@ -238,7 +240,7 @@ def test_a_state_from_another_browser_session_is_refused(client, editor, google)
 
 def test_another_orgs_mailbox_is_a_404_for_start_and_callback(client, editor, google):
     foreign = MailboxFactory(gmail_oauth=True)
-    assert client.get(connect_url(foreign)).status_code == 404
+    assert client.post(connect_url(foreign)).status_code == 404
 
     # Started while a member, finished after the membership is gone: the mailbox is out of reach.
     other_org = foreign.org
@@ -256,7 +258,7 @@ def test_a_view_only_user_cannot_start_connect(client, google):
     viewer.user_permissions.add(Permission.objects.get(codename="view_mailbox"))
     client.force_login(viewer)
 
-    assert client.get(connect_url(box)).status_code == 403
+    assert client.post(connect_url(box)).status_code == 403
     assert "connect/" not in client.get(change_url(box)).content.decode()
 
 
@@ -292,7 +294,7 @@ def test_changing_the_oauth_app_between_start_and_callback_stores_nothing(client
 
     response = finish(client, consent(authorization))
 
-    assert "OAuth settings changed since Connect started" in messages_of(response)[0]
+    assert "settings changed since Connect started" in messages_of(response)[0]
     assert not OAuthGrant.objects.filter(mailbox=box).exists() and google.exchanges == []
 
 
@@ -303,7 +305,7 @@ def test_changing_the_oauth_app_between_start_and_callback_stores_nothing(client
 def test_connect_is_only_for_user_consent_mailboxes(client, editor, google, fields, said):
     box = MailboxFactory(org=editor.org, **fields)
 
-    response = client.get(connect_url(box), follow=True)
+    response = client.post(connect_url(box), follow=True)
 
     assert messages_of(response) == [said] and pending_in(client) == {}
 
@@ -312,7 +314,7 @@ def test_an_unconfigured_app_says_which_setting_is_missing(client, editor, setti
     settings.MAILPOLL_GOOGLE_CLIENT_ID = ""
     box = MailboxFactory(org=editor.org, gmail_oauth=True)
 
-    response = client.get(connect_url(box), follow=True)
+    response = client.post(connect_url(box), follow=True)
 
     assert "set the mailbox's client id or MAILPOLL_GOOGLE_CLIENT_ID" in messages_of(response)[0]
 

@@ -13,6 +13,10 @@ The authorization-code grant (RFC 6749 §4.1 with PKCE, RFC 7636) is there too, 
 "grant" or an error such as "access_denied") and redirects back to the ``redirect_uri`` with a code, bound
 to the request's client, redirect URI and S256 challenge. The token endpoint checks the verifier against
 that challenge, refuses a code used twice, and answers with a refresh token ``grant()`` would have issued.
+The account that consents is ``account`` if set, else the request's ``login_hint``, else ``user@example.com``:
+Microsoft's answer carries it in an ``id_token`` (when ``openid`` was asked for), and ``GET
+/gmail/v1/users/me/profile`` with a token the fake issued answers it as Gmail's ``getProfile`` does.
+``exchange_delay`` holds every code exchange that long first, so that two callbacks are both in flight.
 """
 
 from __future__ import annotations
@@ -71,6 +75,10 @@ class FakeTokenEndpoint(_LoopbackServer):
         self.consent = "grant"  # what the user answers at the consent screen: "grant", or an error code
         self.authorizations: list[dict] = []  # the query of every authorization request, as received
         self.exchanges: list[dict] = []  # the form of every authorization_code request, as received
+        self.exchange_delay = 0.0
+        self.account: str | None = None  # who consents; None: the login_hint, else user@example.com
+        self.accounts: dict[str, str] = {}  # access token -> the account it was issued for
+        self.profiles: list[str] = []  # the account of every getProfile served
         self._codes: dict[str, dict] = {}  # code -> its binding, "used" once exchanged
         self._lock = threading.Lock()
         server = self
@@ -78,6 +86,15 @@ class FakeTokenEndpoint(_LoopbackServer):
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self):
                 url = urllib.parse.urlsplit(self.path)
+                if url.path == "/gmail/v1/users/me/profile":
+                    status, body = server._profile(self.headers.get("Authorization", ""))
+                    data = json.dumps(body).encode()
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
                 if not url.path.endswith(("/auth", "/authorize")):
                     self.send_error(404)
                     return
@@ -139,6 +156,7 @@ class FakeTokenEndpoint(_LoopbackServer):
             if self.faults:
                 return self.faults.pop(0)
         if form.get("grant_type") == "authorization_code":
+            time.sleep(self.exchange_delay)
             return self._exchange(form)
         if form.get("grant_type") != "refresh_token":
             return 400, self._error("unsupported_grant_type", "Unsupported grant type.", 70003)
@@ -181,7 +199,8 @@ class FakeTokenEndpoint(_LoopbackServer):
             else:
                 code = ("4/0A" if self.flavour == "google" else "M.C5") + secrets.token_urlsafe(24)
                 self._codes[code] = {"redirect_uri": redirect, "challenge": query.get("code_challenge", ""),
-                                     "method": query.get("code_challenge_method", ""), "used": False}
+                                     "method": query.get("code_challenge_method", ""), "used": False,
+                                     "account": self.account or query.get("login_hint") or "user@example.com"}
                 answer["code"] = code
         return 302, f"{redirect}?{urllib.parse.urlencode(answer)}"
 
@@ -204,8 +223,22 @@ class FakeTokenEndpoint(_LoopbackServer):
                 return 400, self._error("invalid_grant", "Missing code verifier.", 501481)
             access = ("ya29." if self.flavour == "google" else "eyJ0") + secrets.token_urlsafe(40)
             self.issued.append(access)
-            return 200, {"access_token": access, "expires_in": self.expires_in, "token_type": "Bearer",
-                         "refresh_token": self._new_refresh_token(), "scope": form.get("scope", "")}
+            self.accounts[access] = bound["account"]
+            body = {"access_token": access, "expires_in": self.expires_in, "token_type": "Bearer",
+                    "refresh_token": self._new_refresh_token(), "scope": form.get("scope", "")}
+            if self.flavour == "microsoft" and "openid" in form.get("scope", "").split():
+                body["id_token"] = id_token({"aud": CLIENT_ID, "preferred_username": bound["account"],
+                                             "name": "Test User", "tid": "organizations"})
+            return 200, body
+
+    def _profile(self, authorization: str) -> tuple[int, dict]:
+        """Gmail's users.getProfile for the account the bearer token was issued for."""
+        with self._lock:
+            account = self.accounts.get(authorization.removeprefix("Bearer "))
+            if account is None:
+                return 401, {"error": {"code": 401, "message": "Invalid Credentials", "status": "UNAUTHENTICATED"}}
+            self.profiles.append(account)
+            return 200, {"emailAddress": account, "messagesTotal": 0, "threadsTotal": 0, "historyId": "1"}
 
     def _new_refresh_token(self) -> str:
         token = ("1//" if self.flavour == "google" else "0.A") + secrets.token_urlsafe(24)
@@ -216,6 +249,15 @@ class FakeTokenEndpoint(_LoopbackServer):
         if self.flavour == "google":
             return {"error": error, "error_description": google_text or error}
         return microsoft_error(error, code)
+
+
+def id_token(claims: dict) -> str:
+    """An OpenID Connect ID token as Microsoft's token endpoint hands it out (a JWT; the signature is a stand-in:
+    a client that got it straight from the token endpoint over TLS need not check it, OIDC Core §3.1.3.7)."""
+    def part(value: dict) -> str:
+        return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode("ascii")
+
+    return f"{part({'typ': 'JWT', 'alg': 'RS256', 'kid': 'test'})}.{part(claims)}.{part({'sig': 'none'})}"
 
 
 def pkce_challenge(verifier: str) -> str:

@@ -7,3 +7,4 @@ class MailpollConfig(AppConfig):
 
     def ready(self):
         from . import checks  # noqa: F401  (checks register themselves)
+        from . import grant_checks  # noqa: F401

@@ -9,8 +9,9 @@ from django import forms
 
 from seoinsight.models import SiteTarget
 
-from . import conf
-from .models import LOOPBACK_HOSTS, PROVIDER_AUTHS, Auth, InitialMode, Mailbox, OAuthProvider, Provider, Security
+from . import conf, grants
+from .models import (LOOPBACK_HOSTS, PROVIDER_AUTHS, Auth, DeploymentIdentity, InitialMode, Mailbox, OAuthProvider,
+                     Provider, Security)
 
 MIN_POLL_INTERVAL = 30  # seconds; below that we would only hammer the server
 # Where the password is sent: changing any of these needs the password typed again.
@@ -22,6 +23,9 @@ OAUTH_IMAP_HOSTS = {OAuthProvider.GOOGLE: ("imap.gmail.com",),
                     OAuthProvider.MICROSOFT: ("outlook.office365.com", "outlook.office.com")}
 # Microsoft's tenant aliases that name no tenant: app-only access needs the real one.
 TENANT_ALIASES = ("", "common", "organizations", "consumers")
+# The setting that makes each deployment identity exist: without it a keyless service mailbox fails as not configured.
+DEPLOYMENT_SETTINGS = {DeploymentIdentity.GOOGLE_SERVICE_ACCOUNT: "MAILPOLL_GOOGLE_SERVICE_ACCOUNT_FILE",
+                       DeploymentIdentity.MICROSOFT_APP: "MAILPOLL_MICROSOFT_CLIENT_ID"}
 
 
 class WriteOnlyTextarea(forms.Textarea):
@@ -246,11 +250,26 @@ class MailboxForm(forms.ModelForm):
         if key and not has_secret and not conf.get("MAILPOLL_GOOGLE_SERVICE_ACCOUNT_FILE"):
             self.add_error("new_app_secret", "A Gmail service account needs its JSON key here (or "
                            "MAILPOLL_GOOGLE_SERVICE_ACCOUNT_FILE in the settings).")
+        tenant = ""
         if provider == Provider.GRAPH and auth == Auth.SERVICE:
             tenant = data["tenant"] or conf.get("MAILPOLL_MICROSOFT_TENANT")
             if tenant.lower() in TENANT_ALIASES:
                 self.add_error("tenant", f"App-only access needs the organisation's tenant id or domain, not "
                                f"“{tenant or 'none'}”.")
+                return
+        identity = grants.identity_of(provider, auth, own_key=has_secret, own_client_id=bool(client_id))
+        if identity and conf.get(DEPLOYMENT_SETTINGS[identity]):
+            self._clean_grant(data, identity, tenant)
+
+    def _clean_grant(self, data, identity: str, tenant: str) -> None:
+        """A deployment identity reads only what a superuser granted the org: asked before anything is saved."""
+        org_id = data["org"].pk if data.get("org") else self.instance.org_id
+        username = data.get("username", "")
+        if not org_id or not username:
+            return  # their own errors say so
+        problem = grants.problem(org_id, identity, username, tenant)
+        if problem:
+            self.add_error("username", f"{problem[0].upper()}{problem[1:]}.")
 
     def _check_service_account_key(self, text: str) -> None:
         try:

@@ -436,3 +436,52 @@ class OAuthGrant(models.Model):
 crypto.register_column("mailpoll.OAuthGrant", "refresh_token")
 crypto.register_column("mailpoll.OAuthGrant", "token_cache")
 crypto.register_column("mailpoll.OAuthGrant", "access_token")
+
+
+class DeploymentIdentity(models.TextChoices):
+    # MAILPOLL_GOOGLE_SERVICE_ACCOUNT_FILE: signs for any user of the domains it was delegated (Gmail, service
+    # auth, no key of the mailbox's own).
+    GOOGLE_SERVICE_ACCOUNT = "google_service_account", "Google service account (MAILPOLL_GOOGLE_SERVICE_ACCOUNT_FILE)"
+    # MAILPOLL_MICROSOFT_CLIENT_ID / _SECRET: reads any mailbox of a tenant that consented (Graph, app-only, no
+    # client id of the mailbox's own).
+    MICROSOFT_APP = "microsoft_app", "Microsoft app (MAILPOLL_MICROSOFT_CLIENT_ID, app-only)"
+
+
+class DeploymentGrantQuerySet(models.QuerySet):
+    def of(self, org_id: str, identity: str) -> DeploymentGrantQuerySet:
+        return self.filter(org_id=org_id, identity=identity)
+
+
+class DeploymentGrant(models.Model):
+    """A superuser's leave for one org to read some mailboxes with a deployment-wide identity (``mailpoll.grants``).
+
+    Without one, the org's service mailboxes that hold no key or app of their own read nothing. Only superusers
+    see or change grants (``admin_grants``); the form and every poll check them (``grants.problem``).
+    """
+
+    org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="deployment_grants")
+    identity = models.CharField(max_length=30, choices=DeploymentIdentity.choices)
+    # Microsoft only: the tenant (id or domain, lower case) the mailboxes' tenant must be.
+    tenant = models.CharField(max_length=100, blank=True)
+    # Lower-case addresses (hr@contoso.test: that mailbox) and domains (client.example: its every mailbox).
+    allowed = models.JSONField(default=list)
+    note = models.CharField(max_length=200, blank=True, help_text="Why this org may (a contract, a ticket).")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = DeploymentGrantQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["org", "identity", "tenant"], name="deploymentgrant_one_per_tenant"),
+            models.CheckConstraint(condition=Q(identity__in=DeploymentIdentity.values),
+                                   name="deploymentgrant_identity_valid"),
+            # A Google grant has no tenant; a Microsoft grant without one would match a mailbox that names none.
+            models.CheckConstraint(
+                condition=Q(identity="google_service_account", tenant="") | (Q(identity="microsoft_app") & ~Q(tenant="")),
+                name="deploymentgrant_tenant_iff_microsoft"),
+        ]
+
+    def __str__(self):
+        where = f" in {self.tenant}" if self.tenant else ""
+        return f"{self.get_identity_display()} for org {self.org_id}{where}"

@@ -4,6 +4,10 @@ A mailbox's own ``client_id`` / ``tenant`` / ``app_secret`` win over the ``MAILP
 ``MAILPOLL_MICROSOFT_*`` settings. Every endpoint comes from the settings (``mailpoll.conf``,
 checked by mailpoll.E003), never from the mailbox: a client secret or a refresh token is sent only to
 the issuer's configured token endpoint, whatever an editor types into a mailbox.
+
+The settings' app-only app and service account key are deployment-wide identities: a service mailbox without
+its own uses them only where a superuser granted them to its org for its address (``mailpoll.grants``), asked
+here at every poll (``NotGranted``) as the form asked before the mailbox was saved.
 """
 
 from __future__ import annotations
@@ -11,8 +15,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from . import conf, oauth
-from .models import Auth, Mailbox, OAuthGrant, OAuthProvider, Provider
+from . import conf, grants, oauth
+from .models import Auth, DeploymentIdentity, Mailbox, OAuthGrant, OAuthProvider, Provider
 from .oauth_refresh import Refresh, TokenEndpoint
 
 # What a grant is asked for, by issuer and by what reads the mail. offline_access: Microsoft hands out a
@@ -27,6 +31,26 @@ SCOPES = {
 
 class NotConfigured(Exception):
     """The mailbox's OAuth app is incomplete (no client id, say): a configuration error, named plainly."""
+
+
+class NotGranted(NotConfigured):
+    """A service mailbox would read with a deployment identity its org holds no grant of for its address."""
+
+    def __init__(self, mailbox: Mailbox, problem: str):
+        super().__init__(f"mailbox={mailbox.pk}: {problem}")
+        self.problem = problem
+
+
+def require_grant(mailbox: Mailbox, identity: str, tenant: str = "") -> None:
+    """``NotGranted`` unless a grant of the mailbox's org lets ``identity`` read its username (in ``tenant``)."""
+    problem = grants.problem(mailbox.org_id, identity, mailbox.username, tenant)
+    if problem:
+        raise NotGranted(mailbox, problem)
+
+
+def require_service_account_grant(mailbox: Mailbox) -> None:
+    """``require_grant`` for a Gmail mailbox about to sign with ``MAILPOLL_GOOGLE_SERVICE_ACCOUNT_FILE``."""
+    require_grant(mailbox, DeploymentIdentity.GOOGLE_SERVICE_ACCOUNT)
 
 
 class NotConnected(Exception):
@@ -70,6 +94,9 @@ def app_for(mailbox: Mailbox) -> OAuthApp:
     if not client_id:
         setting = "MAILPOLL_GOOGLE_CLIENT_ID" if issuer == OAuthProvider.GOOGLE else "MAILPOLL_MICROSOFT_CLIENT_ID"
         raise NotConfigured(f"mailbox={mailbox.pk} has no OAuth client id: set the mailbox's client id or {setting}")
+    if mailbox.auth == Auth.SERVICE and not mailbox.client_id:
+        # App-only with the settings' app: it reads whatever mailbox it is told to, so the org's grant decides.
+        require_grant(mailbox, DeploymentIdentity.MICROSOFT_APP, tenant)
     return OAuthApp(issuer, client_id, secret, tenant, authorize_url, token_url, SCOPES[(issuer, mailbox.provider)])
 
 
@@ -82,12 +109,16 @@ def credentials_problem(mailbox: Mailbox) -> str:
         return "" if mailbox.secret else "no password stored"
     if mailbox.auth == Auth.SERVICE and mailbox.provider == Provider.GMAIL:
         key_file = conf.get("MAILPOLL_GOOGLE_SERVICE_ACCOUNT_FILE")
-        if mailbox.app_secret or (key_file and os.path.isfile(key_file)):
+        if mailbox.app_secret:
             return ""
+        if key_file and os.path.isfile(key_file):
+            return grants.problem(mailbox.org_id, DeploymentIdentity.GOOGLE_SERVICE_ACCOUNT, mailbox.username)
         return ("no service account key: store the key on the mailbox or point MAILPOLL_GOOGLE_SERVICE_ACCOUNT_FILE "
                 f"at one{f' ({key_file} is no file)' if key_file else ''}")
     try:
         app = app_for(mailbox)
+    except NotGranted as exc:
+        return exc.problem
     except NotConfigured as exc:
         return str(exc).split(" ", 1)[1]  # without the mailbox=<pk>, which the caller names
     if mailbox.auth == Auth.SERVICE:

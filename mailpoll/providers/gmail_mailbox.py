@@ -222,6 +222,8 @@ class GmailMailbox(ChangesProvider):
                 raise oauth_apps.NotConfigured(
                     f"mailbox={self.mailbox.pk} has no service account key: store its JSON key on the mailbox "
                     "or set MAILPOLL_GOOGLE_SERVICE_ACCOUNT_FILE")
+            # The deployment's key signs for any user of its domains: only the org's grant says which (NotGranted).
+            oauth_apps.require_service_account_grant(self.mailbox)
             origin = f"MAILPOLL_GOOGLE_SERVICE_ACCOUNT_FILE ({path})"
             try:
                 text = Path(path).read_text()

@@ -11,7 +11,9 @@ from email.utils import make_msgid
 import factory
 from django.utils import timezone
 
-from mailpoll.models import Attachment, AttachmentKind, AttachmentStatus, Mailbox, Request, RequestStatus
+from mailpoll import conf as mailpoll_conf
+from mailpoll.models import (Attachment, AttachmentKind, AttachmentStatus, DeploymentGrant, DeploymentIdentity, Mailbox,
+                             Request, RequestStatus)
 from mailpoll.poller import Poller
 from tests.factories import OrgFactory, SiteTargetFactory
 
@@ -26,7 +28,9 @@ class MailboxFactory(factory.django.DjangoModelFactory):
     host = "127.0.0.1"
     port = 143
     security = "none"
-    username = factory.Sequence(lambda n: f"user{n}")
+    # A service mailbox reads a mailbox named by its address (what a deployment grant can name).
+    username = factory.LazyAttributeSequence(lambda mb, n: f"user{n}@client.example" if mb.auth == "service"
+                                             else f"user{n}")
     folders = factory.LazyFunction(lambda: ["INBOX"])
     initial_mode = "full"
     site_target = factory.LazyAttribute(
@@ -48,6 +52,31 @@ class MailboxFactory(factory.django.DjangoModelFactory):
         self.set_secret(extracted or "secret")
         if create:
             self.save(update_fields=["secret"])
+
+    # -- deployment grants (mailpoll.grants) ----------------------------------------------------------------
+    @factory.post_generation
+    def granted(self, create, extracted, **kwargs):
+        """A service mailbox's org holds a grant of the settings' identity for its username, as a superuser gives
+        it, so it polls as before grants existed; ``granted=False``: no grant (the grants tests' starting point)."""
+        if create and extracted is not False and self.auth == "service":
+            grant_for(self)
+
+
+def grant_for(mailbox: Mailbox, *, allowed: list[str] | None = None) -> DeploymentGrant | None:
+    """The mailbox's org's grant of the identity its provider uses, extended to ``allowed`` (default: its username).
+
+    Microsoft: in the mailbox's tenant, else the settings' (as ``oauth_apps.app_for`` reads it); none without one.
+    """
+    google = mailbox.provider == "gmail"
+    tenant = "" if google else (mailbox.tenant or mailpoll_conf.get("MAILPOLL_MICROSOFT_TENANT")).lower()
+    if not google and not tenant:
+        return None
+    grant, _ = DeploymentGrant.objects.get_or_create(
+        org=mailbox.org, identity=DeploymentIdentity.GOOGLE_SERVICE_ACCOUNT if google else DeploymentIdentity.MICROSOFT_APP,
+        tenant=tenant)
+    grant.allowed = sorted({*grant.allowed, *(entry.lower() for entry in (allowed or [mailbox.username]))})
+    grant.save(update_fields=["allowed"])
+    return grant
 
 
 class RequestFactory(factory.django.DjangoModelFactory):

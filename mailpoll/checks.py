@@ -11,14 +11,13 @@ mailpoll.W004  (with --database) an enabled mailbox lacks what it authenticates 
 
 from __future__ import annotations
 
-import urllib.parse
-
 from django.core import checks
 from django.db import connections
 from django.db.migrations.executor import MigrationExecutor
 
 from jobs import conf as jobs_conf
 from jobs import registry
+from seoinsight import outbound
 
 from . import conf
 
@@ -40,25 +39,25 @@ def check_endpoints(app_configs=None, **kwargs):
         value = str(conf.get(name))
         problem = endpoint_problem(value)
         if problem:
-            errors.append(checks.Error(f"{name} = {value!r}: {problem}.",
+            # The origin only: a key in the URL's path or query is not printed by ``check``.
+            errors.append(checks.Error(f"{name} ({outbound.where(value)}): {problem}.",
                                        hint="Use the provider's https URL (the default).", id="mailpoll.E003"))
     return errors
 
 
 def endpoint_problem(url: str) -> str:
-    """Why ``url`` may not receive tokens, or "".
+    """Why ``url`` may not receive tokens, or "": ``seoinsight.outbound.endpoint_problem``, the rule every
+    client that sends them applies too (https anywhere, plain http to loopback only, and a URL the client's
+    parser and the standard library's read alike).
 
     >>> endpoint_problem("https://oauth2.googleapis.com/token"), endpoint_problem("http://127.0.0.1:8080/token")
     ('', '')
     >>> endpoint_problem("http://example.com/token")
-    'http only on 127.0.0.1 or localhost: tokens would cross the network in clear text'
+    'http only on 127.0.0.1 or localhost: a credential would cross the network in clear text'
+    >>> endpoint_problem("http://127.0.0.2:8080\\\\@127.0.0.1/token")  # urlsplit alone sees 127.0.0.1
+    'a backslash, a space or a control character in the URL'
     """
-    parsed = urllib.parse.urlsplit(url)
-    if parsed.scheme not in ("http", "https") or not parsed.hostname:
-        return "not an http(s) URL with a host"
-    if parsed.scheme == "http" and parsed.hostname not in ("127.0.0.1", "localhost", "::1"):
-        return "http only on 127.0.0.1 or localhost: tokens would cross the network in clear text"
-    return ""
+    return outbound.endpoint_problem(url)
 
 
 @checks.register()

@@ -144,7 +144,10 @@ def where(url: str) -> str:
     try:
         return endpoint(url).origin
     except EndpointError:
-        parts = urllib.parse.urlsplit(str(url)) if "://" in str(url) else None
+        try:
+            parts = urllib.parse.urlsplit(str(url)) if "://" in str(url) else None
+        except ValueError:  # "http://[::1/": what an error says about a URL must not raise itself
+            parts = None
         if parts is not None and parts.hostname and not _SUSPICIOUS.search(str(url)):
             return f"{parts.scheme}://{parts.hostname}"
         return "an unparsable URL"
@@ -193,3 +196,20 @@ def refuse_redirect(response, what: str = "the server") -> None:
         target = where(urllib.parse.urljoin(response.url or "", location)) if location else "nowhere"
         raise RedirectRefused(f"{what} answered HTTP {response.status_code}, a redirect to {target}, "
                               "which is not followed: a credential goes only to the host it was set up for")
+
+
+def hide_query(text: str, url: str) -> str:
+    """``text`` with the values of ``url``'s query taken out, wherever they appear (a peer's answer that
+    echoes the request target, a bare ``/path?key=…`` no URL pattern recognises).
+
+    >>> hide_query("no route for POST /ingest?api_key=s3cret-value", "https://down.example/ingest?api_key=s3cret-value")
+    'no route for POST /ingest?…'
+    """
+    query = urllib.parse.urlsplit(str(url)).query
+    if not query:
+        return text
+    secrets = {query, urllib.parse.unquote_plus(query)}
+    secrets.update(value for _, value in urllib.parse.parse_qsl(query, keep_blank_values=True) if len(value) >= 4)
+    for secret in sorted(secrets, key=len, reverse=True):
+        text = text.replace(secret, "…")
+    return text

@@ -157,10 +157,59 @@ def test_a_gmail_service_mailbox_may_take_its_key_from_the_settings_file(tmp_pat
 def test_an_endpoint_that_would_carry_tokens_in_clear_text_is_an_error(name, value, settings):
     setattr(settings, name, value)
     (error,) = check_endpoints()
-    assert error.id == "mailpoll.E003" and error.msg.startswith(f"{name} = {value!r}")
+    assert error.id == "mailpoll.E003" and error.msg.startswith(f"{name} (")
 
 
 def test_the_default_endpoints_and_loopback_http_pass(settings):
     assert check_endpoints() == []
     settings.MAILPOLL_GMAIL_API_URL = "http://127.0.0.1:8123/"
     assert check_endpoints() == []
+
+
+# Each URL, and whether a credential may be sent to it: the same table for both checks (tests/outbox/test_checks.py
+# reads it). The forms a parser differential needs are refused whatever host one parser sees.
+ENDPOINT_FORMS = [
+    ("https://oauth2.googleapis.com/token", True),
+    ("http://127.0.0.1:8080/token", True),
+    ("http://localhost:8080/token", True),
+    ("HTTP://127.0.0.1:8080/token", True),
+    ("http://[::1]:8080/token", True),
+    ("http://127.0.0.2:8080/token", True),  # 127.0.0.0/8 is all loopback
+    ("http://oauth.example.com/token", False),  # plain http off the machine
+    ("ftp://127.0.0.1/", False),
+    ("not a url", False),
+    ("cms.example/documents", False),
+    ("http://127.0.0.2:8080\\@127.0.0.1/token", False),  # urlsplit sees 127.0.0.1, requests connects to .2
+    ("http://evil.example\\@127.0.0.1/token", False),
+    ("http://evil.example@127.0.0.1/token", False),  # userinfo: whose host is it?
+    ("http://user:pw@127.0.0.1/token", False),
+    ("http://127.0.0.1:80@evil.example/token", False),
+    ("http://127.0.0.1 @evil.example/token", False),  # spaces
+    ("http://127.0.0.1\t.evil.example/token", False),
+    ("http://127.1/token", False),  # 127.1 is 127.0.0.1 to inet_aton, not to ipaddress: refused, never guessed
+    ("http://0x7f.1/token", False),
+    ("http://2130706433/token", False),
+    ("http://localhost.evil.example/token", False),
+    ("http://127.0.0.1.nip.io/token", False),
+    ("http://[::1/token", False),
+    ("http:///token", False),
+    ("http://127.0.0.1:99999/token", False),
+]
+
+
+@pytest.mark.parametrize(("url", "allowed"), ENDPOINT_FORMS)
+def test_an_endpoint_url_is_read_as_the_client_reads_it(url, allowed, settings):
+    settings.MAILPOLL_GRAPH_API_URL = url
+
+    found = check_endpoints()
+
+    assert ids(found) == ([] if allowed else ["mailpoll.E003"])
+    assert "/token" not in "".join(m.msg for m in found)  # the origin only
+
+
+def test_a_key_in_an_endpoint_url_is_not_printed(settings):
+    settings.MAILPOLL_GOOGLE_TOKEN_URL = "http://oauth.example.com/token?key=s3cret"
+
+    (error,) = check_endpoints()
+
+    assert "http://oauth.example.com" in error.msg and "s3cret" not in error.msg

@@ -3,6 +3,7 @@
 import pytest
 
 from outbox import checks
+from tests.mailpoll.test_checks import ENDPOINT_FORMS
 
 
 def ids(settings_fixture, **values):
@@ -33,3 +34,27 @@ def test_an_unreadable_environment_value_is_reported(monkeypatch):
     monkeypatch.setenv("OUTBOX_CAPACITY", "lots")
     assert [m.id for m in checks.check_values()] == ["outbox.E001"]
     assert checks.check_downstream() == []
+
+
+@pytest.mark.parametrize(("url", "allowed"), ENDPOINT_FORMS)
+def test_the_downstream_url_is_read_as_the_sender_reads_it(settings, url, allowed):
+    found = ids(settings, DOWNSTREAM_URL=url, DOWNSTREAM_TOKEN="s3cret")
+
+    assert (found == []) is allowed, found
+    if not allowed:
+        assert found in (["outbox.E003"], ["outbox.E004"])
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.2:8080\\@127.0.0.1/in", "http://evil.example@127.0.0.1/in",
+                                 "http://127.0.0.1 @evil.example/in", "http://127.1/in"])
+def test_a_url_one_parser_reads_as_loopback_is_not_passed_as_local(settings, url):
+    assert ids(settings, DOWNSTREAM_URL=url, DOWNSTREAM_TOKEN="s3cret") != []
+    assert ids(settings, DOWNSTREAM_URL=url, DOWNSTREAM_TOKEN="") != []
+
+
+def test_a_key_in_the_downstream_url_is_not_printed(settings):
+    settings.DOWNSTREAM_URL, settings.DOWNSTREAM_TOKEN = "http://cms.internal/in?api_key=s3cret", "t"
+
+    (error,) = checks.check_downstream()
+
+    assert error.id == "outbox.E004" and "http://cms.internal" in error.msg and "s3cret" not in error.msg

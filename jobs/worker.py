@@ -3,7 +3,11 @@
 One job at a time per process; scale out with more processes. The loop never
 dies of a job (a handler's exception fails that job) nor of the database (an
 outage is waited out with backoff). SIGTERM/SIGINT stop claiming, let the
-current job finish and exit.
+current job finish and exit; a handler sees that stop request as
+``job.stop_requested`` (a ``threading.Event``), so one that loops over many
+units of work (the outbox's sender) can end after the current one. A
+long-running worker also runs the periodic duties (``jobs.duties``) from a
+thread of its own.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import traceback
 import psycopg
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, reset_queries
 
-from . import conf, dbsession, processes, queue, registry, storable
+from . import conf, dbsession, duties, processes, queue, registry, storable
 from .heartbeat import Heartbeat
 from .models import Job
 from .sweep import Sweeper
@@ -53,6 +57,7 @@ class Worker:
         self.heartbeat = Heartbeat(heartbeat_interval or conf.get("JOBS_HEARTBEAT_INTERVAL"))
         self.sweeper = Sweeper(self.sweep_interval, self.heartbeat.interval)
         self.waker = Waker(self.listen)
+        self.duties = None if burst else duties.Duties()
         self.processed = 0
         self._stop = threading.Event()
         self._backoff = 0.0
@@ -85,6 +90,8 @@ class Worker:
                  ",".join(sorted(registry.all_types())))
         self.heartbeat.start()
         self.sweeper.start()
+        if self.duties is not None:
+            self.duties.start()
         entry = processes.ProcessEntry("runjobs")
         entry.start()
         # Zombies left by an earlier crash go back before this worker's first claim.
@@ -104,6 +111,8 @@ class Worker:
                     self._sleep(self._next_backoff())
         finally:
             entry.stop()
+            if self.duties is not None:
+                self.duties.stop()
             self.sweeper.stop()
             self.heartbeat.stop()
             self.waker.close()
@@ -141,6 +150,7 @@ class Worker:
             self._record(job, Outcome.failed(str(exc)), started)
             return
         self.heartbeat.watch(job)
+        job.stop_requested = self._stop
         try:
             outcome = Outcome.done(job_type.handler(job))
         except queue.JobLost as exc:

@@ -1,8 +1,10 @@
 """Admin for the outbox: the documents waiting for the downstream, how long, how many tries, the last error.
 
 Read-only, scoped by org (``seoinsight.orgscope``): an entry changes only through
-``outbox.entries``. "Retry now" makes waiting entries due at once and queues a
-sender; deleting an entry would drop a held document, so there is no delete.
+``outbox.entries``. "Retry now" (the change permission) makes waiting entries due
+at once and queues a sender; deleting an entry would drop a held document, so
+there is no delete. The heading counts the viewer's orgs' documents only (the
+whole outbox for a superuser).
 
 An entry links to its document's own admin page (``document_url``), found by the
 admin's URL names alone, so the outbox knows no app above it. That page is
@@ -15,13 +17,14 @@ from __future__ import annotations
 import re
 
 from django.contrib import admin
+from django.contrib.auth import get_permission_codename
 from django.template.defaultfilters import truncatechars
 from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html
 from django.utils import timezone
 from django.utils.timesince import timesince
 
-from seoinsight.orgscope import ReadOnlyAdmin
+from seoinsight.orgscope import ReadOnlyAdmin, reachable_orgs
 
 from . import capacity, entries
 from .models import Entry
@@ -63,15 +66,25 @@ class EntryAdmin(ReadOnlyAdmin):
     actions = ["retry_now"]
 
     def has_retry_permission(self, request):
-        return self.has_view_permission(request)
+        # An action that moves rows: the change permission, as the admin's own edits need (not view).
+        opts = self.opts
+        return request.user.has_perm(f"{opts.app_label}.{get_permission_codename('change', opts)}")
 
     def changelist_view(self, request, extra_context=None):
-        current = capacity.depth()
-        extra_context = {**(extra_context or {}), "title": (
-            f"Outbox: {current.held} of {current.capacity} documents waiting for the downstream"
-            + (" (full: mail intake is stopped)" if current.full and capacity.enabled() else "")
-            + ("" if capacity.enabled() else " (DOWNSTREAM_URL is not set: the outbox is off)"))}
+        extra_context = {**(extra_context or {}), "title": self.title(request)}
         return super().changelist_view(request, extra_context)
+
+    def title(self, request) -> str:
+        """The page's heading: the whole outbox for a superuser; for anyone else, their orgs' documents only."""
+        current = capacity.depth()
+        if not capacity.enabled():
+            state = " (DOWNSTREAM_URL is not set: the outbox is off)"
+        else:
+            state = " (full: mail intake is stopped)" if current.full else ""
+        if reachable_orgs(request) is None:
+            return f"Outbox: {current.held} of {current.capacity} documents waiting for the downstream{state}"
+        mine = self.get_queryset(request).count()
+        return f"Outbox: {mine} document{'' if mine == 1 else 's'} of your orgs waiting for the downstream{state}"
 
     @admin.display(description="document page")
     def document_link(self, entry):
@@ -105,6 +118,6 @@ class EntryAdmin(ReadOnlyAdmin):
         ids = list(queryset.values_list("pk", flat=True))
         moved = entries.retry_now(ids)
         if moved:
-            wake(queryset.filter(pk__in=moved).values_list("org_id", flat=True).first())
+            wake()
         self.message_user(request, f"{len(moved)} of {len(ids)} entries due now"
                           + ("; the others are being sent right now" if len(moved) < len(ids) else ""))

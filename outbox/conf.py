@@ -17,11 +17,18 @@ SETTINGS = Declarations(
     Setting("OUTBOX_RETRY_MAX_SECONDS", float, 3600.0, "the longest delay between two tries of one document"),
     Setting("OUTBOX_SENDERS", int, 2, "deliver_outbox jobs that may send at once (each holds a worker meanwhile)"),
     Setting("OUTBOX_SENDER_SECONDS", float, 30.0,
-            "how long one deliver_outbox job keeps sending and waiting for retries due soon before it ends"),
+            "how long one deliver_outbox job keeps claiming documents and waiting for retries due soon before "
+            "it ends (0: one try); what is left goes to the next sender"),
+    Setting("OUTBOX_WATCH_SECONDS", float, 5.0,
+            "how often each runjobs worker looks for due documents (or expired claims) that no sender is "
+            "queued or running for, and wakes one"),
+    Setting("OUTBOX_OVERDUE_SECONDS", float, 180.0,
+            "seconds a document may stay due without a sender taking it before /health/ready and /metrics "
+            "report it overdue"),
 )
 
 get = SETTINGS.get
 
 # The numbers that must be above zero (OUTBOX_SENDER_SECONDS may be 0: send what is due, then end).
 POSITIVE = ("DOWNSTREAM_TIMEOUT", "OUTBOX_CAPACITY", "OUTBOX_LEASE_SECONDS", "OUTBOX_RETRY_BASE_SECONDS",
-            "OUTBOX_RETRY_MAX_SECONDS", "OUTBOX_SENDERS")
+            "OUTBOX_RETRY_MAX_SECONDS", "OUTBOX_SENDERS", "OUTBOX_WATCH_SECONDS", "OUTBOX_OVERDUE_SECONDS")

@@ -25,6 +25,9 @@ log = logging.getLogger(__name__)
 
 MAX_ERROR_CHARS = 2000
 
+# The namespace of every Idempotency-Key (uuid5 of "seoinsight:outbox:idempotency-key" in the URL namespace).
+KEY_NAMESPACE = uuid.UUID("7f57c101-5319-5c2e-a55a-a960ac779011")
+
 
 class LeaseLost(RuntimeError):
     """The claim this sender holds is gone: its lease expired and another sender re-claimed the entry."""
@@ -46,6 +49,23 @@ class Claimed:
     token: uuid.UUID
 
 
+def idempotency_key(org_id, document_ref: str, content_sha256: str = "") -> uuid.UUID:
+    """The Idempotency-Key of a document: the same for every send of it, whichever entry carries it.
+
+    A document held again after it was acknowledged (an operator's Retry of a
+    document "delivered downstream, but not imported") is the same document, so
+    the downstream records it once. Its content's digest is part of it: an id
+    reused for other content (a database restored from an old backup) is
+    another document.
+
+    >>> idempotency_key("acme", "mailpoll.attachment:42", "ab") == idempotency_key("acme", "mailpoll.attachment:42", "ab")
+    True
+    >>> idempotency_key("acme", "mailpoll.attachment:42") == idempotency_key("acme", "mailpoll.attachment:43")
+    False
+    """
+    return uuid.uuid5(KEY_NAMESPACE, f"{org_id}\n{document_ref}\n{content_sha256}")
+
+
 def add(*, org_id, document_ref: str, source: str, document: dict, file: str = "", file_size: int = 0,
         file_sha256: str = "") -> bool:
     """Hold an accepted document for the downstream; call in the transaction that accepts it.
@@ -57,12 +77,13 @@ def add(*, org_id, document_ref: str, source: str, document: dict, file: str = "
     if not capacity.enabled():
         return False
     with connection.cursor() as cursor:
-        cursor.execute(sql.ADD, {"org_id": org_id, "document_ref": document_ref, "source": source,
+        key = idempotency_key(org_id, document_ref, file_sha256 or str(document.get("sha256") or ""))
+        cursor.execute(sql.ADD, {"key": key, "org_id": org_id, "document_ref": document_ref, "source": source,
                                  "document": json.dumps(document), "file": file, "file_size": file_size,
                                  "file_sha256": file_sha256})
         added = cursor.fetchone() is not None
     if added:
-        wake(org_id)
+        wake()
     return added
 
 
@@ -118,6 +139,7 @@ def next_due_in() -> float | None:
 
 
 def due_count() -> int:
+    """Entries claimable now (due, or their lease expired)."""
     with connection.cursor() as cursor:
         cursor.execute(sql.DUE_COUNT)
         return int(cursor.fetchone()[0])

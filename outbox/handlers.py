@@ -1,8 +1,14 @@
 """deliver_outbox: a sender of held documents, run by the job workers (``outbox.sender.run``).
 
-Queued by every accepted document (in its transaction), by mailpoll's capacity
-gate when a poll finds the outbox full, and by the admin's "retry now"; several
-may run at once (up to OUTBOX_SENDERS), never two on one entry (its lease).
+Queued (``outbox.wake``) by every accepted document (in its transaction), by a
+sender that ends with work due, by mail intake's gate when the outbox is full,
+by the admin's "Retry now", and by every worker's periodic duty when an entry
+is due or its lease expired and no sender is queued or running
+(``outbox.watch``); several may run at once (up to OUTBOX_SENDERS), never two on
+one entry (its lease). One attempt: a sender that dies is not re-run, the duty
+wakes a fresh one once its entries' leases end. It stops claiming when its
+worker is stopping (``job.stop_requested``). Its job belongs to the system org
+and its report is counts only: it serves every org.
 """
 
 from __future__ import annotations
@@ -15,4 +21,4 @@ from .wake import JOB_TYPE
 
 @register(JOB_TYPE, max_attempts=1)
 def deliver_outbox(job):
-    return sender.run()
+    return sender.run(stop=getattr(job, "stop_requested", None))

@@ -1,18 +1,28 @@
 """Sending held documents to the downstream: one try per claimed entry, then done or failed.
 
-A try is one POST to DOWNSTREAM_URL with ``Idempotency-Key: <entry key>`` (the
-same on every try, so the downstream records a document once however often it
-arrives: delivery is at least once) and, with DOWNSTREAM_TOKEN, ``Authorization:
-Bearer <token>``; redirects are not followed, so the token reaches that URL's
-host only. The body is the document's JSON; with a
-file it is multipart (part ``document``: the JSON, part ``file``: the bytes,
-read through ``seoinsight.storage.read_verified``). Every request has a
-timeout (DOWNSTREAM_TIMEOUT, to connect and per silence while answering): a
+A try is one POST to DOWNSTREAM_URL with ``Idempotency-Key: <the document's key>``
+(the same on every try and every send of the document, so the downstream
+records a document once however often it arrives: delivery is at least once)
+and, with DOWNSTREAM_TOKEN, ``Authorization: Bearer <token>``; redirects are not
+followed, so the token reaches that URL's host only. The body is the document's
+JSON; with a file it is multipart (part ``document``: the JSON, part ``file``:
+the bytes, read through ``seoinsight.storage.read_verified``). Every request has
+a timeout (DOWNSTREAM_TIMEOUT, to connect and per silence while answering): a
 downstream that hangs fails the try instead of holding the sender.
+
+Of an answer only the status is used, and of an error at most REASON_BYTES for
+its reason: a 2xx's body is never read, so no answer can grow the worker. An
+error's text names the downstream's origin only (``seoinsight.outbound``): a key
+in DOWNSTREAM_URL's query never reaches last_error, a log line or a page.
 
 ``run`` is one sender (the ``deliver_outbox`` job): it holds one of
 OUTBOX_SENDERS slots (a session advisory lock, freed if its process dies), so
-senders never take all the workers while the downstream is down.
+senders never take all the workers while the downstream is down. It claims
+until its budget (OUTBOX_SENDER_SECONDS) is spent or its worker is stopping —
+a SIGTERM costs at most the try under way — and waits only for retries due
+within the budget; what is left is a successor's (woken as it ends) or, due
+later, the periodic duty's (``outbox.watch``). Its report is counts only: it
+serves every org, and its job is visible to superusers alone anyway.
 """
 
 from __future__ import annotations
@@ -23,12 +33,12 @@ import os
 import socket
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import requests
 from django.db import connection, transaction
 
-from seoinsight import storage
+from seoinsight import outbound, storage
 
 from . import conf, delivered, entries, sql
 from .entries import Claimed, LeaseLost
@@ -38,6 +48,9 @@ log = logging.getLogger(__name__)
 
 # A sleeping sender looks at the table again at least this often (a retry made due by the admin).
 MAX_NAP = 1.0
+# The most of an error answer read for its reason; the rest is never read (the connection is closed).
+REASON_BYTES = 2048
+REASON_CHARS = 300
 
 
 class DeliveryError(Exception):
@@ -46,21 +59,32 @@ class DeliveryError(Exception):
 
 @dataclass
 class Report:
+    """What one sender did, in counts: its job serves every org, so it names no document."""
+
     delivered: int = 0
     failed: int = 0
-    errors: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict:
-        return {"delivered": self.delivered, "failed": self.failed, "errors": self.errors[:5]}
+        return {"delivered": self.delivered, "failed": self.failed}
 
 
 def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
 
 
-def post(entry: Claimed, session: requests.Session | None = None) -> requests.Response:
-    """One try: the document (and its file) to DOWNSTREAM_URL; raises DeliveryError unless it answers 2xx."""
+def post(entry: Claimed, session: requests.Session | None = None) -> None:
+    """One try: the document (and its file) to DOWNSTREAM_URL; raises DeliveryError unless it answers 2xx.
+
+    The error names the downstream's origin only: no path, and none of the URL's query values anywhere in it.
+    """
     url = str(conf.get("DOWNSTREAM_URL")).strip()
+    try:
+        _post(url, entry, session)
+    except DeliveryError as exc:
+        raise DeliveryError(outbound.hide_query(str(exc), url)) from None
+
+
+def _post(url: str, entry: Claimed, session: requests.Session | None) -> None:
     timeout = float(conf.get("DOWNSTREAM_TIMEOUT"))
     headers = {"Idempotency-Key": str(entry.key)}
     token = str(conf.get("DOWNSTREAM_TOKEN")).strip()
@@ -68,8 +92,9 @@ def post(entry: Claimed, session: requests.Session | None = None) -> requests.Re
         headers["Authorization"] = f"Bearer {token}"
     http = session or requests
     # No redirects: the token goes to DOWNSTREAM_URL's host and nowhere else, and a document is registered
-    # only by a 2xx from that URL (a 3xx fails the try, and says where it pointed).
-    send = {"headers": headers, "timeout": (timeout, timeout), "allow_redirects": False}
+    # only by a 2xx from that URL (a 3xx fails the try, and says to which host it pointed).
+    # Streamed: the status is read, the body only as far as an error's reason.
+    send = {"headers": headers, "timeout": (timeout, timeout), "allow_redirects": False, "stream": True}
     try:
         if entry.file:
             data = storage.read_verified(entry.file, entry.file_size, entry.file_sha256)
@@ -83,13 +108,25 @@ def post(entry: Claimed, session: requests.Session | None = None) -> requests.Re
     except storage.DamagedFile as exc:
         raise DeliveryError(str(exc)) from None
     except requests.RequestException as exc:
-        raise DeliveryError(f"{type(exc).__name__}: {exc}") from None
-    if 300 <= response.status_code < 400:
-        raise DeliveryError(f"HTTP {response.status_code}: redirected to {response.headers.get('Location', '?')!r}, "
-                            "which is not followed (set DOWNSTREAM_URL to where documents are accepted)")
-    if not 200 <= response.status_code < 300:
-        raise DeliveryError(f"HTTP {response.status_code}: {response.text[:300]}")
-    return response
+        raise DeliveryError(outbound.describe(exc)) from None
+    try:
+        outbound.refuse_redirect(response, "the downstream")
+        if not 200 <= response.status_code < 300:
+            raise DeliveryError(f"HTTP {response.status_code}: {reason(response)}")
+    except outbound.RedirectRefused as exc:
+        raise DeliveryError(f"{exc} (set DOWNSTREAM_URL to where documents are accepted)") from None
+    finally:
+        response.close()
+
+
+def reason(response) -> str:
+    """The start of an error answer, as one line with no URL's path or query; at most REASON_BYTES are read."""
+    try:
+        raw = response.raw.read(REASON_BYTES, decode_content=False) or b""
+    except Exception as exc:  # the downstream closed or stalled mid-answer: its status is the reason
+        return f"(its answer could not be read: {type(exc).__name__})"
+    text = raw.decode("utf-8", errors="replace")
+    return outbound.scrub(" ".join(text.split()))[:REASON_CHARS]
 
 
 def deliver_one(entry: Claimed, report: Report, session=None) -> None:
@@ -104,7 +141,6 @@ def deliver_one(entry: Claimed, report: Report, session=None) -> None:
                         entry.id, exc)
             return
         report.failed += 1
-        report.errors.append(str(exc)[:200])
         log.warning("outbox entry=%s %s org=%s try %s failed, next in %.1f s: %s", entry.id,
                     entry.document_ref, entry.org_id, entry.attempts + 1, wait, exc)
         return
@@ -112,7 +148,8 @@ def deliver_one(entry: Claimed, report: Report, session=None) -> None:
         # Deleted only now, after the 2xx: acknowledged, then deleted (seed 004). The document moves on in
         # the same transaction, and only for the sender whose delete removed the row (one follow-up per entry).
         with transaction.atomic():
-            if entries.done(entry):
+            removed = entries.done(entry)
+            if removed:
                 delivered.follow_up(entry.document_ref)
     except Exception as exc:
         # Rolled back: the entry stays, and is sent again (the same key: the downstream records it once).
@@ -123,17 +160,25 @@ def deliver_one(entry: Claimed, report: Report, session=None) -> None:
         except LeaseLost:
             pass  # another sender has the entry now, and will send it again itself
         report.failed += 1
-        report.errors.append(f"after delivery: {exc}"[:200])
+        return
+    if not removed:
+        # Another sender (this one's lease had expired) got its 2xx first and counted the delivery.
+        log.info("outbox entry=%s %s acknowledged again, after another sender's delivery", entry.id,
+                 entry.document_ref)
         return
     report.delivered += 1
     log.info("outbox entry=%s %s org=%s delivered (key %s)", entry.id, entry.document_ref, entry.org_id, entry.key)
 
 
-def run(budget: float | None = None, worker: str | None = None) -> dict:
-    """One sender: send what is due, wait for retries due within ``budget`` seconds, end when there is none.
+def run(budget: float | None = None, worker: str | None = None, stop: threading.Event | None = None) -> dict:
+    """One sender: send what is due until ``budget`` seconds are spent or ``stop`` is set, then end.
 
-    ``budget`` defaults to OUTBOX_SENDER_SECONDS (0: send what is due now, then end).
-    Returns a report; ``{"skipped": ...}`` when every sender slot is taken.
+    ``budget`` defaults to OUTBOX_SENDER_SECONDS; the first claim is always made
+    (0: one try), later ones only within the budget, and none once ``stop`` is
+    set (the worker is stopping), so a stop costs at most the try under way.
+    Retries due within the budget are waited for. Whatever is due when it ends
+    is woken for (a successor). Returns counts; ``{"skipped": ...}`` when every
+    sender slot is taken.
     """
     budget = float(conf.get("OUTBOX_SENDER_SECONDS")) if budget is None else budget
     worker = worker or worker_name()
@@ -143,30 +188,40 @@ def run(budget: float | None = None, worker: str | None = None) -> dict:
     report = Report()
     deadline = time.monotonic() + budget
     fanned_out = False
+    tried = 0
     try:
         with requests.Session() as session:
-            while True:
+            while not (stop is not None and stop.is_set()):
+                if tried and time.monotonic() >= deadline:
+                    break
                 entry = entries.claim(worker)
                 if entry is not None:
                     if not fanned_out:
                         # More due than this sender alone sends: queue one more (it takes a free slot, or ends).
                         fanned_out = True
                         if entries.due_count() > 0:
-                            wake(entry.org_id)
+                            wake()
                     deliver_one(entry, report, session)
+                    tried += 1
                     continue
                 due_in = entries.next_due_in()
                 if due_in is None or time.monotonic() + max(due_in, 0) > deadline:
                     break
-                time.sleep(min(max(due_in, 0.05), MAX_NAP))
+                _nap(min(max(due_in, 0.05), MAX_NAP), stop)
     finally:
         _release_slot(slot)
-    # A wake that came while this sender held the last slot found none free and ended: look once more.
+    # Work left that is due now (the budget ran out, the worker is stopping, or a wake came while this sender
+    # held the last slot and found none free): a successor. What comes due later is the periodic duty's.
     if entries.due_count() > 0:
-        org_id = _any_org()
-        if org_id is not None:
-            wake(org_id)
+        wake()
     return report.as_dict()
+
+
+def _nap(seconds: float, stop: threading.Event | None) -> None:
+    if stop is not None:
+        stop.wait(seconds)
+    else:
+        time.sleep(seconds)
 
 
 def _take_slot() -> int | None:
@@ -185,9 +240,3 @@ def _release_slot(slot: int) -> None:
     except Exception:
         # The connection is broken: its session, and with it the lock, is gone already.
         log.warning("outbox sender slot %s: could not unlock (connection lost; the lock went with it)", slot)
-
-
-def _any_org():
-    from .models import Entry
-
-    return Entry.objects.values_list("org_id", flat=True).first()

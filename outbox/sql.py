@@ -16,11 +16,12 @@ SENDER_LOCK_NAMESPACE = 0x0B0C
 ENTRY_COLUMNS = "id, key, org_id, document_ref, document, file, file_size, file_sha256, attempts, claim_token"
 
 # add: the accept's entry, in the accept's transaction. UNIQUE (document_ref) makes a second accept of the
-# same document (a replayed transition) a no-op instead of a second delivery.
+# same document (a replayed transition) a no-op instead of a second delivery. The key is the document's
+# (outbox.entries.idempotency_key), not drawn per entry: a document held again is sent under the same key.
 ADD = """
 INSERT INTO outbox_entry (key, org_id, document_ref, source, document, file, file_size, file_sha256, state,
                           attempts, last_error, claimed_by)
-VALUES (gen_random_uuid(), %(org_id)s, %(document_ref)s, %(source)s, %(document)s::jsonb, %(file)s,
+VALUES (%(key)s, %(org_id)s, %(document_ref)s, %(source)s, %(document)s::jsonb, %(file)s,
         %(file_size)s, %(file_sha256)s, 'waiting', 0, '', '')
 ON CONFLICT (document_ref) DO NOTHING
 RETURNING id
@@ -91,3 +92,21 @@ DEPTH = "SELECT count(*), EXTRACT(EPOCH FROM statement_timestamp() - min(created
 
 TRY_SLOT = "SELECT pg_try_advisory_lock(%(namespace)s, %(slot)s)"
 RELEASE_SLOT = "SELECT pg_advisory_unlock(%(namespace)s, %(slot)s)"
+
+# The periodic duty (outbox.watch): should a sender be woken? True when an entry is claimable (due, or its
+# lease expired) and no sender is queued (the wake's dedup key, UNIQUE) or running (the live-jobs partial
+# index: running rows are at most one per worker). Each EXISTS stops at its first row.
+SENDER_WANTED = """
+SELECT (EXISTS (SELECT 1 FROM outbox_entry WHERE state = 'waiting' AND next_attempt_at <= statement_timestamp())
+        OR EXISTS (SELECT 1 FROM outbox_entry WHERE state = 'sending' AND lease_until < statement_timestamp()))
+   AND NOT EXISTS (SELECT 1 FROM jobs WHERE dedup_key = %(dedup_key)s)
+   AND NOT EXISTS (SELECT 1 FROM jobs WHERE status = 'running' AND type = %(job_type)s)
+"""
+
+# Entries claimable for longer than %(after)s seconds (due, or their lease over, and nobody took them), and
+# how long the longest of them has been claimable: a sender should have had them long ago.
+OVERDUE = """
+SELECT count(*), EXTRACT(EPOCH FROM statement_timestamp() - min(due_at))
+FROM (SELECT CASE WHEN state = 'waiting' THEN next_attempt_at ELSE lease_until END AS due_at FROM outbox_entry) AS e
+WHERE due_at < statement_timestamp() - %(after)s * INTERVAL '1 second'
+"""

@@ -8,6 +8,14 @@ capacity when it is on (``outbox.capacity``). Either answers JSON, 200 or 503, w
 so it says nothing an anonymous caller may not know: check names and fixed
 reasons, never an exception's text (a DSN, a host, a user), never an org.
 
+``signals`` are reported beside the checks, in the same form, but never make
+the answer 503: what they show is not this replica's to fix, and taking every
+web replica out of rotation would not fix it either. ``outbox_overdue``: held
+documents due for longer than OUTBOX_OVERDUE_SECONDS with no sender taking them
+(no worker running, all of them busy, a stall) — for the operator's monitoring
+to alert on (``seoinsight_outbox_overdue`` in /metrics too), while intake and
+the web keep working.
+
 The checks of the apps above the core are named by dotted path, like
 INSTALLED_APPS: the core knows no app; the strings are its wiring. Each is a
 callable returning the list of what is wrong (empty when ready), or, with a
@@ -31,6 +39,10 @@ READY_CHECKS = (
     ("processes", "jobs.processes.readiness"),
     # Full, intake has stopped (seed 004): this replica takes nothing new until the outbox drains.
     ("outbox", "outbox.capacity.is_full", "the downstream outbox is full: intake waits until it drains"),
+)
+# Reported, never 503 (see above).
+READY_SIGNALS = (
+    ("outbox_overdue", "outbox.watch.readiness"),
 )
 
 _migrated = False
@@ -80,9 +92,18 @@ def ready_report() -> tuple[bool, dict]:
                 log.warning("health: check %s failed (%s)", name, type(exc).__name__)
                 checks[name] = [f"the {name} check could not read the database"]
     ready = not any(checks.values())
+    signals: dict[str, list[str]] = {}
+    if not (checks["database"] or checks.get("migrations")):
+        for name, path, *reason in READY_SIGNALS:
+            try:
+                signals[name] = _problems(path, reason)
+            except (DatabaseError, InterfaceError) as exc:
+                log.warning("health: signal %s failed (%s)", name, type(exc).__name__)
+                signals[name] = [f"the {name} signal could not read the database"]
     return ready, {
         "status": "ready" if ready else "not ready",
         "checks": {name: {"ok": not problems, "problems": problems} for name, problems in checks.items()},
+        "signals": {name: {"ok": not problems, "problems": problems} for name, problems in signals.items()},
     }
 
 

@@ -129,3 +129,36 @@ def test_an_outbox_at_capacity_makes_the_replica_not_ready(client, no_processes,
     assert response.status_code == (200 if is_ready else 503)
     assert response.json()["checks"]["outbox"] == {
         "ok": is_ready, "problems": [] if is_ready else ["the downstream outbox is full: intake waits until it drains"]}
+
+
+@pytest.mark.parametrize(("due_minutes_ago", "state", "overdue"), [
+    (10, "waiting", True),  # due 10 min ago, nobody sent it
+    (1, "waiting", False),  # within OUTBOX_OVERDUE_SECONDS
+    (-5, "waiting", False),  # due in 5 min
+    (10, "sending", True),  # its claim ended 10 min ago and nobody took it over
+    (-5, "sending", False),  # claimed, the lease still runs
+])
+def test_an_overdue_document_is_a_signal_that_does_not_make_the_replica_unready(
+        client, no_processes, settings, due_minutes_ago, state, overdue):
+    from django.utils import timezone
+
+    from outbox.models import Entry
+    from tests.factories import OrgFactory
+
+    settings.DOWNSTREAM_URL, settings.OUTBOX_OVERDUE_SECONDS = "http://127.0.0.1:9/", 180
+    seen(ProcessKind.RUNJOBS)
+    seen(ProcessKind.POLLMAIL)
+    hold(OrgFactory(), 1)
+    due = timezone.now() - timedelta(minutes=due_minutes_ago)
+    if state == "sending":
+        Entry.objects.update(state="sending", claimed_by="w", claim_token="00000000-0000-0000-0000-000000000001",
+                             lease_until=due)
+    else:
+        Entry.objects.update(next_attempt_at=due)
+
+    response = client.get("/health/ready")
+
+    assert response.status_code == 200
+    signal = response.json()["signals"]["outbox_overdue"]
+    assert signal["ok"] is not overdue
+    assert bool(signal["problems"]) is overdue

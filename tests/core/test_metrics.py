@@ -138,3 +138,22 @@ def test_the_outbox_depth_capacity_and_oldest_age(client, token, db, settings):
     assert samples[("seoinsight_outbox_depth", ())] == 3
     assert samples[("seoinsight_outbox_capacity", ())] == 50
     assert samples[("seoinsight_outbox_oldest_age_seconds", ())] > 290
+
+
+def test_overdue_outbox_documents_and_the_oldest_overdue_age(client, token, db, settings):
+    from outbox.models import Entry
+    from tests.factories import OrgFactory
+
+    settings.DOWNSTREAM_URL, settings.OUTBOX_OVERDUE_SECONDS = "http://127.0.0.1:9/", 180
+    org = OrgFactory()
+    Entry.objects.bulk_create(Entry(org=org, document_ref=f"test:{i}", source="test", document={})
+                              for i in range(4))
+    now = timezone.now()
+    Entry.objects.filter(document_ref="test:0").update(next_attempt_at=now - timedelta(minutes=10))
+    Entry.objects.filter(document_ref="test:1").update(next_attempt_at=now - timedelta(minutes=5))
+    Entry.objects.filter(document_ref="test:3").update(next_attempt_at=now + timedelta(minutes=5))
+
+    samples = scrape(client)
+
+    assert samples[("seoinsight_outbox_overdue", ())] == 2
+    assert 590 < samples[("seoinsight_outbox_oldest_overdue_seconds", ())] < 700

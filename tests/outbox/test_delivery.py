@@ -44,7 +44,7 @@ def test_accepted_documents_reach_the_downstream_with_their_file_and_text(downst
 def test_a_500_is_retried_later_with_the_same_idempotency_key(downstream, held):
     downstream.answers = [500]
     held(1)
-    assert sender.run() == {"delivered": 0, "failed": 1, "errors": ['HTTP 500: {"error": "scripted failure"}']}
+    assert sender.run() == {"delivered": 0, "failed": 1}
     entry = Entry.objects.get()
     assert (entry.attempts, entry.state) == (1, "waiting")
     assert "HTTP 500" in entry.last_error
@@ -60,8 +60,7 @@ def test_a_500_is_retried_later_with_the_same_idempotency_key(downstream, held):
 def test_a_downstream_that_hangs_past_the_timeout_is_retried(downstream, held):
     downstream.answers = ["hang"]
     held(1)
-    report = sender.run()
-    assert report["failed"] == 1 and "Timeout" in report["errors"][0]
+    assert sender.run()["failed"] == 1
     assert "ReadTimeout" in Entry.objects.get().last_error
 
     wait_for(lambda: sender.run()["delivered"] == 1, timeout=10, message="the retry after the hang")
@@ -97,7 +96,7 @@ def test_a_sender_waits_for_a_retry_due_within_its_budget(downstream, settings, 
     downstream.answers = [500]
     held(1)
     started = time.monotonic()
-    assert sender.run() == {"delivered": 1, "failed": 1, "errors": ['HTTP 500: {"error": "scripted failure"}']}
+    assert sender.run() == {"delivered": 1, "failed": 1}
     assert time.monotonic() - started < 10  # it ended once the outbox was empty, not at its budget
 
 

@@ -23,7 +23,9 @@ Transport, and why tests need no patching. Production and tests run the same cod
 Errors: 429 and 5xx are retried up to ``MAX_ATTEMPTS`` times with exponential
 backoff, honouring ``Retry-After``; so are failures of the connection itself
 (refused, reset, dropped before the answer, timed out, host not found), of the
-API and of the token endpoint alike, and the final error names the endpoint.
+API and of the token endpoint alike, and the final error names the endpoint by its origin. No URL's path
+or query (a key in it, or a server echoing the request) reaches a recorded error or a log line
+(``seoinsight.outbound.where`` / ``scrub``).
 401/403/404 mean the service account cannot see the property and fail at once;
 any other 4xx is a bad query and fails at once.
 """
@@ -36,8 +38,6 @@ import re
 import ssl
 import time
 from datetime import date
-from urllib.parse import urlsplit
-
 import google_auth_httplib2
 import httplib2
 from google.auth.exceptions import GoogleAuthError, TransportError
@@ -46,6 +46,7 @@ from googleapiclient.discovery import build
 from googleapiclient.errors import HttpError
 
 from seoinsight.models import check_token_uri
+from seoinsight.outbound import scrub, where
 
 log = logging.getLogger(__name__)
 
@@ -102,14 +103,18 @@ def network_failure(exc: BaseException) -> str | None:
         summary = "host not found"
     else:
         summary = "connection failed"
-    detail = str(failure).strip()
+    detail = scrub(str(failure).strip())
     return f"{summary} ({type(failure).__name__}{': ' + detail[:200] if detail else ''})"
 
 
 def endpoint_of(url: str) -> str:
-    """The scheme and host of a URL, which is what an operator needs to check a network path."""
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}" if parts.netloc else url
+    """The scheme, host and port of a URL, which is what an operator needs to check a network path: never
+    its user name, password, path or query.
+
+    >>> endpoint_of("https://robot:pw@searchconsole.googleapis.com/v1/?key=k")
+    'https://searchconsole.googleapis.com'
+    """
+    return where(url)
 
 
 class SearchConsoleError(Exception):
@@ -210,11 +215,11 @@ class SearchAnalytics:
             # Checked again here, not only when the key was pasted: the allowed list may have shrunk since.
             check_token_uri(account_info.get("token_uri"))
         except ValueError as exc:
-            raise SearchConsoleError(f"the stored service-account key is refused: {exc}") from None
+            raise SearchConsoleError(f"the stored service-account key is refused: {scrub(str(exc))}") from None
         try:
             credentials = service_account.Credentials.from_service_account_info(account_info, scopes=SCOPES)
         except ValueError as exc:  # a key that passed set_service_account but cannot sign (bad PEM)
-            raise SearchConsoleError(f"the stored service-account key is not usable: {exc}") from None
+            raise SearchConsoleError(f"the stored service-account key is not usable: {scrub(str(exc))}") from None
         email = credentials.service_account_email
         request = StatusRecordingRequest(default_http())
         try:
@@ -222,10 +227,11 @@ class SearchAnalytics:
                           endpoint=endpoint_of(str(account_info.get("token_uri", ""))), job_id=job_id)
         except (GoogleAuthError, TypeError, KeyError, ValueError) as exc:
             # Beyond its own errors, google-auth fails this way on an answer that is not a token (HTML, a list).
-            log.warning("job=%s token endpoint refused service account %s: %.300r", job_id, email, exc)
+            # The answer itself is not logged: a server of the key's choosing may echo what it was sent.
+            failure = token_failure(exc, request.status)
+            log.warning("job=%s token endpoint refused service account %s: %s", job_id, email, failure)
             raise SearchConsoleError(
-                f"could not get a Search Console access token for service account {email}: "
-                f"{token_failure(exc, request.status)}"
+                f"could not get a Search Console access token for service account {email}: {failure}"
             ) from None
         http = google_auth_httplib2.AuthorizedHttp(credentials, http=http_factory())
         options = {"api_endpoint": api_endpoint} if api_endpoint else None
@@ -247,7 +253,8 @@ class SearchAnalytics:
                 wait_or_give_up(failure, attempt, self.max_attempts, what="the Search Console API",
                                 endpoint=endpoint_of(request.uri), job_id=self.job_id)
             except HttpError as exc:
-                status, reason = exc.resp.status, exc.reason
+                # The API's own message, without the URLs it may quote (the request's, with its query).
+                status, reason = exc.resp.status, scrub(str(exc.reason))
                 if status in NO_ACCESS_STATUSES:
                     raise SearchConsoleError(
                         f"service account {self.account_email} has no access to Search Console property "

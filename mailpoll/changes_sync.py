@@ -4,7 +4,9 @@ The provider yields ``changes.Batch``es. Each is stored (raw messages through th
 ``store_messages`` as IMAP's, oversized ones as rejected Requests) and only then is its
 cursor committed, so the cursor moves only over what is durably stored. A message that
 cannot be stored ends the read before its batch's cursor: the next poll reads that batch
-again, and dedup absorbs what it had stored.
+again, and dedup absorbs what it had stored. The downstream outbox's gate is asked before
+every batch is fetched (``folder_sync.intake_gate``): full, the read stops at the last
+committed cursor, and the next poll goes on from there.
 
 When the provider has forgotten the cursor (``CursorExpired``), the folder is resynced: its
 position is dropped, the resync is recorded on its FolderCursor (count, reason, start) and
@@ -21,7 +23,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from . import conf, cursor, store
-from .folder_sync import BatchStore, FolderResult, count_outcome
+from .folder_sync import BatchStore, FolderResult, count_outcome, intake_gate
 from .models import FolderCursor, Mailbox
 from .providers import FolderError
 from .providers.changes import CursorExpired, TooBig
@@ -57,6 +59,9 @@ class ChangesSync(BatchStore):
     def _read(self, provider, mailbox, folder, plan: cursor.ReadPlan, result: FolderResult) -> None:
         limit = conf.get("MAILPOLL_MAX_MESSAGE_BYTES")
         since = mailbox.initial_since if plan.mode == "since" else None
+        # A first "new only" read fetches no message, it only takes the current position: never held back.
+        if not (plan.cursor is None and plan.mode == "new-only") and self._held(mailbox, folder, result):
+            return
         for batch in provider.changes(folder, plan.cursor, mode=plan.mode, since=since):
             succeeded: set = set()
             raws = [(ref, item) for ref, item in batch.items if not isinstance(item, TooBig)]
@@ -81,6 +86,16 @@ class ChangesSync(BatchStore):
                 log.info("mailbox=%s folder=%s stopping: the rest is read from the cursor next poll",
                          mailbox.pk, folder)
                 return
+            if self._held(mailbox, folder, result):
+                return
+
+    def _held(self, mailbox, folder, result: FolderResult) -> bool:
+        """The outbox's gate before the next batch is fetched (the source is lazy: leaving fetches nothing)."""
+        _room, result.held = intake_gate(mailbox)
+        if result.held:
+            log.warning("mailbox=%s folder=%s the rest is read from the cursor once there is room: %s",
+                        mailbox.pk, folder, result.held)
+        return bool(result.held)
 
     def _commit(self, provider, mailbox, folder, position: str, result: FolderResult) -> None:
         """Store the folder's new position; a position that completes the read also ends a resync."""

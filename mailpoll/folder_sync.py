@@ -4,6 +4,10 @@ Each fetched batch is stored in one transaction, and a batch that fails is
 stored again message by message, so only a message that really cannot be
 stored holds the cursor (``mailpoll.store``). The cursor is saved after every
 batch, and only over what this poll attempted and stored.
+
+Before every batch the downstream outbox's gate is asked (``intake_gate``, seed
+004): a read stops where the outbox is full, its cursor right after the last
+message taken, and the rest waits on the server until there is room.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from django.db import connection
 from django.utils import timezone
 
 from jobs import dbsession
+from outbox import capacity as outbox_capacity
+from outbox.wake import wake as outbox_wake
 
 from . import conf, cursor, sql, store
 from .models import FolderCursor, Mailbox
@@ -37,6 +43,24 @@ class FolderResult:
     last_uid: int | None = None  # the stored cursor after this poll; None while the folder has none
     position: str = ""  # an API folder's stored cursor after this poll (it has no last_uid)
     error: str = ""  # why the folder could not be read at all
+    held: str = ""  # why the read stopped at the outbox's gate before the folder's end (``intake_gate``)
+
+
+def intake_gate(mailbox) -> tuple[int | None, str]:
+    """Seed 004's bound, asked before a fetch: (documents intake may take now, why it may take none).
+
+    ``(None, "")`` while the outbox is off: no bound, no statement run. Otherwise one statement
+    (``outbox.capacity.intake_depth``: held entries and documents on their way). Full, it is
+    ``(0, reason)``, the reason being what the mailbox records, and a sender is queued so the
+    outbox drains whatever else has stopped.
+    """
+    current = outbox_capacity.intake_gate()
+    if current is None:
+        return None, ""
+    if not current.full:
+        return current.room, ""
+    outbox_wake(mailbox.org_id)
+    return 0, outbox_capacity.full_reason(current)
 
 
 class BatchStore:
@@ -113,12 +137,19 @@ class FolderSync(BatchStore):
         result = FolderResult(folder, plan.mode, last_uid=state.last_uid if state else None)
         succeeded: set[int] = set()
         batch_size = conf.get("MAILPOLL_FETCH_BATCH")
-        for start in range(0, len(uids), batch_size):
+        start = 0
+        while start < len(uids):
             if self._stop.is_set():
                 log.info("mailbox=%s folder=%s stopping: %s of %s messages left for the next poll",
                          mailbox.pk, folder, len(uids) - start, len(uids))
                 break
-            end = min(start + batch_size, len(uids))
+            room, result.held = intake_gate(mailbox)
+            if result.held:
+                log.warning("mailbox=%s folder=%s %s of %s messages left on the server: %s", mailbox.pk, folder,
+                            len(uids) - start, len(uids), result.held)
+                break
+            # No more than the outbox has room for: the bound is passed only by messages of several documents.
+            end = min(start + (batch_size if room is None else min(batch_size, room)), len(uids))
             batch = uids[start:end]
             self._store_batch(provider, mailbox, status, batch, result, succeeded)
             # Stored now, not after the loop: an error in a later batch must not throw this one's progress away.
@@ -126,6 +157,7 @@ class FolderSync(BatchStore):
             self._save_cursor(mailbox, folder, cursor.cursor_after_batch(plan, uids, start, end, succeeded), result)
             if not all(uid in succeeded for uid in batch):
                 break  # the cursor cannot pass the failure; fetch no further this tick
+            start = end
         if not uids:
             self._save_cursor(mailbox, folder, cursor.next_cursor(plan, uids, [], succeeded), result)
         return result

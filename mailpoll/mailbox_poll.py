@@ -21,12 +21,10 @@ from django.db.models import Q
 from django.utils import timezone
 
 from jobs import dbsession
-from outbox import capacity as outbox_capacity
-from outbox.wake import wake as outbox_wake
 
 from . import conf, sql
 from .changes_sync import ChangesSync
-from .folder_sync import FolderResult, FolderSync, reset_connection_if_broken
+from .folder_sync import FolderResult, FolderSync, intake_gate, reset_connection_if_broken
 from .models import FolderCursor, Mailbox, Request
 from .oauth import NeedsReauthorization, TokenRefreshError
 from .oauth_apps import NotConfigured, NotConnected
@@ -114,8 +112,10 @@ class MailboxPoll:
         if failures:
             first = next(iter(failures.items()))
             problems.append(f"{len(failures)} message(s) not stored; first: {first[0]}: {first[1]}")
+        # Held before the poll, or at a batch's gate: the rest waits for the drain, and the mailbox says why.
+        held = held or next((r.held for r in results if r.held), "")
         if held:
-            problems.append(held)  # the other folders wait for the drain: the mailbox says why
+            problems.append(held)
         if problems:
             # The server answered: a folder or a message failed, not the mailbox. No backoff.
             self.record_failure(mailbox, "; ".join(problems), backoff=False)
@@ -133,16 +133,11 @@ class MailboxPoll:
         Returns why the gate is closed ('' while it is open). Nothing is fetched and no cursor moves, except
         where a read fetches nothing anyway (``first_reads``); the reason is the mailbox's last error (no
         backoff: it is polled again at its interval, and fetches once the outbox has drained). A sender is
-        queued too.
+        queued too (``intake_gate``). Open, it is asked again before every batch.
         """
-        if not outbox_capacity.enabled():
-            return ""
-        current = outbox_capacity.depth()
-        if not current.full:
-            return ""
-        reason = outbox_capacity.full_reason(current)
-        outbox_wake(mailbox.org_id)
-        log.warning("mailbox=%s not polled: %s", mailbox.pk, reason)
+        _room, reason = intake_gate(mailbox)
+        if reason:
+            log.warning("mailbox=%s not polled: %s", mailbox.pk, reason)
         return reason
 
     def record_success(self, mailbox: Mailbox) -> None:

@@ -11,7 +11,10 @@ next look. Invariant: a loop runs only while its process holds the mailbox's loc
 A loop reads its folder through the poll's own path (``FolderSync.sync_folder``,
 the same store, seed 002's cursor rules) after every (re)connect, on new mail,
 and after a silence; the poll cycle reads the folder as well, dedup absorbing the
-overlap. A loop crash is logged with its mailbox and swallowed, then retried after
+overlap. While the downstream outbox is full a loop reads nothing (the poll's gate,
+``folder_sync.intake_gate``, which also queues a sender) and asks the gate again every
+``GATE_RECHECK`` seconds from IDLE, reading the folder as soon as there is room, not
+at the next event, silence check or poll. A loop crash is logged with its mailbox and swallowed, then retried after
 a growing, jittered delay; it never takes the process down. Gmail and Graph
 mailboxes are never live: their push needs a public endpoint.
 """
@@ -35,7 +38,7 @@ from outbox import capacity as outbox_capacity
 from seoinsight import backoff
 
 from . import conf
-from .folder_sync import FolderSync, reset_connection_if_broken
+from .folder_sync import FolderSync, intake_gate, reset_connection_if_broken
 from .mailbox_poll import first_reads, positioned_folders
 from .models import Auth, GrantState, LiveWatch, Mailbox, Provider, folder_list
 from .providers import ProviderError, for_mailbox
@@ -53,9 +56,11 @@ TICK = 0.5
 # After its stop flag, a loop has this long to leave IDLE and log out before its socket is shut down.
 STOP_GRACE = 2.0
 HOST = socket.gethostname()
+# While its reads are held back by a full outbox, a loop asks the gate this often (one statement each).
+GATE_RECHECK = 2.0
 
-# What a loop does next in IDLE (``idle_step``).
-WAIT, REIDLE, CHECK, NEW_MAIL = "wait", "reidle", "check", "new-mail"
+# What a loop does next in IDLE (``idle_step``; ``ROOM``: the outbox that held its reads has room again).
+WAIT, REIDLE, CHECK, NEW_MAIL, ROOM = "wait", "reidle", "check", "new-mail", "room"
 # Untagged responses that may mean new mail in the selected folder.
 NEW_MAIL_RESPONSES = (b"EXISTS", b"RECENT")
 
@@ -122,6 +127,12 @@ def live_mailboxes() -> dict[int, tuple]:
             .filter(~Q(auth=Auth.OAUTH) | Q(oauth_grant__state=GrantState.ACTIVE))
             .values("pk", *KEY_FIELDS))
     return {row["pk"]: watch_key(row) for row in rows}
+
+
+def has_room() -> bool:
+    """Whether intake may fetch now: the outbox is off, or below its capacity (held and on their way)."""
+    current = outbox_capacity.intake_gate()
+    return current is None or not current.full
 
 
 # -- the supervisor ----------------------------------------------------------------------------------------------
@@ -269,6 +280,7 @@ class LiveLoop:
         self.folder_sync = folder_sync
         self._stop = threading.Event()
         self._provider = None
+        self._held = False  # the last read stopped at a full outbox: the gate is asked again from IDLE
         self._thread = threading.Thread(target=self._run, name=f"pollmail-live-{mailbox_id}", daemon=True)
 
     def start(self) -> None:
@@ -340,7 +352,7 @@ class LiveLoop:
         heard = time.monotonic()
         while not self._stop.is_set():
             pending = provider.idle_start()  # news sent with the go-ahead counts as heard in IDLE
-            idle_since = time.monotonic()
+            idle_since = gate_asked = time.monotonic()
             self._note("idle")
             while True:
                 asked = time.monotonic()
@@ -357,6 +369,9 @@ class LiveLoop:
                     step = NEW_MAIL
                 elif not responses and now - asked < TICK / 2:
                     step = CHECK  # woken early with nothing to read: a closed connection, most likely
+                elif self._held and now - gate_asked >= GATE_RECHECK:
+                    gate_asked = now
+                    step = ROOM if has_room() else WAIT
                 else:
                     step = idle_step(now, idle_since, heard, reidle, silence)
                 if step != WAIT:
@@ -365,28 +380,35 @@ class LiveLoop:
             log.debug("mailbox=%s live: left IDLE (%s)", mailbox.pk, step)
             if step == NEW_MAIL:
                 self._sync(provider, mailbox, folder, "new mail")
+            elif step == ROOM:
+                self._sync(provider, mailbox, folder, "room in the outbox")
             elif step == CHECK:
                 provider.noop()  # a dead connection fails here
                 heard = time.monotonic()
                 self._sync(provider, mailbox, folder, "check after silence")
 
     def _sync(self, provider, mailbox: Mailbox, folder: str, why: str) -> None:
-        if outbox_capacity.is_full() and not first_reads(mailbox.initial_mode, [folder],
-                                                         positioned_folders(mailbox)):
-            # The same gate as a poll's (seed 004): the mail waits on the server, the cursor stays. The next
-            # event, silence check or poll after the outbox drains reads it. A first "new only" read fetches
-            # nothing and goes through: held, it would start "new" only after the drain.
+        _room, full = intake_gate(mailbox)  # full, it has queued a sender
+        if full and not first_reads(mailbox.initial_mode, [folder], positioned_folders(mailbox)):
+            # The same gate as a poll's (seed 004): the mail waits on the server, the cursor stays; the loop
+            # asks again from IDLE and reads once there is room. A first "new only" read fetches nothing and
+            # goes through: held, it would start "new" only after the drain.
             log.warning("mailbox=%s folder=%s live %s: the downstream outbox is full, nothing fetched", mailbox.pk,
                         folder, why)
             self._note(f"{why}: held, the downstream outbox is full")
+            self._held = True
+            # Selected all the same: IDLE reports new mail only in the selected folder.
+            provider.folder_status(folder)
             return
         while True:
             result = self.folder_sync.sync_folder(provider, mailbox, folder)
+            self._held = bool(result.held)  # stopped at the gate between batches
             log.info("mailbox=%s folder=%s live %s: fetched=%s stored=%s duplicates=%s rejected=%s failed=%s",
                      mailbox.pk, folder, why, result.fetched, result.stored, result.duplicates, result.rejected,
                      len(result.failed))
-            self._note(f"{why}: {result.stored} stored")
-            if not provider.new_mail_during_read():
+            self._note(f"{why}: {result.stored} stored" + (", then held: the downstream outbox is full"
+                                                           if self._held else ""))
+            if self._held or not provider.new_mail_during_read():
                 return
             # Announced inside this read's own answers, and not to be repeated in IDLE: read again now.
             why = "new mail during the last read"

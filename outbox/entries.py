@@ -1,6 +1,6 @@
 """Every move of an outbox entry, through ``outbox.sql``: add, claim, done, failed, retry_now.
 
-- ``add``: (nothing) → waiting, in the transaction that accepts the document
+- ``add``: (nothing) → waiting, in the transaction that accepts the document, under the document's key
 - ``claim``: waiting and due, or sending with an expired lease → sending (a new claim token)
 - ``done``: → deleted, after the downstream answered 2xx
 - ``failed``: sending (this claim) → waiting, one more attempt, due after ``seoinsight.backoff.doubling``

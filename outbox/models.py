@@ -32,7 +32,8 @@ class EntryQuerySet(models.QuerySet):
 
 
 class Entry(models.Model):
-    # The Idempotency-Key the downstream dedupes on: stable across every try of this document.
+    # The Idempotency-Key the downstream dedupes on: the document's (outbox.entries.idempotency_key), the same
+    # on every try and every send of the document; the default serves rows written other than by ``add``.
     key = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="outbox_entries")
     # What was accepted, e.g. "mailpoll.attachment:42": one entry per document, ever (UNIQUE).

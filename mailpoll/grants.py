@@ -72,7 +72,7 @@ def mailbox_address(text: str) -> tuple[str, str] | None:
     >>> mailbox_address("CEO@Operator.Example"), mailbox_address("a@b@c.example"), mailbox_address("x%y@c.example")
     (('ceo', 'operator.example'), None, None)
     """
-    local, at, domain = text.strip().lower().partition("@")
+    local, at, domain = text.lower().partition("@")
     if not at or not _LOCAL.fullmatch(local) or not _DOMAIN.fullmatch(domain) or len(text) > 254:
         return None
     return local, domain

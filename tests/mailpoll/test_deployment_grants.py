@@ -37,6 +37,7 @@ MICROSOFT = [Rule("contoso.test", ("intake@contoso.test",)), Rule("fabrikam.test
     (GOOGLE, "ana@clïent.example", "", NOT_AN_ADDRESS),
     (GOOGLE, "9a1c2b3d-0000-4000-8000-000000000000", "", NOT_AN_ADDRESS),  # a Graph object id names nobody's domain
     (GOOGLE, "", "", NOT_AN_ADDRESS),
+    (GOOGLE, " ana@client.example", "", NOT_AN_ADDRESS),  # the subject is sent as written
     (MICROSOFT, "intake@contoso.test", "contoso.test", ALLOWED),
     (MICROSOFT, "intake@contoso.test", "Contoso.Test", ALLOWED),
     (MICROSOFT, "hr-director@contoso.test", "contoso.test", NOT_LISTED),
@@ -197,3 +198,23 @@ def test_w005_is_quiet_with_one_org_or_a_grant(microsoft_app, orgs, granted):
 def test_w005_is_quiet_without_a_deployment_identity():
     OrgFactory(), OrgFactory()
     assert check_deployment_identities_are_granted(databases=["default"]) == []
+
+
+@pytest.mark.django_db
+def test_check_names_a_saved_mailbox_its_grant_no_longer_covers(settings, tmp_path, microsoft_app):
+    from mailpoll.checks import check_mailboxes_can_authenticate
+    from tests.mailpoll.factories import MailboxFactory
+
+    key = tmp_path / "key.json"
+    key.write_text("{}")
+    settings.MAILPOLL_GOOGLE_SERVICE_ACCOUNT_FILE = str(key)
+    settings.MAILPOLL_MICROSOFT_TENANT = "contoso.test"
+    gmail = MailboxFactory(gmail_service=True, username="ceo@operator.example", granted=False)
+    graph = MailboxFactory(provider="graph", auth="service", host="", security="tls",
+                           username="hr-director@contoso.test", granted=False)
+
+    warnings = check_mailboxes_can_authenticate(databases=["default"])
+
+    assert [(w.id, w.obj) for w in warnings] == [("mailpoll.W004", gmail), ("mailpoll.W004", graph)]
+    assert "may not read 'ceo@operator.example': no superuser granted it to org" in warnings[0].msg
+    assert "may not read 'hr-director@contoso.test': no superuser granted it to org" in warnings[1].msg

@@ -6,7 +6,9 @@ are callables returning an access token, as ``GraphSource`` wants. ``MsalRefresh
 ``mailpoll.oauth_refresh``'s ``Refresh`` interface, for ``oauth.access_token`` to call
 under the grant's row lock. Nothing here stores a token or logs one. ``new_session`` makes
 the HTTP session of both, with a timeout on every request and a ``cut()`` for the poll's
-deadline.
+deadline; it follows no redirect (msal's token requests carry the client secret and the
+refresh token, Graph's the bearer token) and reads no answer whole that the caller did
+not ask to stream (issue 19).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ import requests
 from requests.adapters import HTTPAdapter
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
+from seoinsight.outbound import BodyTooLarge, RedirectRefused, read_capped, refuse_redirect, where
+
 from .. import conf
 from ..oauth_refresh import DEFAULT_EXPIRES_IN, HeldTokens, Refreshed, TokenEndpointError
 from .base import ProviderError
@@ -32,6 +36,20 @@ from .base import ProviderError
 AUTHORITY_HOST = "https://login.microsoftonline.com"
 APP_SCOPES = ["https://graph.microsoft.com/.default"]
 DELEGATED_SCOPES = ["https://graph.microsoft.com/Mail.Read"]
+# The most of an answer the session reads for a caller that does not stream it (msal: token answers, the
+# authority's OpenID configuration, a few KB each).
+ANSWER_BYTES = 1024 * 1024
+
+
+class SessionRefused(requests.RequestException):
+    """The session would not go on with an answer: a redirect (never followed), or one too large to read.
+
+    The message names the host only; ``status`` is the answer's HTTP status.
+    """
+
+    def __init__(self, message: str, status: int):
+        super().__init__(message)
+        self.status = status
 
 
 class TokenRefused(ProviderError):
@@ -110,10 +128,13 @@ class _CuttableAdapter(HTTPAdapter):
 
 
 class _Session(requests.Session):
-    """A session whose every request times out, and which ``cut()`` ends from any thread.
+    """A session whose every request times out, follows no redirect, and which ``cut()`` ends from any thread.
 
     A timeout on every request: msal, handed a session, passes none of its own, and a token
-    request may run under the grant's row lock. ``cut()`` shuts down every socket the session
+    request may run under the grant's row lock. No redirect, whatever the caller asks: a 3xx
+    raises ``SessionRefused`` naming where it pointed (requests would re-send a 307/308's body,
+    msal's client secret and refresh token, to another host). An answer the caller does not
+    stream is read to ``ANSWER_BYTES`` at most. ``cut()`` shuts down every socket the session
     opened and refuses to open more, so a request blocked on a server that never answers, or
     one that trickles, fails at once (only connections through an environment's proxy escape).
     """
@@ -128,7 +149,25 @@ class _Session(requests.Session):
 
     def request(self, method, url, **kwargs):
         kwargs.setdefault("timeout", self.timeout)
-        return super().request(method, url, **kwargs)
+        kwargs["allow_redirects"] = False
+        stream = kwargs.pop("stream", False)
+        response = super().request(method, url, stream=True, **kwargs)
+        if 300 <= response.status_code < 400:
+            response.close()
+            try:
+                refuse_redirect(response, where(url))
+            except RedirectRefused as exc:
+                raise SessionRefused(str(exc), response.status_code) from None
+        if not stream:
+            try:
+                # What requests' Response.content does, to a bound.
+                response._content = read_capped(response, ANSWER_BYTES, f"the answer of {where(url)}")
+                response._content_consumed = True
+            except BodyTooLarge as exc:
+                raise SessionRefused(str(exc), response.status_code) from None
+            finally:
+                response.close()
+        return response
 
     def cut(self) -> None:
         self._connections.cut()
@@ -161,6 +200,8 @@ def _reaching_microsoft(what: str):
     """The token endpoint unreachable, or an authority that is none: a ProviderError (transient), no secret."""
     try:
         yield
+    except SessionRefused as exc:
+        raise ProviderError(f"{what}: Microsoft's token endpoint: {exc}") from None
     except requests.RequestException as exc:
         raise ProviderError(f"{what}: Microsoft's token endpoint failed: {type(exc).__name__}") from exc
     except ValueError as exc:  # msal: the authority's OpenID configuration could not be read
@@ -277,6 +318,8 @@ class MsalRefresh:
         try:
             result, state = _cached_refresh(self.app, self.session, self.scopes, held.token_cache or None,
                                             force=True, refresh_token=held.refresh_token)
+        except SessionRefused as exc:
+            raise TokenEndpointError(exc.status, None, str(exc)) from None
         except requests.RequestException as exc:
             raise TokenEndpointError(None, None, type(exc).__name__) from None
         except ValueError as exc:  # msal: the authority's OpenID configuration could not be read

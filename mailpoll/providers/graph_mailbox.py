@@ -12,7 +12,8 @@ both kinds of auth:
   the other token errors propagate to the poller, which records them on the mailbox.
 
 A token Graph refuses (401) is replaced once per request. Folders are Graph's well-known
-names, in any case (the default ``INBOX`` is ``inbox``), or folder ids.
+names, in any case (the default ``INBOX`` is ``inbox``), or folder ids. A throttle's wait
+ends with the poll (its deadline, or pollmail stopping), never past it.
 """
 
 from __future__ import annotations
@@ -96,8 +97,9 @@ class GrantTokens:
 class GraphMailbox(ChangesProvider):
     """A mailbox read through Microsoft Graph (``Mailbox.provider == "graph"``)."""
 
-    # How a throttled request waits out its Retry-After; tests record the waits instead of sleeping.
-    sleep = staticmethod(time.sleep)
+    # How a throttled request waits out its Retry-After: None, until the poll is interrupted (its deadline, a
+    # stopping pollmail); tests record the waits instead.
+    sleep = None
 
     def __init__(self, mailbox):
         super().__init__(mailbox)
@@ -123,8 +125,12 @@ class GraphMailbox(ChangesProvider):
                                               authority_host=conf.get("MAILPOLL_MICROSOFT_AUTHORITY")), verify)
         else:
             tokens = GrantTokens(mailbox)
+        # The poll's deadline runs from a moment before this one (pollmail's watcher): a throttle wait that would
+        # end past it is not begun, and the mailbox says until when Graph asked to wait.
+        ends = time.monotonic() + conf.get("MAILPOLL_POLL_DEADLINE")
         source = GraphSource(mailbox.username, tokens, renew=tokens.renew, mailbox=mailbox.pk, session=session,
-                             graph_url=conf.get("MAILPOLL_GRAPH_API_URL"), sleep=self.sleep)
+                             graph_url=conf.get("MAILPOLL_GRAPH_API_URL"), sleep=self.sleep,
+                             time_left=lambda: ends - time.monotonic())
         with self._lock:
             self._source = source
             if self._interrupted is not None:

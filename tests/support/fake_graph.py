@@ -23,6 +23,7 @@ import base64
 import datetime as dt
 import json
 import secrets
+import socket
 import ssl
 import tempfile
 import threading
@@ -33,7 +34,7 @@ from email.parser import BytesHeaderParser
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from tests.support.loopback import tls_files
+from tests.support.loopback import Listener, tls_files
 
 TENANT = "contoso-test"
 CLIENT_ID = "11111111-2222-3333-4444-555555555555"
@@ -41,6 +42,8 @@ CLIENT_SECRET = "graph-client-secret-do-not-log"
 USER = "inbox@contoso.test"
 PID_TAG_MESSAGE_SIZE = "Integer 0x0E08"
 WELL_KNOWN = frozenset({"inbox", "archive", "deleteditems", "drafts", "junkemail", "sentitems"})
+# The same API served under another path of the same host: a base URL the source was not configured with.
+ELSEWHERE = "/elsewhere"
 
 
 def _b64(data: dict) -> str:
@@ -80,6 +83,18 @@ class FakeGraph:
         self.deleted: set[str] = set()  # ids still listed by delta but whose content is gone (404)
         self.refuse_value: dict[str, int] = {}  # message id -> the status its $value answers
         self.refuse_delta: tuple[int, str] | None = None  # (status, error code) every delta request answers
+        self.refuse_delta_message = "Access is denied."
+        # Hostile or broken answers (issue 19): a redirect on every delta request under /v1.0 (status, Location);
+        # a raw 200 body for every delta request (not Graph's shape); links handed out under this base instead;
+        # a raw 200 body for the header request; a delta page this many bytes long, streamed, never held.
+        self.redirect_delta: tuple[int, str] | None = None
+        self.delta_body: bytes | None = None
+        self.links_base: str | None = None
+        self.headers_body: bytes | None = None
+        self.huge_delta_bytes = 0
+        self.huge_delta_sent = 0  # bytes of it written before the client hung up
+        self.value_claimed_length: int | None = None  # the Content-Length every $value claims (a lie), then EOF
+        self.token_redirect: tuple[int, str] | None = None  # (status, Location) the token endpoint answers
         self.inflight = 0
         self.peak_inflight = 0
         self._states: dict[str, tuple] = {}
@@ -221,7 +236,7 @@ class FakeGraph:
                                                                             "the store."}}
         return 400, {"error": {"code": "ErrorInvalidIdMalformed", "message": "Id is malformed."}}
 
-    def delta(self, folder: str, query: dict, prefer: str) -> tuple[int, dict]:
+    def delta(self, folder: str, query: dict, prefer: str, graph_url: str | None = None) -> tuple[int, dict]:
         with self._lock:
             self._delta_requests += 1
             if self.gone_on_page == self._delta_requests:
@@ -253,7 +268,7 @@ class FakeGraph:
                 if since_at is None or message.received >= since_at:
                     page.append(self._delta_item(message, options))
             token = f"t{len(self._states) + 1}-{self._delta_requests}"
-            base = f"{self.graph_url}/users/{USER}/mailFolders/{folder}/messages/delta"
+            base = f"{self.links_base or graph_url or self.graph_url}/users/{USER}/mailFolders/{folder}/messages/delta"
             body = {"@odata.context": "https://graph.microsoft.com/v1.0/$metadata#Collection(message)", "value": page}
             if position < end:
                 self._states[token] = (position, end, options)
@@ -316,7 +331,16 @@ def _handler(fake: FakeGraph):
             if method == "POST" and path == f"/{TENANT}/oauth2/v2.0/token":
                 length = int(self.headers.get("Content-Length", 0))
                 form = dict(urllib.parse.parse_qsl(self.rfile.read(length).decode()))
+                if fake.token_redirect:
+                    status, location = fake.token_redirect
+                    return self._json(status, {}, {"Location": location})
                 return self._json(*fake.token(form))
+            graph_url = fake.graph_url
+            if path.startswith(ELSEWHERE + "/v1.0/"):
+                path, graph_url = path.removeprefix(ELSEWHERE), fake.origin + ELSEWHERE + "/v1.0"
+            elif fake.redirect_delta and path.endswith("/messages/delta"):
+                status, location = fake.redirect_delta
+                return self._json(status, {}, {"Location": location})
             if not path.startswith("/v1.0/"):
                 return self._json(404, {"error": {"code": "NotFound", "message": path}})
             with fake._lock:
@@ -331,15 +355,21 @@ def _handler(fake: FakeGraph):
             if len(parts) == 8 and parts[4] == "mailFolders" and parts[6:] == ["messages", "delta"]:
                 if fake.refuse_delta:
                     status, code = fake.refuse_delta
-                    return self._json(status, {"error": {"code": code, "message": "Access is denied."}})
+                    return self._json(status, {"error": {"code": code, "message": fake.refuse_delta_message}})
                 missing = fake.folder_error(parts[5])
                 if missing:
                     return self._json(*missing)
-                return self._json(*fake.delta(parts[5], query, self.headers.get("Prefer", "")))
+                if fake.delta_body is not None:
+                    return self._raw(200, fake.delta_body)
+                if fake.huge_delta_bytes:
+                    return self._huge_delta()
+                return self._json(*fake.delta(parts[5], query, self.headers.get("Prefer", ""), graph_url))
             message = fake.message(parts[5]) if len(parts) >= 6 and parts[4] == "messages" else None
             if message is None:
                 return self._json(404, {"error": {"code": "ErrorItemNotFound", "message": "not found"}})
             if len(parts) == 6:
+                if fake.headers_body is not None:
+                    return self._raw(200, fake.headers_body)
                 return self._json(200, fake.headers_of(message))
             if parts[6:] == ["$value"] and message.id in fake.refuse_value:
                 return self._json(fake.refuse_value[message.id], {"error": {"code": "ErrorInternalServerError",
@@ -350,11 +380,42 @@ def _handler(fake: FakeGraph):
                     fake.value_gate.wait(30)
                 self.send_response(200)
                 self.send_header("Content-Type", "message/rfc822")
-                self.send_header("Content-Length", str(len(message.raw)))
+                self.send_header("Content-Length", str(fake.value_claimed_length or len(message.raw)))
+                if fake.value_claimed_length:
+                    self.close_connection = True  # the lie ends with the connection: the client sees EOF
                 self.end_headers()
                 self.wfile.write(message.raw)
                 return None
             return self._json(400, {"error": {"code": "BadRequest", "message": path}})
+
+        def _huge_delta(self):
+            """A 200 delta page of ``huge_delta_bytes``, written a megabyte at a time as the client reads it."""
+            head = b'{"value": [{"id": "AAMk-huge", "pad": "'
+            tail = b'"}], "@odata.deltaLink": "' + fake.graph_url.encode() + b'/x?$deltatoken=huge"}'
+            total = fake.huge_delta_bytes
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(total))
+            self.close_connection = True
+            self.end_headers()
+            chunk = b"x" * (1 << 20)
+            pad = total - len(head) - len(tail)
+            try:
+                self.wfile.write(head)
+                while pad > 0:
+                    self.wfile.write(chunk[:pad])
+                    fake.huge_delta_sent += min(pad, len(chunk))
+                    pad -= len(chunk)
+                self.wfile.write(tail)
+            except OSError:
+                pass  # the client stopped reading: what it should do
+
+        def _raw(self, status: int, data: bytes):
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
 
         def _json(self, status: int, body: dict, headers: dict | None = None):
             data = json.dumps(body).encode()
@@ -370,3 +431,39 @@ def _handler(fake: FakeGraph):
             pass
 
     return Handler
+
+
+class Sink:
+    """Another host on the loopback (plain TCP, any port): it records every connection and the bytes sent on it.
+
+    Where a redirect points: a client that follows it shows up in ``received`` (a request line, a body with
+    a secret in it); one that refuses it leaves ``received`` empty.
+    """
+
+    def __init__(self):
+        self.received: list[bytes] = []
+        self._listener = Listener("graph-sink", self._take)
+
+    @property
+    def origin(self) -> str:
+        return f"http://127.0.0.1:{self._listener.port}"
+
+    def _take(self, conn: socket.socket) -> None:
+        conn.settimeout(2)
+        data = b""
+        try:
+            while len(data) < 65536:
+                more = conn.recv(65536)
+                if not more:
+                    break
+                data += more
+                if b"\r\n\r\n" in data and not data.startswith(b"POST"):
+                    break
+        except OSError:
+            pass
+        finally:
+            conn.close()
+            self.received.append(data)
+
+    def stop(self) -> None:
+        self._listener.close()

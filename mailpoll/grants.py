@@ -130,7 +130,7 @@ def explain(decision: str, identity: str, *, org_id: str, address: str, tenant: 
         OTHER_TENANT: f"org {org_id} holds no grant of it for tenant {tenant or 'none'}",
         NOT_LISTED: f"this address is not among the addresses and domains granted to org {org_id}",
     }[decision]
-    more = "" if decision == NO_GRANT else "ask a superuser to extend the grant, or "
+    more = "ask a superuser to extend the grant, or " if decision in (NOT_LISTED, OTHER_TENANT) else ""
     return f"the deployment's {label} may not read {address!r}: {why}; {more}{REMEDY[identity]}"
 
 

@@ -27,7 +27,7 @@ import requests
 from requests.adapters import HTTPAdapter
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
-from seoinsight.outbound import BodyTooLarge, RedirectRefused, read_capped, refuse_redirect, where
+from seoinsight.outbound import BodyTooLarge, RedirectRefused, read_capped, refuse_redirect, scrub, where
 
 from .. import conf
 from ..oauth_refresh import DEFAULT_EXPIRES_IN, HeldTokens, Refreshed, TokenEndpointError
@@ -205,7 +205,7 @@ def _reaching_microsoft(what: str):
     except requests.RequestException as exc:
         raise ProviderError(f"{what}: Microsoft's token endpoint failed: {type(exc).__name__}") from exc
     except ValueError as exc:  # msal: the authority's OpenID configuration could not be read
-        raise ProviderError(f"{what}: {str(exc).splitlines()[0][:300]}") from exc
+        raise ProviderError(f"{what}: {scrub(str(exc).splitlines()[0])[:300]}") from exc
 
 
 def _token_of(result: dict | None, what: str) -> str:
@@ -214,7 +214,7 @@ def _token_of(result: dict | None, what: str) -> str:
     result = result or {}
     error = result.get("error", "no_token")
     description = result.get("error_description") or "no refresh token in the cache: connect the mailbox"
-    raise TokenRefused(f"{what}: {error}: {description.splitlines()[0]}", error,
+    raise TokenRefused(f"{what}: {error}: {scrub(str(description).splitlines()[0])}", error,
                        tuple(result.get("error_codes") or ()))
 
 
@@ -323,7 +323,7 @@ class MsalRefresh:
         except requests.RequestException as exc:
             raise TokenEndpointError(None, None, type(exc).__name__) from None
         except ValueError as exc:  # msal: the authority's OpenID configuration could not be read
-            raise TokenEndpointError(None, None, str(exc).splitlines()[0][:200]) from None
+            raise TokenEndpointError(None, None, scrub(str(exc).splitlines()[0])[:200]) from None
         if result is None:
             # As oauth_refresh.TokenEndpoint does for a grant without a refresh token: nothing to ask the endpoint.
             raise ValueError("this grant holds no usable refresh token: connect the mailbox again")

@@ -346,3 +346,13 @@ def test_a_graph_error_message_with_a_url_is_recorded_without_its_path_or_query(
         run(source())
     assert "403 ErrorAccessDenied" in str(raised.value) and "private-token" not in str(raised.value)
     assert fake.origin in str(raised.value)
+
+
+def test_an_authority_msal_cannot_read_is_named_by_its_host_only(fake, session):
+    app = GraphApp("tenant-in-the-path", CLIENT_ID, CLIENT_SECRET, authority_host=fake.origin)
+    with pytest.raises(ProviderError) as raised:
+        AppOnlyTokens(app, session)()
+    assert fake.origin in str(raised.value) and "tenant-in-the-path" not in str(raised.value)
+    with pytest.raises(TokenEndpointError) as refused:
+        MsalRefresh(app, session)(HeldTokens(refresh_token="rt"))
+    assert "tenant-in-the-path" not in refused.value.detail

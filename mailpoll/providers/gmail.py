@@ -29,7 +29,15 @@ in memory at once, and only the page's last ``Batch`` carries its cursor (the ot
 A raw message larger than the limit whatever its estimate also becomes ``TooBig``. A message
 deleted meanwhile (404) is left out.
 
-A connection that fails (refused, reset, timed out) is a ``ProviderError`` naming the endpoint.
+Every answer is read to a bound in bytes (``gmail_http``): ``answer_bytes`` of the batch's estimates for
+messages, a few MB for the rest. A batch of raw messages that overflows its bound (estimates that lie)
+is fetched again one message at a time; a message alone over its bound becomes ``TooBig`` with the
+bytes actually read; any other answer over its bound is a ``ProviderError`` saying so. Every value that
+may become a cursor is checked first (``gmail_rules.history_id``, ``page_token``): an answer not in the
+Gmail API's shape is ``NotGmail``, the cursor unmoved, details in the log. A stored cursor that is no
+Gmail cursor is ``CursorExpired`` (resynced, recorded). A redirect is never followed (``RedirectRefused``).
+
+A connection that fails (refused, reset, timed out) is a ``ProviderError`` naming the endpoint's host.
 Throttling (429, 403 ``rateLimitExceeded``/``userRateLimitExceeded``), for a whole call or
 for a part of a batch: bounded exponential backoff with jitter (``backoff_delay``,
 ``decide`` in ``gmail_rules``), then ``Throttled``. ``sleep`` and ``jitter`` are injectable. Errors and logs
@@ -40,6 +48,7 @@ is left to the caller, whose token machinery decides what a refused grant means.
 from __future__ import annotations
 
 import base64
+import contextlib
 import logging
 import random
 import time
@@ -51,17 +60,20 @@ import httplib2
 from google.oauth2 import credentials as user_oauth
 from google.oauth2 import service_account
 from googleapiclient.discovery import build
-from googleapiclient.errors import HttpError
+from googleapiclient.errors import BatchError, HttpError
 from googleapiclient.http import BatchHttpRequest
 
-from imports.searchconsole_client import NETWORK_ERRORS, endpoint_of, network_failure
+from imports.searchconsole_client import NETWORK_ERRORS, network_failure
+from seoinsight.outbound import BodyTooLarge, RedirectRefused, scrub, where
 
 from .. import conf
 from .base import ProviderError
 from .changes import Batch, CursorExpired, Throttled, TooBig
+from .gmail_http import DEFAULT_BYTES, BoundedHttp, limited
 from .gmail_rules import (CALL_HISTORY, CALL_MESSAGE, CALL_OTHER, CALL_SWEEP, EXPIRED, GONE, MAX_ATTEMPTS, RETRY,
-                          THROTTLED, added_to, backoff_delay, decide, header_block, is_sweep, metadata_headers,
-                          parse_sweep, size_groups, sweep_cursor)
+                          THROTTLED, NotGmail, added_to, answer_bytes, backoff_delay, decide, header_block,
+                          history_id, is_sweep, message_id, metadata_headers, page_token, parse_sweep, size_estimate,
+                          size_groups, stored_cursor_problem, sweep_cursor)
 
 log = logging.getLogger(__name__)
 
@@ -79,9 +91,22 @@ PAGE_SIZE = 100
 HTTP_TIMEOUT = 60
 
 
+# What a shape error looks like once the JSON is decoded: a list where a dict was due, a missing key...
+SHAPE_ERRORS = (KeyError, TypeError, AttributeError, ValueError, IndexError, RecursionError)
+
+
+class AnswerTooLarge(ProviderError):
+    """An answer passed the bytes allowed for its call; ``read`` is how many were read before stopping."""
+
+    def __init__(self, message: str, read: int):
+        super().__init__(message)
+        self.read = read
+
+
 def error_reasons(exc: HttpError) -> list[str]:
     """The ``reason`` codes of a Google JSON error (``error.errors[].reason``)."""
-    details = exc.error_details if isinstance(exc.error_details, list) else []
+    details = getattr(exc, "error_details", None)
+    details = details if isinstance(details, list) else []
     return [d["reason"] for d in details if isinstance(d, dict) and isinstance(d.get("reason"), str)]
 
 
@@ -103,14 +128,33 @@ def build_service(credentials, *, api_endpoint: str = GMAIL_ENDPOINT, http: http
 
     ``refresh_attempts``: how many times a call answered 401 gets the credentials refreshed and is sent again.
     """
-    authorized = google_auth_httplib2.AuthorizedHttp(credentials, http=http or httplib2.Http(timeout=HTTP_TIMEOUT),
+    authorized = google_auth_httplib2.AuthorizedHttp(credentials, http=http or BoundedHttp(timeout=HTTP_TIMEOUT),
                                                      max_refresh_attempts=refresh_attempts)
     return build("gmail", "v1", http=authorized, static_discovery=True, cache_discovery=False,
                  client_options={"api_endpoint": api_endpoint})
 
 
 def _decode_raw(data: str) -> bytes:
+    if not isinstance(data, str):
+        raise TypeError(f"raw is a {type(data).__name__}")
     return base64.urlsafe_b64decode(data + "=" * (-len(data) % 4))
+
+
+@contextlib.contextmanager
+def _shape(what: str, mailbox: str = ""):
+    """Inside: an answer read as Gmail's API; what is not in its shape becomes NotGmail, details in the log."""
+    try:
+        yield
+    except NotGmail as exc:
+        if exc.what.startswith(what):
+            raise
+        raise NotGmail(f"{what}: {exc.what}") from None
+    except SHAPE_ERRORS as exc:
+        if isinstance(exc, OSError):  # ssl's certificate errors are ValueErrors too: the connection's, not the answer's
+            raise
+        log.warning("mailbox=%s Gmail's answer to %s is not in the API's shape: %s", mailbox, what,
+                    scrub(repr(exc))[:500])
+        raise NotGmail(f"{what}: {type(exc).__name__}") from None
 
 
 def _unique(ids: Iterable[str]) -> list[str]:
@@ -142,8 +186,15 @@ class GmailSource:
 
     def labels(self) -> dict[str, str]:
         """The mailbox's labels, id -> name (one ``labels.list``)."""
-        answer = self._call(lambda: self._users().labels().list(userId=self.user_id), call=CALL_OTHER)
-        return {str(label["id"]): str(label.get("name") or label["id"]) for label in answer.get("labels", [])}
+        answer = self._call(lambda: self._users().labels().list(userId=self.user_id), call=CALL_OTHER,
+                            what="labels.list")
+        with self._shape("labels.list"):
+            labels = {}
+            for label in answer.get("labels", []):
+                if not isinstance(label["id"], str) or not isinstance(label.get("name") or "", str):
+                    raise TypeError("a label id or name that is not a string")
+                labels[label["id"]] = label.get("name") or label["id"]
+            return labels
 
     def initial(self, mode: str, since: date | None = None) -> Iterator[Batch]:
         """A label's first poll (or a resync): ``mode`` is a ``Mailbox.initial_mode`` value.
@@ -155,7 +206,10 @@ class GmailSource:
             raise ValueError(f"unknown initial mode {mode!r}")
         if mode == "since" and since is None:
             raise ValueError("mode 'since' needs a date")
-        start = str(self._call(lambda: self._users().getProfile(userId=self.user_id), call=CALL_OTHER)["historyId"])
+        profile = self._call(lambda: self._users().getProfile(userId=self.user_id), call=CALL_OTHER,
+                             what="getProfile")
+        with self._shape("getProfile"):
+            start = history_id(profile["historyId"])
         if mode == "new-only":
             yield Batch([], start)
             return
@@ -168,39 +222,48 @@ class GmailSource:
         """What came after ``cursor``: messages added to the label after that history id, a batch per
         history page; or, for a sweep cursor, the rest of that listing.
 
-        Raises ``CursorExpired`` when Gmail no longer has that history (or that listing page), on any page.
+        Raises ``CursorExpired`` when Gmail no longer has that history (or that listing page), on any page,
+        and for a stored cursor that is no Gmail cursor at all (it would be refused forever).
         """
+        problem = stored_cursor_problem(cursor)
+        if problem:
+            raise CursorExpired(f"the stored cursor of label {self.label} is {problem} ({len(cursor)} "
+                                "characters): resyncing the label")
         if is_sweep(cursor):
             yield from self._listing(*parse_sweep(cursor))
             return
-        page_token = None
+        token = None
         while True:
-            def page(token=page_token):
+            def page(token=token):
                 return self._users().history().list(userId=self.user_id, startHistoryId=cursor,
                                                     historyTypes=["messageAdded", "labelAdded"],
                                                     labelId=self.label,
                                                     pageToken=token, maxResults=self.page_size)
-            answer = self._call(page, call=CALL_HISTORY, cursor=cursor)
-            records = answer.get("history", [])
-            page_token = answer.get("nextPageToken")
-            ids = [mid for record in records for mid in added_to(record, self.label)]
-            last = str(records[-1]["id"]) if records else None
-            safe = last if page_token else str(answer.get("historyId") or last or cursor)
+            answer = self._call(page, call=CALL_HISTORY, cursor=cursor, what="history.list")
+            with self._shape("history.list"):
+                records = answer.get("history", [])
+                token = page_token(answer.get("nextPageToken"))
+                ids = [message_id(mid) for record in records for mid in added_to(record, self.label)]
+                last = history_id(records[-1]["id"]) if records else None
+                current = answer.get("historyId")
+                safe = last if token else (history_id(current) if current is not None else last or cursor)
             yield from self._batches(ids, safe)
-            if not page_token:
+            if not token:
                 return
 
-    def _listing(self, start: str, query: str, page_token: str | None) -> Iterator[Batch]:
-        """``messages.list`` of the label from ``page_token`` on; ``start`` is the history id taken before."""
+    def _listing(self, start: str, query: str, token: str | None) -> Iterator[Batch]:
+        """``messages.list`` of the label from ``token`` on; ``start`` is the history id taken before."""
         while True:
-            def listing(token=page_token):
+            def listing(token=token):
                 return self._users().messages().list(userId=self.user_id, labelIds=[self.label], q=query or None,
                                                      pageToken=token, maxResults=self.page_size)
-            answer = self._call(listing, call=CALL_SWEEP if page_token else CALL_OTHER, cursor=start)
-            page_token = answer.get("nextPageToken")
-            yield from self._batches((m["id"] for m in answer.get("messages", [])),
-                                     sweep_cursor(start, query, page_token) if page_token else start)
-            if not page_token:
+            answer = self._call(listing, call=CALL_SWEEP if token else CALL_OTHER, cursor=start,
+                                what="messages.list")
+            with self._shape("messages.list"):
+                token = page_token(answer.get("nextPageToken"))
+                ids = [message_id(m["id"]) for m in answer.get("messages", [])]
+            yield from self._batches(ids, sweep_cursor(start, query, token) if token else start)
+            if not token:
                 return
 
     # -- content -----------------------------------------------------------------
@@ -208,26 +271,41 @@ class GmailSource:
     def _batches(self, ids: Iterable[str], cursor: str | None) -> Iterator[Batch]:
         """The messages ``ids`` as batches bounded in count and bytes; only the last carries ``cursor``."""
         ids = _unique(ids)
-        sizes = self._get_many(ids, "minimal")
-        estimate = {mid: int(sizes[mid].get("sizeEstimate", 0)) for mid in ids if mid in sizes}
+        sizes, _ = self._get_many(ids, "minimal")
+        with self._shape("messages.get (minimal)"):
+            estimate = {mid: size_estimate(sizes[mid].get("sizeEstimate", 0)) for mid in ids if mid in sizes}
         big = [mid for mid in estimate if estimate[mid] > self.max_bytes]
-        metadata = self._get_many(big, "metadata")
-        items: list[tuple[str, bytes | TooBig]] = [(mid, TooBig(estimate[mid], metadata_headers(metadata[mid])))
-                                                   for mid in big if mid in metadata]
+        items: list[tuple[str, bytes | TooBig]] = self._too_big({mid: estimate[mid] for mid in big})
         groups = size_groups([mid for mid in estimate if estimate[mid] <= self.max_bytes], estimate,
                              max_count=self.batch_size, max_bytes=self.batch_bytes)
         for at, group in enumerate(groups):
-            for mid, resource in self._get_many(group, "raw").items():
-                data = _decode_raw(resource.get("raw", ""))
-                items.append((mid, data if len(data) <= self.max_bytes else TooBig(len(data), header_block(data))))
+            found, overflowed = self._get_many(group, "raw", estimate)
+            with self._shape("messages.get (raw)"):
+                for mid, resource in found.items():
+                    data = _decode_raw(resource.get("raw", ""))
+                    items.append((mid, data if len(data) <= self.max_bytes else TooBig(len(data), header_block(data))))
+            # Larger than its bound whatever its estimate said: the size is what was read before stopping.
+            items += self._too_big(overflowed)
             if at < len(groups) - 1:
                 yield Batch(items, None)
                 items = []
         yield Batch(items, cursor)
 
-    def _get_many(self, ids: list[str], fmt: str) -> dict[str, dict]:
-        """``messages.get`` of each id in ``format=fmt``, batched; a deleted message is absent."""
+    def _too_big(self, sizes: dict[str, int]) -> list[tuple[str, TooBig]]:
+        """``TooBig`` items of the messages ``sizes`` names, with their headers (``format=metadata``)."""
+        found, overflowed = self._get_many(list(sizes), "metadata")
+        with self._shape("messages.get (metadata)"):
+            return [(mid, TooBig(sizes[mid], metadata_headers(found[mid]) if mid in found else b""))
+                    for mid in sizes if mid in found or mid in overflowed]
+
+    def _get_many(self, ids: list[str], fmt: str, estimates: dict[str, int] | None = None,
+                  ) -> tuple[dict[str, dict], dict[str, int]]:
+        """``messages.get`` of each id in ``format=fmt``, batched; a deleted message is absent.
+
+        Also returns the ids whose answer alone passed its bound, with the bytes read of it.
+        """
         found: dict[str, dict] = {}
+        overflowed: dict[str, int] = {}
         pending, attempt = list(ids), 0
         while pending:
             attempt += 1
@@ -242,8 +320,7 @@ class GmailSource:
                     raise exception
 
             for at in range(0, len(pending), self.batch_size):
-                chunk = pending[at: at + self.batch_size]
-                self._call(lambda chunk=chunk: self._batch(chunk, fmt, collect), call=CALL_OTHER)
+                self._fetch(pending[at: at + self.batch_size], fmt, collect, estimates or {}, overflowed)
             pending, retry_after = [], None
             for mid, exc in failed.items():
                 verdict = decide(exc.resp.status, error_reasons(exc), call=CALL_MESSAGE, attempt=attempt,
@@ -255,7 +332,23 @@ class GmailSource:
                     raise self._failure(verdict, exc)
             if pending:
                 self._pause(attempt, retry_after, f"{len(pending)} messages.get of a batch")
-        return found
+        return found, overflowed
+
+    def _fetch(self, chunk: list[str], fmt: str, collect, estimates: dict[str, int], overflowed: dict[str, int]):
+        """One batch request for ``chunk``, bounded by its estimates; past the bound, each id in one of its own."""
+        limit = answer_bytes(fmt, [estimates.get(mid, 0) for mid in chunk], max_bytes=self.max_bytes)
+        try:
+            self._call(lambda: self._batch(chunk, fmt, collect), call=CALL_OTHER, limit=limit,
+                       what=f"a batch of {len(chunk)} messages.get ({fmt})")
+        except AnswerTooLarge as exc:
+            if len(chunk) > 1:
+                log.warning("mailbox=%s folder=%s %s; fetching them one by one", self.mailbox, self.label, exc)
+                for mid in chunk:
+                    self._fetch([mid], fmt, collect, estimates, overflowed)
+            elif fmt == "minimal":
+                raise
+            else:
+                overflowed[chunk[0]] = exc.read
 
     def _batch(self, chunk: list[str], fmt: str, callback) -> BatchHttpRequest:
         batch = BatchHttpRequest(callback=callback, batch_uri=self.batch_uri)
@@ -268,21 +361,35 @@ class GmailSource:
     def _users(self):
         return self.service.users()
 
-    def _call(self, make_request, *, call: str, cursor: str | None = None):
-        """``make_request().execute()``, again after throttling (a fresh request each attempt)."""
+    def _shape(self, what: str):
+        return _shape(what, self.mailbox)
+
+    def _call(self, make_request, *, call: str, what: str, cursor: str | None = None, limit: int = DEFAULT_BYTES):
+        """``make_request().execute()``, its answer held to ``limit`` bytes, again after throttling (a fresh
+        request each attempt)."""
         attempt = 0
         while True:
             attempt += 1
             request = make_request()
+            uri = getattr(request, "uri", None) or getattr(request, "_batch_uri", "")
             try:
-                return request.execute()
+                with limited(limit), self._shape(what):
+                    return request.execute()
+            except BodyTooLarge as exc:
+                raise AnswerTooLarge(f"Gmail's answer to {what} at {where(uri)} passed {exc.limit:,} bytes "
+                                     f"(read {exc.read:,} before stopping)", exc.read) from None
+            except RedirectRefused as exc:
+                raise ProviderError(f"Gmail API: {exc}") from None
             except NETWORK_ERRORS as exc:
                 failure = network_failure(exc)
                 if failure is None:
                     raise
                 # Not retried here: the poller's own backoff per mailbox paces a server that is down.
-                uri = getattr(request, "uri", None) or getattr(request, "_batch_uri", "")
-                raise ProviderError(f"Gmail API at {endpoint_of(uri)} could not be reached: {failure}") from None
+                raise ProviderError(f"Gmail API at {where(uri)} could not be reached: {scrub(failure)}") from None
+            except BatchError as exc:
+                log.warning("mailbox=%s Gmail's batch answer at %s is not in the API's shape: %s", self.mailbox,
+                            where(uri), scrub(str(exc.reason))[:300])
+                raise NotGmail(f"{what}: a batch answer that is not multipart/mixed in Google's form") from None
             except HttpError as exc:
                 verdict = decide(exc.resp.status, error_reasons(exc), call=call, attempt=attempt,
                                  max_attempts=self.max_attempts)
@@ -298,7 +405,7 @@ class GmailSource:
 
     def _failure(self, verdict: str, exc: HttpError, cursor: str | None = None) -> ProviderError:
         status = exc.resp.status
-        reason = str(exc.reason)[:300]
+        reason = scrub(str(exc.reason))[:300]
         if verdict == EXPIRED:
             return CursorExpired(f"Gmail no longer takes the cursor of label {self.label} (from history "
                                  f"{cursor}; HTTP {status}: {reason})")

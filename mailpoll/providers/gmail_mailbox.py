@@ -5,8 +5,9 @@ Credentials, by ``Mailbox.auth``:
 * ``service``: a Workspace service account's JSON key (the mailbox's ``app_secret``, else the file named
   by ``MAILPOLL_GOOGLE_SERVICE_ACCOUNT_FILE``) impersonating ``Mailbox.username`` (domain-wide
   delegation). The key's own ``token_uri`` is replaced by ``MAILPOLL_GOOGLE_TOKEN_URL``: whatever a key
-  file says, its signed assertions go only to the configured host. A refused assertion is a
-  ``ProviderError`` saying what to fix.
+  file says, its signed assertions go only to the configured host, never to where it redirects. A refused
+  assertion is a ``ProviderError`` saying what to fix; a token endpoint that fails (5xx, no answer, a
+  redirect) is one saying so, classified as a user grant's refresh is (``oauth_rules.classify_token_error``).
 * ``oauth``: the user's grant, through ``oauth_apps.token_for`` (refreshed under the grant's row lock; a
   dead grant raises ``NeedsReauthorization`` to the poller). google-auth never holds a refresh token.
 
@@ -34,16 +35,16 @@ from collections.abc import Callable, Iterator
 from datetime import date, datetime
 from pathlib import Path
 
-import google_auth_httplib2
-import httplib2
 from google.auth import credentials as google_credentials
 from google.auth.exceptions import RefreshError, TransportError
 
-from imports.searchconsole_client import endpoint_of, network_failure
+from imports.searchconsole_client import StatusRecordingRequest, network_failure
+from seoinsight.outbound import BodyTooLarge, RedirectRefused, scrub, where
 
 from .. import conf, oauth_apps
 from ..models import Auth
-from . import gmail, gmail_rules, register
+from ..oauth_rules import Verdict, classify_token_error
+from . import gmail, gmail_http, gmail_rules, register
 from .base import ChangesProvider, FolderError, PollInterrupted, ProviderError
 
 log = logging.getLogger(__name__)
@@ -69,21 +70,21 @@ class _CutConnection:
             raise
 
 
-class InterruptibleHttp(httplib2.Http):
-    """An ``httplib2.Http`` another thread can cut (``interrupt``): then every request raises ``PollInterrupted``."""
+class InterruptibleHttp(gmail_http.BoundedHttp):
+    """A ``BoundedHttp`` another thread can cut (``interrupt``): then every request raises ``PollInterrupted``."""
 
     def __init__(self, **options):
         super().__init__(**options)
         self.reason: str | None = None
         self._connection_types = {
             scheme: type(f"Cut{base.__name__}", (_CutConnection, base), {"owner": self})
-            for scheme, base in httplib2.SCHEME_TO_CONNECTION.items()}
+            for scheme, base in self._connection_types.items()}
 
     def check(self) -> None:
         if self.reason is not None:
             raise PollInterrupted(f"Gmail poll interrupted: {self.reason}")
 
-    def request(self, uri, method="GET", body=None, headers=None, redirections=httplib2.DEFAULT_MAX_REDIRECTS,
+    def request(self, uri, method="GET", body=None, headers=None, redirections=0,
                 connection_type=None):
         self.check()
         scheme = urllib.parse.urlsplit(uri).scheme.lower()
@@ -143,7 +144,7 @@ class GmailMailbox(ChangesProvider):
         fetch = self._service_tokens() if self.mailbox.auth == Auth.SERVICE else self._user_tokens
         self._service = gmail.build_service(_Tokens(fetch), api_endpoint=self._endpoint, http=self._http,
                                             refresh_attempts=1)
-        log.debug("mailbox=%s Gmail API at %s (%s)", self.mailbox.pk, endpoint_of(self._endpoint), self.mailbox.auth)
+        log.debug("mailbox=%s Gmail API at %s (%s)", self.mailbox.pk, where(self._endpoint), self.mailbox.auth)
 
     def close(self) -> None:
         if self._http is not None:
@@ -198,17 +199,26 @@ class GmailMailbox(ChangesProvider):
         except (ValueError, KeyError, TypeError):
             raise oauth_apps.NotConfigured(f"mailbox={self.mailbox.pk} service account key cannot be used: not a "
                                            "valid private key") from None
-        request = google_auth_httplib2.Request(self._http)
+        request = StatusRecordingRequest(self._http)
+        endpoint = where(key["token_uri"])
 
         def fetch(_replaced: str | None) -> tuple[str, datetime | None]:
+            request.status = None
             try:
-                account.refresh(request)
+                with gmail_http.limited(gmail_http.TOKEN_BYTES):
+                    account.refresh(request)
             except RefreshError as exc:
-                raise ProviderError(self._refusal(exc, key)) from None
+                raise ProviderError(self._refusal(exc, key, request.status, endpoint)) from None
             except TransportError as exc:
                 failure = network_failure(exc) or type(exc).__name__
-                raise ProviderError(f"Google's token endpoint at {endpoint_of(key['token_uri'])} could not be "
-                                    f"reached: {failure}") from None
+                raise ProviderError(f"Google's token endpoint at {endpoint} could not be reached: "
+                                    f"{scrub(failure)}") from None
+            except RedirectRefused as exc:
+                raise ProviderError(f"Google's token endpoint, for service account {key['client_email']}: "
+                                    f"{exc}") from None
+            except BodyTooLarge as exc:
+                raise ProviderError(f"Google's token endpoint at {endpoint} answered more than {exc.limit:,} bytes "
+                                    "(not a token): tried again next poll") from None
             return account.token, account.expiry
 
         return fetch
@@ -239,8 +249,15 @@ class GmailMailbox(ChangesProvider):
                                            "JSON key (client_email, private_key)")
         return key
 
-    def _refusal(self, exc: RefreshError, key: dict) -> str:
+    def _refusal(self, exc: RefreshError, key: dict, status: int | None, endpoint: str) -> str:
+        """What a failed token request means: a refusal says what to fix; a failing endpoint, that it failed."""
         body = exc.args[1] if len(exc.args) > 1 and isinstance(exc.args[1], dict) else {}
+        classified = classify_token_error(status, body, "not a JSON answer" if not body else "")
+        if classified.verdict is Verdict.TRANSIENT:
+            log.warning("mailbox=%s token endpoint %s failed for service account %s: %s", self.mailbox.pk, endpoint,
+                        key["client_email"], scrub(str(exc))[:300])
+            return (f"Google's token endpoint at {endpoint} failed for service account {key['client_email']} "
+                    f"({classified.reason}): a failure on Google's side, tried again next poll")
         error = str(body.get("error") or "refused")[:100]
         description = str(body.get("error_description") or "")[:200]
         hint = gmail_rules.service_refusal_hint(error, description, client_id=str(key.get("client_id", "")),

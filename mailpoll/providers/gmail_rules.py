@@ -1,5 +1,6 @@
-"""Gmail's pure decisions: backoff, what a failed call means, sweep cursors, history records, grouping,
-which label a folder names, and what to fix when Google refuses a service account.
+"""Gmail's pure decisions: backoff, what a failed call means, cursors (history ids, sweep cursors) and what
+may become one, history records, grouping, the bytes an answer may take, which label a folder names, and
+what to fix when Google refuses a service account.
 
 Plain functions over plain values, so each is table-tested without a server; ``gmail.py``
 makes the calls.
@@ -7,9 +8,11 @@ makes the calls.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from urllib.parse import parse_qs, urlencode
 
+from .base import ProviderError
 from .changes import CursorExpired
 
 MAX_ATTEMPTS = 5
@@ -30,6 +33,114 @@ CALL_MESSAGE = "message"
 CALL_SWEEP = "sweep"  # messages.list from a stored page token
 CALL_OTHER = "other"
 SWEEP = "sweep?"
+
+# Gmail's history ids are unsigned 64-bit integers, sent as decimal strings.
+HISTORY_ID = re.compile(r"[0-9]{1,20}")
+# Page tokens and message ids are opaque, but short and URL-safe; anything else is not Gmail's.
+PAGE_TOKEN = re.compile(r"[0-9A-Za-z_\-.~+/=]{1,512}")
+MESSAGE_ID = re.compile(r"[0-9A-Za-z_\-]{1,128}")
+
+# The bytes one message's part of an answer may take besides its content: JSON fields, a batch part's headers.
+PART_OVERHEAD = 16 * 1024
+MINIMAL_BYTES = 16 * 1024  # a format=minimal answer: ids, labels, sizeEstimate
+HEADERS_BYTES = 256 * 1024  # a format=metadata answer: the header block
+
+
+class NotGmail(ProviderError):
+    """What answered at Gmail's address sent something that is not the Gmail API's shape."""
+
+    def __init__(self, what: str):
+        super().__init__(f"Gmail answered something that is not its API ({what})")
+        self.what = what
+
+
+def history_id(value) -> str:
+    """``value`` as a history id that may be committed; NotGmail if it is not one.
+
+    >>> history_id("1042"), history_id(1042)
+    ('1042', '1042')
+    >>> history_id({"x": 1})
+    Traceback (most recent call last):
+    ...
+    mailpoll.providers.gmail_rules.NotGmail: Gmail answered something that is not its API (a historyId that is a dict)
+    """
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2 ** 64:
+        return str(value)
+    if isinstance(value, str) and HISTORY_ID.fullmatch(value):
+        return value
+    return _not_gmail("a historyId", value)
+
+
+def page_token(value) -> str | None:
+    """A ``nextPageToken`` (None: the last page); NotGmail for anything Gmail does not send."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str) and PAGE_TOKEN.fullmatch(value):
+        return value
+    return _not_gmail("a nextPageToken", value)
+
+
+def message_id(value) -> str:
+    """A message id as Gmail names one; NotGmail otherwise."""
+    if isinstance(value, str) and MESSAGE_ID.fullmatch(value):
+        return value
+    return _not_gmail("a message id", value)
+
+
+def size_estimate(value) -> int:
+    """A ``sizeEstimate``: a count of bytes."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return _not_gmail("a sizeEstimate", value)
+
+
+def _not_gmail(what: str, value):
+    kind = type(value).__name__ if not isinstance(value, str) else f"string of {len(value)} characters"
+    raise NotGmail(f"{what} that is a {kind}")
+
+
+def stored_cursor_problem(cursor: str) -> str:
+    """Why a stored cursor cannot be handed to Gmail (then the label is resynced), or "".
+
+    >>> [stored_cursor_problem(c) for c in ("1042", sweep_cursor("1042", "", "0912"))]
+    ['', '']
+    >>> stored_cursor_problem("{'x': 1}"), stored_cursor_problem("sweep?start=abc&q=&page=1")
+    ('not a Gmail history id', 'not a Gmail sweep cursor')
+    """
+    if not is_sweep(cursor):
+        return "" if HISTORY_ID.fullmatch(cursor) else "not a Gmail history id"
+    fields = parse_qs(cursor[len(SWEEP):], keep_blank_values=True)
+    if not all(len(fields.get(name, ())) == 1 for name in ("start", "q", "page")):
+        return "not a Gmail sweep cursor"
+    if not HISTORY_ID.fullmatch(fields["start"][0]) or not PAGE_TOKEN.fullmatch(fields["page"][0]):
+        return "not a Gmail sweep cursor"
+    return ""
+
+
+def answer_bytes(fmt: str, estimates: list[int], *, max_bytes: int) -> int:
+    """The most bytes a batch answer of ``messages.get`` in ``fmt`` for messages of ``estimates`` may take.
+
+    Raw content comes base64-encoded (4/3 of it); a group of several is held to its estimates, with an
+    eighth's margin, so estimates that lie overflow it (then each message is fetched alone); a message
+    alone may take what a message within ``max_bytes`` takes, whatever its estimate said.
+
+    >>> answer_bytes("raw", [300], max_bytes=3000), answer_bytes("raw", [300, 300], max_bytes=3000)
+    (20384, 33642)
+    >>> answer_bytes("minimal", [0] * 50, max_bytes=3000) == 50 * MINIMAL_BYTES
+    True
+    """
+    if fmt == "minimal":
+        return len(estimates) * MINIMAL_BYTES
+    if fmt == "metadata":
+        return len(estimates) * HEADERS_BYTES
+    if len(estimates) == 1:
+        return _base64_length(max_bytes) + PART_OVERHEAD
+    return sum(_base64_length(size) + min(size, max_bytes) // 8 + PART_OVERHEAD
+               for size in (min(e, max_bytes) for e in estimates))
+
+
+def _base64_length(size: int) -> int:
+    return -(-size // 3) * 4
 
 
 def backoff_delay(attempt: int, jitter: float, retry_after: str | None = None, *,
@@ -78,8 +189,8 @@ def sweep_cursor(start: str, query: str, page_token: str) -> str:
 
     >>> sweep_cursor("1042", "after:1704067200", "0912")
     'sweep?start=1042&q=after%3A1704067200&page=0912'
-    >>> parse_sweep(sweep_cursor("1042", "", "x&y"))
-    ('1042', '', 'x&y')
+    >>> parse_sweep(sweep_cursor("1042", "", "Zx/9+a=="))
+    ('1042', '', 'Zx/9+a==')
     """
     return SWEEP + urlencode({"start": start, "q": query, "page": page_token})
 
@@ -91,11 +202,10 @@ def is_sweep(cursor: str) -> bool:
 
 def parse_sweep(cursor: str) -> tuple[str, str, str]:
     """``(start, query, page_token)`` of a sweep cursor."""
+    if stored_cursor_problem(cursor):
+        raise CursorExpired(f"not a Gmail sweep cursor: {cursor[:100]!r}")
     fields = parse_qs(cursor[len(SWEEP):], keep_blank_values=True)
-    try:
-        return fields["start"][0], fields["q"][0], fields["page"][0]
-    except KeyError:
-        raise CursorExpired(f"not a Gmail sweep cursor: {cursor[:100]!r}") from None
+    return fields["start"][0], fields["q"][0], fields["page"][0]
 
 
 def added_to(record: dict, label: str) -> list[str]:

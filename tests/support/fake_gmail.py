@@ -24,6 +24,15 @@ state change between two calls of one poll), ``stall()`` / ``resume()`` (request
 answered meanwhile: a server that stops answering). ``calls`` records what was served,
 ``token_requests`` how many requests the token endpoint got, ``assertions`` the JWTs it accepted,
 ``issued`` every access token it handed out (clear ``access_tokens`` to revoke them).
+
+Hostile knobs (issue 19): ``huge_raw`` (id -> bytes: that message's ``format=raw`` is that large, produced
+while it is sent, never held), ``huge_labels`` (bytes of a ``labels.list`` answer, likewise),
+``lying_length`` (the Content-Length announced for every answer with a produced part instead of the true
+one; the connection closes after the body), ``redirect`` (answers ``(status, location)`` given to the next API calls, batches
+included), ``token_redirect`` (the same for the token endpoint), ``token_status`` (the token endpoint
+answers that status with an HTML page), ``answers`` (call name ``labels``, ``profile``, ``history``,
+``messages``, ``batch`` -> ``(status, content type, body)`` served instead), ``history_extra`` (fields
+put over every history answer's). ``requests`` counts every HTTP request received.
 """
 
 from __future__ import annotations
@@ -35,6 +44,7 @@ import re
 import secrets
 import threading
 import urllib.parse
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -47,6 +57,40 @@ API_PREFIX = "/gmail/v1/users/"
 SYSTEM_LABELS = ("INBOX", "SENT", "SPAM", "TRASH", "DRAFT", "STARRED", "IMPORTANT", "UNREAD")
 # How long a stalled request waits for resume() (or stop()) at most.
 STALL_MAX = 60.0
+
+
+@dataclass
+class Streamed:
+    """Part of an answer produced while it is sent: ``length`` bytes from ``chunks()``, never whole in memory."""
+
+    length: int
+    chunks: Callable[[], Iterator[bytes]]
+
+
+def _length(pieces: list) -> int:
+    return sum(p.length if isinstance(p, Streamed) else len(p) for p in pieces)
+
+
+def huge_base64(head: bytes, size: int) -> Streamed:
+    """Unpadded base64url of ``head`` followed by ``size - len(head)`` bytes of ``A``."""
+    def chunks():
+        left, first = size, head + b"A" * (-len(head) % 3)
+        block = b"A" * (3 * 65536)
+        piece = first[:left]
+        while piece:
+            left -= len(piece)
+            yield base64.urlsafe_b64encode(piece).rstrip(b"=")
+            piece = block[:left]
+    return Streamed((4 * size + 2) // 3, chunks)
+
+
+def huge_labels(size: int) -> list:
+    """A ``labels.list`` answer of about ``size`` bytes."""
+    item = b'{"id": "Label_9", "name": "' + b"x" * 200 + b'", "type": "user"}, '
+    count = max(size // len(item), 1)
+    count -= count % 256
+    return [b'{"labels": [', Streamed(count * len(item), lambda: (item * 256 for _ in range(count // 256))),
+            b'{"id": "INBOX", "name": "INBOX", "type": "system"}]}']
 
 
 @dataclass
@@ -95,6 +139,15 @@ class FakeGmail(_LoopbackServer):
         self.max_page: int | None = None
         self.user_labels: dict[str, str] = {}  # id -> name
         self.after: list = []
+        self.huge_raw: dict[str, int] = {}
+        self.huge_labels = 0
+        self.lying_length: int | None = None
+        self.redirect: list[tuple[int, str]] = []
+        self.token_redirect: list[tuple[int, str]] = []
+        self.token_status: int | None = None
+        self.answers: dict[str, tuple[int, str, bytes]] = {}
+        self.history_extra: dict = {}
+        self.requests = 0
         self.calls: list[Call] = []
         self.batch_sizes: list[int] = []
         self.token_requests = 0
@@ -111,21 +164,33 @@ class FakeGmail(_LoopbackServer):
             disable_nagle_algorithm = True  # else every answer waits for the client's delayed ACK (40 ms)
 
             def do_GET(self):
+                server.requests += 1
                 if server._may_answer():
                     self._reply(*server._serve_top("GET", self.path, self.headers, b""))
 
             def do_POST(self):
+                server.requests += 1
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 if server._may_answer():
                     self._reply(*server._serve_top("POST", self.path, self.headers, body))
 
-            def _reply(self, status, headers, data: bytes):
+            def _reply(self, status, headers, data):
+                pieces = data if isinstance(data, list) else [data]
                 self.send_response(status)
                 for name, value in headers.items():
                     self.send_header(name, value)
-                self.send_header("Content-Length", str(len(data)))
+                lying = server.lying_length if any(isinstance(p, Streamed) for p in pieces) else None
+                self.send_header("Content-Length", str(_length(pieces) if lying is None else lying))
+                if lying is not None:
+                    self.send_header("Connection", "close")
+                    self.close_connection = True
                 self.end_headers()
-                self.wfile.write(data)
+                try:
+                    for piece in pieces:
+                        for chunk in piece.chunks() if isinstance(piece, Streamed) else (piece,):
+                            self.wfile.write(chunk)
+                except (BrokenPipeError, ConnectionResetError):
+                    self.close_connection = True  # the client stopped reading: what a bound is for
 
             def log_message(self, format, *args):
                 pass
@@ -206,11 +271,21 @@ class FakeGmail(_LoopbackServer):
             url = urllib.parse.urlsplit(path)
             if url.path == "/token" and method == "POST":
                 self.token_requests += 1
+                if self.token_redirect:
+                    return _redirect(*self.token_redirect.pop(0))
+                if self.token_status is not None:
+                    return self.token_status, {"Content-Type": "text/html"}, b"<html><b>Error</b> Backend</html>"
                 return self._token(urllib.parse.parse_qs(body.decode()))
             batch = url.path == "/batch/gmail/v1" and method == "POST"
             outer = headers.get("Authorization")
             if not batch and not self._authorized(outer):
                 return _json(401, _error(401, "Request had invalid authentication credentials.", "authError"))
+            if self.redirect:
+                return _redirect(*self.redirect.pop(0))
+            name = "batch" if batch else url.path[len(API_PREFIX):].partition("/")[2].partition("/")[0]
+            if name in self.answers:
+                status, content_type, data = self.answers[name]
+                return status, {"Content-Type": content_type}, data
             if self.throttle:
                 status, reason = self.throttle.pop(0)
                 return self._throttled(status, reason)
@@ -254,7 +329,7 @@ class FakeGmail(_LoopbackServer):
         parts = request.get_payload()
         self.batch_sizes.append(len(parts))
         boundary = "batch_" + secrets.token_hex(8)
-        out = []
+        out: list = []
         for part in parts:
             inner = part.get_payload()
             request_line, rest = inner.split("\n", 1)
@@ -270,9 +345,11 @@ class FakeGmail(_LoopbackServer):
             content_id = part["Content-ID"].strip("<>")
             head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
             out.append(f"--{boundary}\r\nContent-Type: application/http\r\nContent-ID: <response-{content_id}>\r\n\r\n"
-                       f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}\r\n{head}\r\n{data.decode()}\r\n")
-        out.append(f"--{boundary}--\r\n")
-        return 200, {"Content-Type": f"multipart/mixed; boundary={boundary}"}, "".join(out).encode()
+                       f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}\r\n{head}\r\n".encode())
+            out += data if isinstance(data, list) else [data]
+            out.append(b"\r\n")
+        out.append(f"--{boundary}--\r\n".encode())
+        return 200, {"Content-Type": f"multipart/mixed; boundary={boundary}"}, out
 
     def _api(self, method: str, url, *, batched: bool):
         query = urllib.parse.parse_qs(url.query)
@@ -301,6 +378,8 @@ class FakeGmail(_LoopbackServer):
         return _json(404, _error(404, "Not Found", "notFound"))
 
     def _labels(self):
+        if self.huge_labels:
+            return 200, {"Content-Type": "application/json; charset=UTF-8"}, huge_labels(self.huge_labels)
         used = {label for m in self.state.messages.values() for label in m.labels}
         labels = [{"id": label, "name": label, "type": "system"} for label in SYSTEM_LABELS]
         labels += [{"id": label, "name": label, "type": "system"} for label in sorted(used - set(SYSTEM_LABELS))
@@ -350,7 +429,7 @@ class FakeGmail(_LoopbackServer):
             body["history"] = page
         if token:
             body["nextPageToken"] = token
-        return _json(200, body)
+        return _json(200, {**body, **self.history_extra})
 
     def _get(self, mid: str, fmt: str):
         message = self.state.messages.get(mid)
@@ -361,6 +440,10 @@ class FakeGmail(_LoopbackServer):
                 "sizeEstimate": self.size_estimates.get(mid, len(message.raw))}
         if fmt == "minimal" and mid in self.vanishing:
             del self.state.messages[mid]
+        if fmt == "raw" and mid in self.huge_raw:
+            status, headers, data = _json(200, body)
+            head = message.raw.split(b"\r\n\r\n", 1)[0] + b"\r\n\r\n"
+            return status, headers, [data[:-1] + b', "raw": "', huge_base64(head, self.huge_raw[mid]), b'"}']
         if fmt == "raw":
             body["raw"] = base64.urlsafe_b64encode(message.raw).decode().rstrip("=")
         elif fmt == "metadata":
@@ -390,6 +473,10 @@ _REASONS = {200: "OK", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 
 def _error(status: int, message: str, reason: str) -> dict:
     return {"error": {"code": status, "message": message,
                       "errors": [{"message": message, "domain": "usageLimits", "reason": reason}]}}
+
+
+def _redirect(status: int, location: str):
+    return status, {"Location": location, "Content-Type": "text/html"}, b"<html>moved</html>"
 
 
 def _json(status: int, body: dict):

@@ -170,13 +170,20 @@ def test_the_session_never_follows_a_redirect_even_when_asked_to(fake, sink):
 
 # -- bounded answers ------------------------------------------------------------------------------------------
 
+def test_a_token_answer_over_its_cap_is_cut_and_named(fake, app, session):
+    fake.token_answer_bytes = 20 * 1024 * 1024
+    with pytest.raises(ProviderError, match="passed 1,048,576 bytes") as raised:
+        AppOnlyTokens(app, session)()
+    assert fake.origin in str(raised.value) and "/oauth2" not in str(raised.value)
+    assert fake.huge_sent < fake.token_answer_bytes
+
 def test_a_delta_page_over_its_cap_is_cut_and_named(fake, source):
     fake.add("inbox", mail(1))
     fake.huge_delta_bytes = page_cap(10) + 5 * 1024 * 1024
     with pytest.raises(ProviderError) as raised:
         run(source(page_size=10))
     assert f"{page_cap(10):,} bytes" in str(raised.value) and "delta page" in str(raised.value)
-    assert fake.huge_delta_sent < fake.huge_delta_bytes  # the rest was never read
+    assert fake.huge_sent < fake.huge_delta_bytes  # the rest was never read
 
 
 def test_a_header_answer_over_its_cap_leaves_a_rejected_message_without_headers(fake, source):

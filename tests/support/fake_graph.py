@@ -92,9 +92,10 @@ class FakeGraph:
         self.links_base: str | None = None
         self.headers_body: bytes | None = None
         self.huge_delta_bytes = 0
-        self.huge_delta_sent = 0  # bytes of it written before the client hung up
+        self.huge_sent = 0  # bytes of it written before the client hung up
         self.value_claimed_length: int | None = None  # the Content-Length every $value claims (a lie), then EOF
         self.token_redirect: tuple[int, str] | None = None  # (status, Location) the token endpoint answers
+        self.token_answer_bytes = 0  # the token endpoint answers a JSON object this long, streamed
         self.inflight = 0
         self.peak_inflight = 0
         self._states: dict[str, tuple] = {}
@@ -334,6 +335,9 @@ def _handler(fake: FakeGraph):
                 if fake.token_redirect:
                     status, location = fake.token_redirect
                     return self._json(status, {}, {"Location": location})
+                if fake.token_answer_bytes:
+                    return self._huge(fake.token_answer_bytes, b'{"token_type": "Bearer", "pad": "',
+                                      b'", "access_token": "at-huge", "expires_in": 3600}')
                 return self._json(*fake.token(form))
             graph_url = fake.graph_url
             if path.startswith(ELSEWHERE + "/v1.0/"):
@@ -392,7 +396,10 @@ def _handler(fake: FakeGraph):
             """A 200 delta page of ``huge_delta_bytes``, written a megabyte at a time as the client reads it."""
             head = b'{"value": [{"id": "AAMk-huge", "pad": "'
             tail = b'"}], "@odata.deltaLink": "' + fake.graph_url.encode() + b'/x?$deltatoken=huge"}'
-            total = fake.huge_delta_bytes
+            return self._huge(fake.huge_delta_bytes, head, tail)
+
+        def _huge(self, total: int, head: bytes, tail: bytes):
+            """A 200 JSON answer of ``total`` bytes, padded between ``head`` and ``tail``, never held whole."""
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(total))
@@ -404,7 +411,7 @@ def _handler(fake: FakeGraph):
                 self.wfile.write(head)
                 while pad > 0:
                     self.wfile.write(chunk[:pad])
-                    fake.huge_delta_sent += min(pad, len(chunk))
+                    fake.huge_sent += min(pad, len(chunk))
                     pad -= len(chunk)
                 self.wfile.write(tail)
             except OSError:

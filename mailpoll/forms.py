@@ -130,7 +130,8 @@ class MailboxForm(forms.ModelForm):
                     "OAuth (a user's consent, then use Connect), or a service account (Google Workspace, "
                     "domain-wide delegation) / app-only (Microsoft, application permission Mail.Read).",
             "oauth_provider": "IMAP with OAuth only: whose tokens the server takes (Gmail or Outlook IMAP).",
-            "client_id": "Empty: the app of the MAILPOLL_GOOGLE_* / MAILPOLL_MICROSOFT_* settings.",
+            "client_id": "Empty: the app of the MAILPOLL_GOOGLE_* / MAILPOLL_MICROSOFT_* settings (for app-only access and "
+                         "a Gmail service account without a key: only for the addresses a superuser granted this org).",
             "tenant": "Microsoft only; empty: MAILPOLL_MICROSOFT_TENANT.",
             "host": "IMAP only (API mailboxes use the settings' endpoints).",
             "username": "The account's address (API mailboxes: the mailbox user to read, e.g. the one a "

@@ -16,17 +16,9 @@ from mailpoll.oauth_refresh import HeldTokens, TokenEndpointError
 from mailpoll.oauth_rules import Verdict, classify_token_error
 from mailpoll.providers.base import PollInterrupted, ProviderError
 from mailpoll.providers.changes import CursorExpired, Throttled, TooBig
-from mailpoll.providers.graph import (
-    GraphSource,
-    NotGraph,
-    decode_json,
-    delta_page,
-    header_block,
-    page_cap,
-    throttle_wait,
-    under_api,
-)
+from mailpoll.providers.graph import GraphSource
 from mailpoll.providers.graph_auth import AppOnlyTokens, DelegatedTokens, GraphApp, MsalRefresh, new_session
+from mailpoll.providers.graph_rules import NotGraph, decode_json, delta_page, header_block, page_cap, throttle_wait, under_api
 from tests.support.fake_graph import CLIENT_ID, CLIENT_SECRET, ELSEWHERE, TENANT, USER, FakeGraph, Sink
 from tests.support.guards import finishes_within
 

@@ -335,11 +335,22 @@ class GmailSource:
         return found, overflowed
 
     def _fetch(self, chunk: list[str], fmt: str, collect, estimates: dict[str, int], overflowed: dict[str, int]):
-        """One batch request for ``chunk``, bounded by its estimates; past the bound, each id in one of its own."""
+        """One batch request for ``chunk``, bounded by its estimates; past the bound, each id in one of its own.
+
+        A raw message alone is one plain ``messages.get``: a batch answer is copied several times over
+        while it is parsed, which for a message near the limit is hundreds of MB.
+        """
         limit = answer_bytes(fmt, [estimates.get(mid, 0) for mid in chunk], max_bytes=self.max_bytes)
         try:
-            self._call(lambda: self._batch(chunk, fmt, collect), call=CALL_OTHER, limit=limit,
-                       what=f"a batch of {len(chunk)} messages.get ({fmt})")
+            if fmt == "raw" and len(chunk) == 1:
+                def get(mid=chunk[0]):
+                    return self._users().messages().get(userId=self.user_id, id=mid, format=fmt)
+                resource = self._call(get, call=CALL_MESSAGE, limit=limit, what="messages.get (raw)")
+                if resource is not None:  # None: deleted since it was listed
+                    collect(chunk[0], resource, None)
+            else:
+                self._call(lambda: self._batch(chunk, fmt, collect), call=CALL_OTHER, limit=limit,
+                           what=f"a batch of {len(chunk)} messages.get ({fmt})")
         except AnswerTooLarge as exc:
             if len(chunk) > 1:
                 log.warning("mailbox=%s folder=%s %s; fetching them one by one", self.mailbox, self.label, exc)
@@ -393,6 +404,8 @@ class GmailSource:
             except HttpError as exc:
                 verdict = decide(exc.resp.status, error_reasons(exc), call=call, attempt=attempt,
                                  max_attempts=self.max_attempts)
+                if verdict == GONE:
+                    return None
                 if verdict != RETRY:
                     raise self._failure(verdict, exc, cursor) from None
                 self._pause(attempt, exc.resp.get("retry-after"), f"HTTP {exc.resp.status}")

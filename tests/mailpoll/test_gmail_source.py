@@ -309,8 +309,10 @@ def test_fetches_go_in_batches_of_batch_size(fake, source):
         fake.add(message(n))
     batches = list(source(batch_size=3).changes("1000"))
     assert len(contents(batches)) == 7
-    assert fake.batch_sizes == [3, 3, 1, 3, 3, 1]  # minimal, then raw
-    assert all(c.batched for c in fake.served("/messages/"))
+    assert fake.batch_sizes == [3, 3, 1, 3, 3]  # minimal, then raw
+    # A raw message alone is a plain messages.get: a batch answer is copied over and over while parsed.
+    assert [c.batched for c in fake.served("/messages/", fmt="raw")] == [True] * 6 + [False]
+    assert all(c.batched for c in fake.served("/messages/", fmt="minimal"))
 
 
 def test_a_page_of_large_messages_is_cut_into_batches_bounded_in_bytes(fake, source):
@@ -323,7 +325,7 @@ def test_a_page_of_large_messages_is_cut_into_batches_bounded_in_bytes(fake, sou
     assert [[mid for mid, _ in b.items] for b in batches] == [[big, *ids[:2]], ids[2:4], ids[4:]]
     assert batches[0].items[0][1] == TooBig(len(message(9, b"v" * 5000)), message(9, b""))
     assert [b.cursor for b in batches] == [None, None, str(fake.history_id)]
-    assert fake.batch_sizes == [6, 1, 2, 2, 1]  # minimal, metadata, then raw by two
+    assert fake.batch_sizes == [6, 1, 2, 2]  # minimal, metadata, then raw by two (the last alone: a plain get)
 
 
 # -- throttling --------------------------------------------------------------------

@@ -11,6 +11,7 @@ import threading
 import time
 
 import pytest
+import requests
 
 from mailpoll.oauth_refresh import HeldTokens, TokenEndpointError
 from mailpoll.oauth_rules import Verdict, classify_token_error
@@ -78,6 +79,17 @@ def test_a_redirect_on_delta_is_refused_naming_the_host_and_the_other_host_gets_
         run(source())
     text = str(raised.value)
     assert f"HTTP {status}" in text and sink.origin in text and "do-not-show" not in text and "/v1.0" not in text
+    assert sink.received == []
+
+
+def test_a_plain_requests_session_is_not_redirected_either(fake, sink, app, session):
+    plain = requests.Session()
+    plain.verify, plain.trust_env = fake.ca_file, False
+    fake.add("inbox", mail(1))
+    fake.redirect_delta = (307, f"{sink.origin}/v1.0/users/x/messages/delta")
+    graph = GraphSource(USER, AppOnlyTokens(app, session), session=plain, graph_url=fake.graph_url)
+    with pytest.raises(ProviderError, match=f"Graph answered HTTP 307, a redirect to {sink.origin}, which is not"):
+        run(graph)
     assert sink.received == []
 
 

@@ -20,6 +20,7 @@ from django.utils.html import format_html
 from seoinsight.orgscope import OrgScopedAdmin, OrgScopedInline, ReadOnlyAdmin
 
 from . import attachments, conf, oauth
+from .admin_cursors import FolderCursorInline, resync_folders_action
 from .admin_display import (
     ATTACHMENT_COLOURS,
     BLUE,
@@ -33,9 +34,8 @@ from .admin_display import (
     cliff_text,
     connect_button,
     counted,
-    cursor_position,
-    cursor_resyncs,
     duration_label,
+    error_heading,
     grant_of,
     live_state,
     next_try,
@@ -47,7 +47,7 @@ from .admin_display import (
 from .admin_filters import DocumentTypeFilter, HealthFilter, StuckFilter, TokenStateFilter
 from .forms import MailboxForm
 from .health import FAILING, HEALTHY, NEVER, mailbox_health
-from .models import Attachment, Auth, FolderCursor, GrantState, Mailbox, Provider, Request, RequestStatus
+from .models import Attachment, Auth, GrantState, Mailbox, Provider, Request, RequestStatus
 from .oauth_connect import ConnectViews
 from . import admin_grants  # noqa: F401  (registers the superuser-only admin of deployment grants)
 
@@ -55,49 +55,6 @@ from . import admin_grants  # noqa: F401  (registers the superuser-only admin of
 
 
 # Mailboxes ------------------------------------------------------------------------------------------------
-
-
-class FolderCursorInline(OrgScopedInline, admin.TabularInline):
-    model = FolderCursor
-    verbose_name_plural = "cursors (how far each folder has been durably read)"
-    fields = ["folder", "position_shown", "sweep", "resync", "last_sync", "problem"]
-    readonly_fields = fields
-    extra = 0
-    can_delete = False
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    @admin.display(description="last sync")
-    def last_sync(self, cursor):
-        return when(cursor.last_sync_ts)
-
-    @admin.display(description="cursor")
-    def position_shown(self, cursor):
-        return cursor_position(cursor)
-
-    @admin.display(description="resyncs")
-    def resync(self, cursor):
-        return cursor_resyncs(cursor)
-
-    @admin.display(description="sweep")
-    def sweep(self, cursor):
-        """An unfinished first (or UIDVALIDITY) sweep, resumed by the next poll."""
-        if cursor.sweep_until is None:
-            return EMPTY
-        since = f" since {cursor.sweep_since:%Y-%m-%d}" if cursor.sweep_since else ""
-        return f"unfinished{since}: up to uid {cursor.sweep_until}"
-
-    @admin.display(description="problem")
-    def problem(self, cursor):
-        """The folder's own error at its last poll (it could not be read, or one message in it)."""
-        if not cursor.last_error:
-            return EMPTY
-        return format_html('<span style="color:{}">{}</span> {}', RED, truncatechars(cursor.last_error, 300),
-                           when(cursor.last_error_at))
 
 
 @admin.register(Mailbox)
@@ -112,10 +69,11 @@ class MailboxAdmin(OrgScopedAdmin, admin.ModelAdmin):
     autocomplete_fields = ["org"]
     empty_value_display = EMPTY
     inlines = [FolderCursorInline]
-    actions = ["poll_now", "enable", "disable"]
+    actions = ["poll_now", "enable", "disable", "resync_folders"]
     readonly_fields = ["provider_auth", "secret_state", "app_secret_state", "token_detail", "cliff", "connect",
                        "health_badge", "last_polled_at", "last_success_at", "consecutive_failures", "next_try_at",
-                       "last_error_at", "last_error_text", "requests_link", "created_at", "live_watch_state"]
+                       "last_error_at", "last_error_text", "requests_link", "created_at", "live_watch_state",
+                       "live_watch_since"]
 
     def get_fieldsets(self, request, obj=None):
         secret = ["password", "remove_secret", "secret_state"] if obj else ["password"]
@@ -144,7 +102,20 @@ class MailboxAdmin(OrgScopedAdmin, admin.ModelAdmin):
             fieldsets.append(("Health", {"fields": ["last_polled_at", "last_success_at", "consecutive_failures",
                                                     "next_try_at", "last_error_at", "requests_link",
                                                     "created_at", "live_watch_state"]}))
-        return fieldsets
+        return self._live_column(request, fieldsets)
+
+    def get_list_display(self, request):
+        return self._live_column(request, super().get_list_display(request))
+
+    @staticmethod
+    def _live_column(request, names):
+        """Only superusers see which host and process watches a live mailbox: org staff see since when."""
+        if request.user.is_superuser:
+            return names
+        if isinstance(names, list) and names and isinstance(names[0], tuple):  # fieldsets
+            return [(title, {**options, "fields": ["live_watch_since" if name == "live_watch_state" else name
+                                                   for name in options["fields"]]}) for title, options in names]
+        return ["live_watch_since" if name == "live_watch_state" else name for name in names]
 
     def get_readonly_fields(self, request, obj=None):
         # An org owns its mailboxes' requests (and their dedup): a mailbox does not move between orgs.
@@ -215,7 +186,11 @@ class MailboxAdmin(OrgScopedAdmin, admin.ModelAdmin):
 
     @admin.display(description="live (IMAP IDLE)")
     def live_watch_state(self, mailbox):
-        return live_state(mailbox)
+        return live_state(mailbox, internal=True)
+
+    @admin.display(description="live (IMAP IDLE)")
+    def live_watch_since(self, mailbox):
+        return live_state(mailbox, internal=False)
 
     @admin.display(description="last poll", ordering="last_polled_at")
     def last_poll(self, mailbox):
@@ -229,11 +204,11 @@ class MailboxAdmin(OrgScopedAdmin, admin.ModelAdmin):
     def last_error_short(self, mailbox):
         if not mailbox.last_error:
             return EMPTY
-        resolved = mailbox.consecutive_failures == 0  # a success resets the count but keeps the last error
+        heading = error_heading(mailbox.last_error, mailbox.consecutive_failures, mailbox.last_success_at)
         return format_html(
-            '<span title="{}" style="{}">{}</span> <small>({}{})</small>',
-            mailbox.last_error, "opacity:.6" if resolved else "", truncatechars(mailbox.last_error, 60),
-            ago(mailbox.last_error_at) if mailbox.last_error_at else "?", "; a later poll succeeded" if resolved else "",
+            '<span title="{}" style="{}">{}{}</span> <small>({})</small>',
+            mailbox.last_error, "opacity:.6" if heading else "", f"{heading}: " if heading else "",
+            truncatechars(mailbox.last_error, 60), ago(mailbox.last_error_at) if mailbox.last_error_at else "?",
         )
 
     @admin.display(description="failures in a row", ordering="consecutive_failures")
@@ -246,6 +221,9 @@ class MailboxAdmin(OrgScopedAdmin, admin.ModelAdmin):
 
     @admin.display(description="last error")
     def last_error_text(self, mailbox):
+        heading = error_heading(mailbox.last_error, mailbox.consecutive_failures, mailbox.last_success_at)
+        if heading:
+            return format_html("<p>{}:</p>{}", heading, preformatted(mailbox.last_error))
         return preformatted(mailbox.last_error)
 
     @admin.display(description="secret")
@@ -272,6 +250,10 @@ class MailboxAdmin(OrgScopedAdmin, admin.ModelAdmin):
         if blocked:
             self.message_user(request, f"{', '.join(blocked)}: needs re-authorization or not connected, so it will "
                               "not be polled until someone reconnects it (Connect on its page).", messages.WARNING)
+
+    @admin.action(description="Resync folders… (pick the folders to read again in full)", permissions=["change"])
+    def resync_folders(self, request, queryset):
+        return resync_folders_action(self, request, queryset)
 
     @admin.action(description="Enable selected mailboxes", permissions=["change"])
     def enable(self, request, queryset):

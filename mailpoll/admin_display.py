@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.template.defaultfilters import truncatechars
-from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
@@ -195,8 +194,9 @@ def connect_button(mailbox: Mailbox):
                        mailbox.username or "the account's user")
 
 
-def live_state(mailbox: Mailbox):
-    """A live mailbox's watcher (``mailpoll.live``): which process, since when, and its last event."""
+def live_state(mailbox: Mailbox, *, internal: bool = True):
+    """A live mailbox's watcher (``mailpoll.live``): since when, its last event, and with ``internal`` which
+    process (for superusers only: org staff are not shown the deployment's hosts and processes)."""
     if not mailbox.live:
         return EMPTY
     if mailbox.provider != Provider.IMAP:
@@ -206,7 +206,28 @@ def live_state(mailbox: Mailbox):
     except LiveWatch.DoesNotExist:
         return badge(AMBER, "not watched yet", "Taken by a pollmail within MAILPOLL_LIVE_RECONCILE seconds.")
     event = format_html("; last event {} {}", watch.last_event, when(watch.last_event_at)) if watch.last_event else ""
-    return format_html("watched by {}/{} since {}{}", watch.host, watch.pid, when(watch.since), event)
+    if internal:
+        return format_html("watched by {}/{} since {}{}", watch.host, watch.pid, when(watch.since), event)
+    return format_html("watched live since {}{}", when(watch.since), event)
+
+
+def error_heading(last_error: str, consecutive_failures: int, last_success_at) -> str:
+    """How the mailbox's ``last_error`` is to be read: "" while it is the current state (the mailbox is
+    failing), else as a previous error: a success resets the failure count but keeps the last error's text.
+
+    >>> from datetime import datetime, timezone as tz
+    >>> error_heading("", 0, None), error_heading("refused", 3, None)
+    ('', '')
+    >>> error_heading("refused", 0, datetime(2026, 12, 3, 7, 0, tzinfo=tz.utc))
+    'previous error (before the last success at 2026-12-03 07:00:00 UTC)'
+    >>> error_heading("refused", 0, None)
+    'previous error'
+    """
+    if not last_error or consecutive_failures:
+        return ""
+    if last_success_at is None:
+        return "previous error"
+    return f"previous error (before the last success at {timezone.localtime(last_success_at):%Y-%m-%d %H:%M:%S %Z})"
 
 
 def cursor_position(cursor: FolderCursor):

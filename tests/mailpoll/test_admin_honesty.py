@@ -213,3 +213,30 @@ def test_resync_needs_the_right_to_change_the_mailbox(client):
     assert "resync_folders" not in page
     assert FolderCursor.objects.get(pk=row.pk).position == "4711"
     assert response.status_code in (200, 403)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_wedged_gmail_cursor_is_resynced_by_the_next_poll_without_duplicates(gmail, admin_client):
+    """Issue 19's wedge: a malformed historyId as the cursor; Resync folders, then one poll reads the label
+    again in full, dedup keeping one request per message, and the cursor is Gmail's again."""
+    from mailpoll.models import Request
+    from mailpoll.poller import Poller
+    from tests.mailpoll.factories import mail
+    from tests.support.gmail_mailboxes import gmail_mailbox
+
+    box = gmail_mailbox()
+    for subject in ("one", "two"):
+        gmail.add(mail(subject))
+    Poller().poll(box)
+    assert Request.objects.filter(mailbox=box).count() == 2
+    row = FolderCursor.objects.get(mailbox=box, folder="INBOX")
+    FolderCursor.objects.filter(pk=row.pk).update(position="{'x': 1}")  # what a hostile answer once left there
+    gmail.add(mail("three"))
+
+    resync(admin_client, [box], [row])
+    Poller().poll(Mailbox.objects.get(pk=box.pk))
+
+    row.refresh_from_db()
+    assert sorted(Request.objects.filter(mailbox=box).values_list("subject", flat=True)) == ["one", "three", "two"]
+    assert row.position == str(gmail.history_id) and row.resync_started_at is None and row.resyncs == 1
+    assert Mailbox.objects.get(pk=box.pk).consecutive_failures == 0

@@ -158,5 +158,8 @@ LOGGING = {
     "loggers": {
         "django": {"level": env("DJANGO_LOG_LEVEL", default="INFO"), "propagate": True},
         "pgserver": {"level": "WARNING"},
+        # At DEBUG urllib3 logs every request's target, query string included ("POST /ingest?api_key=…"): a key
+        # in a configured URL would reach the logs. Its INFO and above name hosts only.
+        "urllib3": {"level": "INFO"},
     },
 }

@@ -156,17 +156,18 @@ def take_pending(request, state: str) -> Mapping | None:
     """
     session = request.session
     with transaction.atomic():
+        row, stored = None, {}
         if isinstance(session, DatabaseSession) and session.session_key:
             row = (session.get_model_class().objects.select_for_update()
                    .filter(session_key=session.session_key).first())
-            stored = session.decode(row.session_data) if row is not None else {}
-        else:
-            stored = dict(session.items())
+            stored = session.decode(row.session_data) if row is not None else {}  # gone meanwhile: nothing
+        elif not isinstance(session, DatabaseSession):
+            stored = dict(session.items())  # another engine: the request's own copy is all there is
         pending_all = dict(stored.get(SESSION_KEY, {}))
         pending = pending_all.pop(state, None) if state else None
         session[SESSION_KEY] = pending_all
-        if isinstance(session, DatabaseSession) and session.session_key:
-            session.save()
+        if row is not None:
+            session.save()  # written before the lock is released
     return pending
 
 

@@ -13,7 +13,7 @@ import pytest
 from mailpoll.models import FolderCursor, Mailbox, Request, RequestStatus
 from mailpoll.poller import Poller
 from tests.mailpoll.factories import mail
-from tests.support.fake_gmail import FakeGmail
+from tests.support.fake_gmail import FakeGmail, huge_base64
 from tests.support.gmail_mailboxes import REFRESH_TOKEN, gmail_mailbox
 from tests.support.processes import ManagedProcess, process_env, wait_for
 
@@ -159,6 +159,13 @@ def test_a_token_endpoint_failing_with_500_is_a_transient_failure_not_a_refused_
     gmail.add(mail("after"))
     mailbox = poll(mailbox)
     assert mailbox.consecutive_failures == 0 and Request.objects.filter(subject="after").exists()
+
+
+def test_a_token_answer_of_100_mb_is_not_read_past_a_token_s_size(gmail):
+    gmail.answers["token"] = (200, "application/json", [b'{"access_token": "', huge_base64(b"", 100 * MB), b'"}'])
+    mailbox = poll(gmail_mailbox())
+    assert mailbox.last_error.startswith("Google's token endpoint at http://127.0.0.1:")
+    assert "answered more than 65,536 bytes (not a token)" in mailbox.last_error
 
 
 def test_a_refused_key_is_still_said_to_be_refused(gmail):

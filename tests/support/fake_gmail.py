@@ -31,7 +31,8 @@ while it is sent, never held), ``huge_labels`` (bytes of a ``labels.list`` answe
 one; the connection closes after the body), ``redirect`` (answers ``(status, location)`` given to the next API calls, batches
 included), ``token_redirect`` (the same for the token endpoint), ``token_status`` (the token endpoint
 answers that status with an HTML page), ``answers`` (call name ``labels``, ``profile``, ``history``,
-``messages``, ``batch`` -> ``(status, content type, body)`` served instead), ``history_extra`` (fields
+``messages``, ``batch``, ``token`` -> ``(status, content type, body)`` served instead; a body may be a list
+of bytes and ``Streamed`` parts), ``history_extra`` (fields
 put over every history answer's). ``requests`` counts every HTTP request received.
 """
 
@@ -74,8 +75,8 @@ def _length(pieces: list) -> int:
 def huge_base64(head: bytes, size: int) -> Streamed:
     """Unpadded base64url of ``head`` followed by ``size - len(head)`` bytes of ``A``."""
     def chunks():
-        left, first = size, head + b"A" * (-len(head) % 3)
         block = b"A" * (3 * 65536)
+        left, first = size, (head + b"A" * (-len(head) % 3)) or block
         piece = first[:left]
         while piece:
             left -= len(piece)
@@ -275,6 +276,9 @@ class FakeGmail(_LoopbackServer):
                     return _redirect(*self.token_redirect.pop(0))
                 if self.token_status is not None:
                     return self.token_status, {"Content-Type": "text/html"}, b"<html><b>Error</b> Backend</html>"
+                if "token" in self.answers:
+                    status, content_type, data = self.answers["token"]
+                    return status, {"Content-Type": content_type}, data
                 return self._token(urllib.parse.parse_qs(body.decode()))
             batch = url.path == "/batch/gmail/v1" and method == "POST"
             outer = headers.get("Authorization")

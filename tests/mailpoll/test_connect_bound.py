@@ -224,7 +224,9 @@ def test_two_callbacks_at_once_with_one_state_exchange_the_code_once(client, edi
 
     def press():
         twin = Client()
-        twin.cookies = client.cookies  # the same browser session: a double click, a replayed redirect
+        # The same browser session (a double click, a replayed redirect), each with its own cookie jar: the
+        # messages each answer sets stay its own.
+        twin.cookies.load({name: morsel.value for name, morsel in client.cookies.items()})
         go.wait()
         try:
             answers.append(messages_of(twin.get(callback, follow=True)))

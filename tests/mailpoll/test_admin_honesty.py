@@ -240,3 +240,27 @@ def test_a_wedged_gmail_cursor_is_resynced_by_the_next_poll_without_duplicates(g
     assert sorted(Request.objects.filter(mailbox=box).values_list("subject", flat=True)) == ["one", "three", "two"]
     assert row.position == str(gmail.history_id) and row.resync_started_at is None and row.resyncs == 1
     assert Mailbox.objects.get(pk=box.pk).consecutive_failures == 0
+
+
+def test_an_imap_folder_resynced_is_swept_again_by_the_next_poll_without_duplicates(dovecot, imap_mailbox,
+                                                                                   admin_client):
+    """Against Dovecot: a message whose request was lost below the cursor comes back, the others stay one."""
+    from mailpoll.models import Request
+    from mailpoll.poller import Poller
+    from tests.mailpoll.factories import mail
+
+    box = imap_mailbox()
+    for subject in ("one", "two", "three"):
+        dovecot.append(box.username, "INBOX", mail(subject))
+    Poller().poll(box)
+    row = FolderCursor.objects.get(mailbox=box, folder="INBOX")
+    uidvalidity = row.uidvalidity
+    Request.objects.filter(mailbox=box, subject="two").delete()  # below the cursor: never read again by itself
+
+    resync(admin_client, [box], [row])
+    Poller().poll(Mailbox.objects.get(pk=box.pk))
+
+    row.refresh_from_db()
+    assert sorted(Request.objects.filter(mailbox=box).values_list("subject", flat=True)) == ["one", "three", "two"]
+    assert (row.uidvalidity, row.last_uid, row.sweep_until) == (uidvalidity, 3, None)
+    assert Mailbox.objects.get(pk=box.pk).consecutive_failures == 0

@@ -2,7 +2,8 @@
 
 mailpoll.E001  a MAILPOLL_* environment text is not of the setting's type
 mailpoll.E002  a MAILPOLL_* setting is not above zero
-mailpoll.E003  an API or OAuth endpoint setting is not an https URL (http only on 127.0.0.1 / localhost)
+mailpoll.E003  an API or OAuth endpoint setting is not an https URL (http only on 127.0.0.1 / localhost), or one
+               that the client's parser and the standard library's read differently
 mailpoll.W001  MAILPOLL_STUCK_AFTER is shorter than the time the queue counts a silent job as alive
 mailpoll.W002  MAILPOLL_POLL_DEADLINE is not longer than MAILPOLL_SOCKET_TIMEOUT
 mailpoll.W003  (with --database) a mailbox receives CSV/Excel attachments but has no site target to import into

@@ -9,15 +9,14 @@ session row under its lock, before anything else is looked at: two callbacks at 
 younger than ``STATE_LIFETIME``, started by the same user, for a mailbox still in the user's orgs whose
 fingerprint has not changed meanwhile. The code is exchanged at the issuer's token endpoint from the
 settings (``oauth_apps.app_for``), never at an address a request names; the account that consented must be
-the mailbox's username (Microsoft's ID token, Google's Gmail profile); the grant is stored by
-``oauth.connect`` under the mailbox's row lock, the fingerprint checked once more. Nothing here logs or
-renders a code, a verifier, a token or a secret, nor an endpoint's path or query.
+the mailbox's username (``oauth_account``: Microsoft's ID token, Google's Gmail profile); the grant is
+stored by ``oauth.connect`` under the mailbox's row lock, the fingerprint checked once more. Nothing here
+logs or renders a code, a verifier, a token or a secret, nor an endpoint's path or query.
 """
 
 from __future__ import annotations
 
 import base64
-import binascii
 import hashlib
 import json
 import logging
@@ -38,11 +37,12 @@ from django.db import transaction
 from django.http import HttpResponseNotAllowed, HttpResponseRedirect
 from django.urls import reverse
 
-from seoinsight.outbound import BodyTooLarge, EndpointError, describe, endpoint_problem, where
+from seoinsight.outbound import BodyTooLarge, describe, where
 
 from . import conf, oauth
 from .forms import APP_FIELDS, DESTINATION_FIELDS
 from .models import Auth, Mailbox, OAuthProvider
+from .oauth_account import AccountUnknown, account_refusal, consented_accounts
 from .oauth_apps import NotConfigured, OAuthApp, app_for
 from .oauth_refresh import TokenEndpointError, capped_json, expires_in_seconds, token_endpoint_problem
 from .oauth_rules import classify_token_error
@@ -58,7 +58,6 @@ MAX_PENDING = 5
 GRANT_FIELDS = tuple(dict.fromkeys((*APP_FIELDS, *DESTINATION_FIELDS)))
 # Microsoft hands out an ID token (who signed in) only with openid; profile adds preferred_username to it.
 MICROSOFT_IDENTITY_SCOPES = ("openid", "profile")
-ACCOUNT_CLAIMS = ("preferred_username", "upn", "email")
 
 
 # -- Pure parts ---------------------------------------------------------------------------------------------
@@ -190,50 +189,7 @@ def consent_fingerprint(mailbox: Mailbox, app: OAuthApp) -> str:
     return hashlib.sha256(json.dumps(values, default=str).encode()).hexdigest()
 
 
-def account_refusal(consented: list[str], username: str) -> str | None:
-    """Why the account that consented is not the mailbox's, for the editor; None when it is (case aside).
-
-    >>> account_refusal(["Reports@Example.com"], "reports@example.com") is None
-    True
-    >>> account_refusal(["ceo@example.com"], "reports@example.com")[:40]
-    'The consent was given by ceo@example.com'
-    >>> account_refusal([], "reports@example.com")[:48]
-    'The provider did not say which account consented'
-    """
-    names = [name.strip() for name in consented if name and name.strip()]
-    if any(name.lower() == username.strip().lower() for name in names):
-        return None
-    if not names:
-        return "The provider did not say which account consented: nothing was stored. Connect again."
-    return (f"The consent was given by {names[0]}, not by this mailbox's account {username}: nothing was stored. "
-            f"Connect again and sign in as {username}.")
-
-
-def id_token_accounts(id_token: str) -> list[str]:
-    """The account names in an OpenID Connect ID token's claims (``ACCOUNT_CLAIMS``), [] if it has none.
-
-    The token came straight from the configured token endpoint over TLS, in answer to our code and verifier:
-    its signature need not be checked for this (OIDC Core §3.1.3.7); only what it names is read.
-
-    >>> body = base64.urlsafe_b64encode(json.dumps({"preferred_username": "a@b", "upn": "A@B"}).encode()).decode()
-    >>> id_token_accounts(f"h.{body.rstrip('=')}.s")
-    ['a@b', 'A@B']
-    >>> id_token_accounts("not a token")
-    []
-    """
-    parts = id_token.split(".") if isinstance(id_token, str) else []
-    if len(parts) != 3:
-        return []
-    try:
-        claims = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
-    except (ValueError, binascii.Error):
-        return []
-    if not isinstance(claims, dict):
-        return []
-    return [claims[name] for name in ACCOUNT_CLAIMS if isinstance(claims.get(name), str)]
-
-
-# -- The code exchange, and who consented ------------------------------------------------------------------
+# -- The code exchange --------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Exchanged:
@@ -274,37 +230,6 @@ def exchange_code(app: OAuthApp, *, code: str, verifier: str, redirect_uri: str)
     refresh, id_token = body.get("refresh_token"), body.get("id_token")
     return Exchanged(access, expires_in_seconds(body.get("expires_in")), refresh if isinstance(refresh, str) else "",
                      id_token if isinstance(id_token, str) else "")
-
-
-class AccountUnknown(Exception):
-    """Who consented could not be asked (the message names the host only): nothing is stored."""
-
-
-def consented_accounts(app: OAuthApp, tokens: Exchanged) -> list[str]:
-    """The account names of whoever consented: Microsoft's ID token; Google's Gmail profile, asked once.
-
-    The profile is Gmail's ``users.getProfile`` at MAILPOLL_GMAIL_API_URL with the new access token (both
-    Google scopes we ask for allow it), the URL refused as the checks refuse it, no redirect followed, the
-    answer bounded.
-    """
-    if app.issuer == OAuthProvider.MICROSOFT:
-        return id_token_accounts(tokens.id_token)
-    url = urllib.parse.urljoin(str(conf.get("MAILPOLL_GMAIL_API_URL")).rstrip("/") + "/", "gmail/v1/users/me/profile")
-    problem = endpoint_problem(url)
-    if problem:
-        raise AccountUnknown(f"the Gmail API URL is refused ({problem})")
-    try:
-        with requests.get(url, headers={"Authorization": f"Bearer {tokens.access_token}",
-                                        "Accept": "application/json"},
-                          timeout=conf.get("MAILPOLL_SOCKET_TIMEOUT"), allow_redirects=False, stream=True,
-                          verify=conf.get("MAILPOLL_API_CA_BUNDLE") or True) as response:
-            body = capped_json(response)
-    except (requests.RequestException, BodyTooLarge, EndpointError) as exc:
-        raise AccountUnknown(f"{where(url)}: {describe(exc)[:300]}") from None
-    if response.status_code != 200 or body is None:
-        raise AccountUnknown(f"{where(url)} answered HTTP {response.status_code} to getProfile")
-    address = body.get("emailAddress")
-    return [address] if isinstance(address, str) else []
 
 
 # -- The views ----------------------------------------------------------------------------------------------

@@ -181,10 +181,13 @@ class MailboxForm(forms.ModelForm):
                 # Gmail's and Graph's push need an endpoint the internet can reach: they are polled.
                 self.add_error("live", "Live (IMAP IDLE) is for IMAP mailboxes; Gmail API and Graph mailboxes are "
                                        "polled at their interval.")
-        # Kept for the admin: a grant given to another app (or issuer), or whose IMAP server moved, is dropped.
+        # Kept for the admin: a grant given to another app (or issuer), or whose destination moved, is dropped.
+        # A consent is one account's (Connect checks it against the username) for one server: an IMAP mailbox's
+        # host, port, security and account; an API mailbox's account (its endpoints come from the settings).
         self.app_changed = self.moved_app(data)
-        if provider == Provider.IMAP and auth == Auth.OAUTH and self.instance.auth == Auth.OAUTH:
-            self.app_changed += [name.replace("_", " ") for name in DESTINATION_FIELDS[1:]
+        if auth == Auth.OAUTH and self.instance.auth == Auth.OAUTH:
+            destination = DESTINATION_FIELDS[1:] if provider == Provider.IMAP else ("username",)
+            self.app_changed += [name.replace("_", " ") for name in destination
                                  if name in data and data[name] != getattr(self.instance, name)]
         if provider and auth:
             self._clean_app(data, provider, auth)

@@ -21,6 +21,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from jobs import dbsession
+from seoinsight.outbound import scrub
 
 from . import conf, sql
 from .changes_sync import ChangesSync
@@ -122,9 +123,10 @@ class MailboxPoll:
         else:
             self.record_success(mailbox)
         for r in results:
+            # A Graph cursor is a URL: its origin only (the path and query name the user and hold the delta token).
             log.info("mailbox=%s folder=%s mode=%s fetched=%s stored=%s duplicates=%s rejected=%s failed=%s "
                      "%s", mailbox.pk, r.folder, r.mode, r.fetched, r.stored, r.duplicates, r.rejected,
-                     len(r.failed), f"cursor={r.position[:80]}" if r.position else f"last_uid={r.last_uid}")
+                     len(r.failed), f"cursor={scrub(r.position)[:80]}" if r.position else f"last_uid={r.last_uid}")
         return results
 
     def _outbox_full(self, mailbox: Mailbox) -> str:

@@ -528,3 +528,24 @@ def test_re_pointing_an_imap_oauth_mailbox_drops_its_grant(admin_client, moved):
 
     assert response.status_code == 200 and not OAuthGrant.objects.filter(mailbox=box).exists()
     assert any("OAuth grant was removed; connect it again" in str(m) for m in response.context["messages"])
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("provider, issuer", [("gmail", "google"), ("graph", "microsoft")])
+def test_another_account_on_an_api_oauth_mailbox_drops_its_grant(admin_client, provider, issuer):
+    """The consent was one account's, checked at Connect against the username: a new username is not covered."""
+    from mailpoll.models import OAuthGrant
+
+    box = MailboxFactory(**{f"{provider}_oauth": True}, name="intake", username="reports@example.com",
+                         initial_mode="new-only", site_target=None)
+    OAuthGrant.objects.create(mailbox=box, provider=issuer, refresh_token="x", authorized_at=timezone.now())
+    url = reverse("admin:mailpoll_mailbox_change", args=[box.pk])
+    assert admin_client.post(url, change_data(box, provider=provider, auth="oauth", name="renamed")).status_code == 302
+    assert OAuthGrant.objects.filter(mailbox=box).exists()  # an edit that moves nothing keeps the grant
+
+    response = admin_client.post(url, change_data(box, provider=provider, auth="oauth",
+                                                  username="ceo@example.com"), follow=True)
+
+    assert response.status_code == 200 and not OAuthGrant.objects.filter(mailbox=box).exists()
+    assert any("The username changed: the mailbox's OAuth grant was removed" in str(m)
+               for m in response.context["messages"])

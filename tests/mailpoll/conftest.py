@@ -1,8 +1,11 @@
 import pytest
+from django.contrib.auth.models import Permission
 
+from tests.factories import OrgFactory, UserFactory
 from tests.mailpoll.factories import MailboxFactory
 from tests.support.dovecot import dovecot  # noqa: F401  (session fixture: one real Dovecot per run)
 from tests.support.fake_imap import FakeImapServer
+from tests.support.fake_oauth import CLIENT_ID, CLIENT_SECRET, FakeTokenEndpoint
 from tests.support.fixtures import media  # noqa: F401  (fixture)
 from tests.support.gmail_mailboxes import gmail  # noqa: F401  (fixture: a FakeGmail the settings point at)
 
@@ -39,3 +42,37 @@ def fake_imap():
     yield start
     for server in servers:
         server.close()
+
+
+# -- the admin's Connect: the providers' settings pointed at a fake_oauth endpoint, and who presses it ------
+
+@pytest.fixture
+def google(settings):
+    fake = FakeTokenEndpoint("google").start()
+    origin = fake.uri.rsplit("/", 1)[0]
+    settings.MAILPOLL_GOOGLE_AUTH_URL, settings.MAILPOLL_GOOGLE_TOKEN_URL = f"{origin}/auth", fake.uri
+    settings.MAILPOLL_GMAIL_API_URL = f"{origin}/"  # getProfile: who consented
+    settings.MAILPOLL_GOOGLE_CLIENT_ID, settings.MAILPOLL_GOOGLE_CLIENT_SECRET = CLIENT_ID, CLIENT_SECRET
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def microsoft(settings):
+    fake = FakeTokenEndpoint("microsoft").start()
+    settings.MAILPOLL_MICROSOFT_AUTHORITY = fake.uri.split("/organizations/")[0]
+    settings.MAILPOLL_MICROSOFT_TENANT = "organizations"
+    settings.MAILPOLL_MICROSOFT_CLIENT_ID, settings.MAILPOLL_MICROSOFT_CLIENT_SECRET = CLIENT_ID, CLIENT_SECRET
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def editor(client):
+    """A staff member of one org who may change its mailboxes, logged in; ``editor.org`` is that org."""
+    org = OrgFactory()
+    user = UserFactory(is_staff=True, org=org)
+    user.user_permissions.add(*Permission.objects.filter(codename__in=["view_mailbox", "change_mailbox"]))
+    client.force_login(user)
+    user.org = org
+    return user

@@ -22,46 +22,14 @@ from mailpoll.models import GrantState, Mailbox, OAuthGrant
 from mailpoll.oauth_connect import SESSION_KEY, refusal
 from seoinsight import crypto
 from seoinsight.models import Membership
-from tests.factories import OrgFactory, UserFactory
+from tests.factories import UserFactory
 from tests.mailpoll.factories import MailboxFactory
-from tests.support.fake_oauth import CLIENT_ID, CLIENT_SECRET, FakeTokenEndpoint, pkce_challenge
+from tests.support.fake_oauth import CLIENT_ID, CLIENT_SECRET, pkce_challenge
 
 CALLBACK = reverse("admin:mailpoll_mailbox_oauth_callback")
 REDIRECT_URI = f"http://testserver{CALLBACK}"
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def google(settings):
-    fake = FakeTokenEndpoint("google").start()
-    settings.MAILPOLL_GOOGLE_AUTH_URL = f"{fake.uri.rsplit('/', 1)[0]}/auth"
-    settings.MAILPOLL_GOOGLE_TOKEN_URL = fake.uri
-    settings.MAILPOLL_GMAIL_API_URL = f"{fake.uri.rsplit('/', 1)[0]}/"  # getProfile: who consented
-    settings.MAILPOLL_GOOGLE_CLIENT_ID, settings.MAILPOLL_GOOGLE_CLIENT_SECRET = CLIENT_ID, CLIENT_SECRET
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture
-def microsoft(settings):
-    fake = FakeTokenEndpoint("microsoft").start()
-    settings.MAILPOLL_MICROSOFT_AUTHORITY = fake.uri.split("/organizations/")[0]
-    settings.MAILPOLL_MICROSOFT_TENANT = "organizations"
-    settings.MAILPOLL_MICROSOFT_CLIENT_ID, settings.MAILPOLL_MICROSOFT_CLIENT_SECRET = CLIENT_ID, CLIENT_SECRET
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture
-def editor(client):
-    """A staff member of one org who may change its mailboxes, logged in; ``editor.org`` is that org."""
-    org = OrgFactory()
-    user = UserFactory(is_staff=True, org=org)
-    user.user_permissions.add(*Permission.objects.filter(codename__in=["view_mailbox", "change_mailbox"]))
-    client.force_login(user)
-    user.org = org
-    return user
 
 
 def connect_url(box) -> str:

@@ -13,10 +13,7 @@ import requests
 from django.db import connection
 from django.test import Client
 
-from django.contrib.auth.models import Permission
-
 from mailpoll.models import Mailbox, OAuthGrant
-from tests.factories import OrgFactory, UserFactory
 from tests.mailpoll.factories import MailboxFactory
 from tests.mailpoll.test_connect import (
     change_url,
@@ -27,42 +24,9 @@ from tests.mailpoll.test_connect import (
     pending_in,
     start,
 )
-from tests.support.fake_oauth import CLIENT_ID, CLIENT_SECRET, FakeTokenEndpoint
 from tests.support.loopback import free_port
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def google(settings):
-    fake = FakeTokenEndpoint("google").start()
-    origin = fake.uri.rsplit("/", 1)[0]
-    settings.MAILPOLL_GOOGLE_AUTH_URL, settings.MAILPOLL_GOOGLE_TOKEN_URL = f"{origin}/auth", fake.uri
-    settings.MAILPOLL_GMAIL_API_URL = f"{origin}/"
-    settings.MAILPOLL_GOOGLE_CLIENT_ID, settings.MAILPOLL_GOOGLE_CLIENT_SECRET = CLIENT_ID, CLIENT_SECRET
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture
-def microsoft(settings):
-    fake = FakeTokenEndpoint("microsoft").start()
-    settings.MAILPOLL_MICROSOFT_AUTHORITY = fake.uri.split("/organizations/")[0]
-    settings.MAILPOLL_MICROSOFT_TENANT = "organizations"
-    settings.MAILPOLL_MICROSOFT_CLIENT_ID, settings.MAILPOLL_MICROSOFT_CLIENT_SECRET = CLIENT_ID, CLIENT_SECRET
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture
-def editor(client):
-    """A staff member of one org who may change its mailboxes, logged in; ``editor.org`` is that org."""
-    org = OrgFactory()
-    user = UserFactory(is_staff=True, org=org)
-    user.user_permissions.add(*Permission.objects.filter(codename__in=["view_mailbox", "change_mailbox"]))
-    client.force_login(user)
-    user.org = org
-    return user
 
 
 # -- 5: a pending Connect is bound to every field whose change removes a grant -------------------------------

@@ -20,22 +20,16 @@ from mailpoll.providers.changes import CursorExpired, Throttled, TooBig
 from mailpoll.providers.graph import GraphSource
 from mailpoll.providers.graph_auth import AppOnlyTokens, DelegatedTokens, GraphApp, MsalRefresh, new_session
 from mailpoll.providers.graph_rules import NotGraph, decode_json, delta_page, header_block, page_cap, throttle_wait, under_api
-from tests.support.fake_graph import CLIENT_ID, CLIENT_SECRET, ELSEWHERE, TENANT, USER, FakeGraph, Sink
+from tests.support.fake_graph import CLIENT_ID, CLIENT_SECRET, ELSEWHERE, TENANT, USER, Sink
+from tests.support.graph_sources import LIMIT, mail, run
+from tests.support.graph_sources import (  # noqa: F401  (the fixtures fake, app, session, sleeps, source)
+    fixture_app,
+    fixture_fake,
+    fixture_session,
+    fixture_sleeps,
+    fixture_source,
+)
 from tests.support.guards import finishes_within
-
-LIMIT = 4096
-
-
-def mail(n: int, body: bytes = b"hello\r\n") -> bytes:
-    return (f"From: sender{n}@example.com\r\nTo: {USER}\r\nSubject: message {n}\r\n"
-            f"Message-ID: <h{n}@example.com>\r\n\r\n").encode() + body
-
-
-@pytest.fixture
-def fake():
-    server = FakeGraph(page_size=10)
-    yield server
-    server.stop()
 
 
 @pytest.fixture
@@ -43,30 +37,6 @@ def sink():
     other = Sink()
     yield other
     other.stop()
-
-
-@pytest.fixture
-def app(fake):
-    return GraphApp(TENANT, CLIENT_ID, CLIENT_SECRET, authority_host=fake.origin)
-
-
-@pytest.fixture
-def session(fake):
-    return new_session(fake.ca_file)
-
-
-@pytest.fixture
-def source(fake, app, session):
-    def make(token=None, **kwargs):
-        kwargs.setdefault("max_message_bytes", LIMIT)
-        kwargs.setdefault("sleep", lambda seconds: None)
-        return GraphSource(USER, token or AppOnlyTokens(app, session), mailbox=7, session=session,
-                           graph_url=fake.graph_url, jitter=lambda: 0.0, **kwargs)
-    return make
-
-
-def run(source, folder="inbox", cursor=None, **kwargs):
-    return list(source.changes(folder, cursor, **kwargs))
 
 
 # -- redirects: never followed, never a cursor ------------------------------------------------------------------

@@ -20,52 +20,17 @@ from mailpoll.providers.graph_auth import (
     GraphApp,
     MsalRefresh,
     TokenRefused,
-    new_session,
 )
-from tests.support.fake_graph import CLIENT_ID, CLIENT_SECRET, TENANT, USER, FakeGraph
+from tests.support.fake_graph import CLIENT_ID, CLIENT_SECRET, TENANT, USER
+from tests.support.graph_sources import LIMIT, mail, run
+from tests.support.graph_sources import (  # noqa: F401  (the fixtures fake, app, session, sleeps, source)
+    fixture_app,
+    fixture_fake,
+    fixture_session,
+    fixture_sleeps,
+    fixture_source,
+)
 from tests.support.loopback import free_port
-
-LIMIT = 4096
-
-
-def mail(n: int, body: bytes = b"hello\r\n") -> bytes:
-    return (f"From: sender{n}@example.com\r\nTo: {USER}\r\nSubject: message {n}\r\n"
-            f"Message-ID: <m{n}@example.com>\r\n\r\n").encode() + body
-
-
-@pytest.fixture
-def fake():
-    server = FakeGraph(page_size=10)
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def app(fake):
-    return GraphApp(TENANT, CLIENT_ID, CLIENT_SECRET, authority_host=fake.origin)
-
-
-@pytest.fixture
-def session(fake):
-    return new_session(fake.ca_file)
-
-
-@pytest.fixture
-def sleeps():
-    return []
-
-
-@pytest.fixture
-def source(fake, app, session, sleeps):
-    def make(token=None, **kwargs):
-        kwargs.setdefault("max_message_bytes", LIMIT)
-        return GraphSource(USER, token or AppOnlyTokens(app, session), mailbox=7, session=session,
-                           graph_url=fake.graph_url, sleep=sleeps.append, jitter=lambda: 0.0, **kwargs)
-    return make
-
-
-def run(source, folder="inbox", cursor=None, **kwargs):
-    return list(source.changes(folder, cursor, **kwargs))
 
 
 def test_full_first_sync_pages_until_the_delta_link_which_alone_is_a_cursor(fake, source):

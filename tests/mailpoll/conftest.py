@@ -3,6 +3,7 @@ from django.contrib.auth.models import Permission
 
 from tests.factories import OrgFactory, UserFactory
 from tests.mailpoll.factories import MailboxFactory
+from tests.support import fake_graph
 from tests.support.dovecot import dovecot  # noqa: F401  (session fixture: one real Dovecot per run)
 from tests.support.fake_imap import FakeImapServer
 from tests.support.fake_oauth import CLIENT_ID, CLIENT_SECRET, FakeTokenEndpoint
@@ -42,6 +43,20 @@ def fake_imap():
     yield start
     for server in servers:
         server.close()
+
+
+@pytest.fixture
+def graph(settings):
+    """A FakeGraph the Graph and Microsoft settings point at (its CA trusted), for the poller's tests."""
+    fake = fake_graph.FakeGraph(page_size=10)
+    settings.MAILPOLL_GRAPH_API_URL = fake.graph_url
+    settings.MAILPOLL_MICROSOFT_AUTHORITY = fake.origin
+    settings.MAILPOLL_MICROSOFT_TENANT = fake_graph.TENANT
+    settings.MAILPOLL_MICROSOFT_CLIENT_ID = fake_graph.CLIENT_ID
+    settings.MAILPOLL_MICROSOFT_CLIENT_SECRET = fake_graph.CLIENT_SECRET
+    settings.MAILPOLL_API_CA_BUNDLE = fake.ca_file
+    yield fake
+    fake.stop()
 
 
 # -- the admin's Connect: the providers' settings pointed at a fake_oauth endpoint, and who presses it ------

@@ -14,7 +14,7 @@ import pytest
 from mailpoll.models import DeploymentGrant, Mailbox, Request
 from mailpoll.poller import Poller
 from tests.mailpoll.factories import MailboxFactory, grant_for, mail
-from tests.support.fake_graph import CLIENT_ID, CLIENT_SECRET, TENANT, USER, FakeGraph
+from tests.support.fake_graph import TENANT, USER
 from tests.support.gmail_mailboxes import decoy_token_uri
 from tests.support.google import service_account_key
 
@@ -35,19 +35,6 @@ def deployment_key(gmail, settings, tmp_path):
     path.write_text(json.dumps(service_account_key(decoy_token_uri())))
     settings.MAILPOLL_GOOGLE_SERVICE_ACCOUNT_FILE = str(path)
     return gmail
-
-
-@pytest.fixture
-def graph(settings):
-    fake = FakeGraph(page_size=10)
-    settings.MAILPOLL_GRAPH_API_URL = fake.graph_url
-    settings.MAILPOLL_MICROSOFT_AUTHORITY = fake.origin
-    settings.MAILPOLL_MICROSOFT_TENANT = TENANT
-    settings.MAILPOLL_MICROSOFT_CLIENT_ID = CLIENT_ID
-    settings.MAILPOLL_MICROSOFT_CLIENT_SECRET = CLIENT_SECRET
-    settings.MAILPOLL_API_CA_BUNDLE = fake.ca_file
-    yield fake
-    fake.stop()
 
 
 def gmail_service(username: str, **fields) -> Mailbox:

@@ -30,19 +30,6 @@ def mail(n: int) -> bytes:
             f"Message-ID: <hp{n}@example.com>\r\n\r\nhello\r\n").encode()
 
 
-@pytest.fixture
-def graph(settings):
-    fake = FakeGraph(page_size=10)
-    settings.MAILPOLL_GRAPH_API_URL = fake.graph_url
-    settings.MAILPOLL_MICROSOFT_AUTHORITY = fake.origin
-    settings.MAILPOLL_MICROSOFT_TENANT = TENANT
-    settings.MAILPOLL_MICROSOFT_CLIENT_ID = CLIENT_ID
-    settings.MAILPOLL_MICROSOFT_CLIENT_SECRET = CLIENT_SECRET
-    settings.MAILPOLL_API_CA_BUNDLE = fake.ca_file
-    yield fake
-    fake.stop()
-
-
 def delegated(fake: FakeGraph, **fields) -> Mailbox:
     fields.setdefault("initial_mode", "full")
     mailbox = MailboxFactory(provider="graph", auth="oauth", host="", security="tls", username=USER, **fields)

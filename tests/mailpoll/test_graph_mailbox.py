@@ -38,19 +38,6 @@ def mail(n: int, body: bytes = b"hello\r\n") -> bytes:
             f"Message-ID: <graph-m{n}@example.com>\r\n\r\n").encode() + body
 
 
-@pytest.fixture
-def graph(settings):
-    fake = FakeGraph(page_size=10)
-    settings.MAILPOLL_GRAPH_API_URL = fake.graph_url
-    settings.MAILPOLL_MICROSOFT_AUTHORITY = fake.origin
-    settings.MAILPOLL_MICROSOFT_TENANT = TENANT
-    settings.MAILPOLL_MICROSOFT_CLIENT_ID = CLIENT_ID
-    settings.MAILPOLL_MICROSOFT_CLIENT_SECRET = CLIENT_SECRET
-    settings.MAILPOLL_API_CA_BUNDLE = fake.ca_file
-    yield fake
-    fake.stop()
-
-
 @pytest.fixture(autouse=True)
 def waits(monkeypatch):
     """What throttled requests waited, recorded instead of slept."""

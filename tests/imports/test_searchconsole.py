@@ -8,7 +8,6 @@ import json
 from datetime import date
 
 import pytest
-from googleapiclient.http import HttpMockSequence
 
 from imports import ingest, searchconsole_api, searchconsole_client
 from imports.models import Import, ImportStatus, UrlMetric
@@ -28,25 +27,6 @@ from tests.support.google import (
 from tests.support.processes import run_burst
 
 START, END = date(2026, 10, 1), date(2026, 10, 3)
-
-
-@pytest.fixture
-def api(monkeypatch):
-    """``api(*responses)`` makes the API answer these, in order; returns the mock (it records requests)."""
-
-    def respond(*responses):
-        http = HttpMockSequence(list(responses))
-        monkeypatch.setattr(searchconsole_client, "http_factory", lambda: http)
-        return http
-
-    return respond
-
-
-@pytest.fixture
-def sleeps(monkeypatch):
-    slept = []
-    monkeypatch.setattr(searchconsole_client, "sleep", slept.append)
-    return slept
 
 
 def pull(target, **options) -> tuple[Import, Job]:

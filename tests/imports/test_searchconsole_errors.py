@@ -16,25 +16,6 @@ SECRET = "s3cret-in-the-query"
 ECHOED = f"https://searchconsole.googleapis.com/webmasters/v3/sites/x/searchAnalytics/query?key={SECRET}&alt=json"
 
 
-@pytest.fixture
-def api(monkeypatch):
-    from googleapiclient.http import HttpMockSequence
-
-    def respond(*responses):
-        http = HttpMockSequence(list(responses))
-        monkeypatch.setattr(searchconsole_client, "http_factory", lambda: http)
-        return http
-
-    return respond
-
-
-@pytest.fixture
-def sleeps(monkeypatch):
-    slept = []
-    monkeypatch.setattr(searchconsole_client, "sleep", slept.append)
-    return slept
-
-
 def failed_pull(target) -> Job:
     imp = searchconsole_api.create_api_import(target, START, END)
     run_burst()

@@ -12,44 +12,10 @@ from mailpoll.providers import gmail, gmail_rules
 from mailpoll.providers.base import ProviderError
 from mailpoll.providers.changes import CursorExpired, TooBig
 from mailpoll.providers.gmail_rules import NotGmail
-from tests.support.fake_gmail import FakeGmail
+from tests.support.gmail_sources import LIMIT, message
+from tests.support.gmail_sources import fixture_fake, fixture_other, fixture_pauses, fixture_source  # noqa: F401
 
-REFRESH_TOKEN = "1//fake-refresh-" + "r" * 40
-LIMIT = 1_000_000
 MB = 1024 * 1024
-
-
-def message(n: int) -> bytes:
-    return (f"Message-ID: <h{n}@example.com>\r\nFrom: Client {n} <c{n}@example.com>\r\n"
-            f"Subject: request {n}\r\n\r\nHello.\r\n").encode()
-
-
-@pytest.fixture
-def fake():
-    server = FakeGmail(refresh_token=REFRESH_TOKEN).start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def other():
-    """A second loopback host, where a redirect points: it must receive nothing."""
-    server = FakeGmail(refresh_token=REFRESH_TOKEN).start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def source(fake):
-    def make(**options):
-        credentials = gmail.user_credentials(refresh_token=REFRESH_TOKEN, client_id="client-1.apps",
-                                             client_secret="s", token_uri=fake.token_uri)
-        service = gmail.build_service(credentials, api_endpoint=fake.endpoint)
-        options.setdefault("max_bytes", LIMIT)
-        return gmail.GmailSource(service, api_endpoint=fake.endpoint, sleep=lambda s: None, jitter=lambda: 0.0,
-                                 mailbox="mb-1", **options)
-
-    return make
 
 
 def items(batches) -> dict:

@@ -13,8 +13,9 @@ import pytest
 from mailpoll.models import FolderCursor, Mailbox, Request, RequestStatus
 from mailpoll.poller import Poller
 from tests.mailpoll.factories import mail
-from tests.support.fake_gmail import FakeGmail, huge_base64
-from tests.support.gmail_mailboxes import REFRESH_TOKEN, gmail_mailbox
+from tests.support.fake_gmail import huge_base64
+from tests.support.gmail_mailboxes import gmail_mailbox
+from tests.support.gmail_sources import fixture_other  # noqa: F401  (the fixture other)
 from tests.support.processes import ManagedProcess, process_env, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -31,14 +32,6 @@ def poll(mailbox: Mailbox) -> Mailbox:
 
 def cursor_of(mailbox, folder="INBOX") -> FolderCursor:
     return FolderCursor.objects.get(mailbox=mailbox, folder=folder)
-
-
-@pytest.fixture
-def other():
-    """A second loopback host a redirect points to: it must receive nothing."""
-    server = FakeGmail(refresh_token=REFRESH_TOKEN).start()
-    yield server
-    server.stop()
 
 
 # -- memory: answers far larger than announced, in a real pollmail -----------------------------------------

@@ -14,46 +14,14 @@ from google.auth.exceptions import RefreshError
 from mailpoll.providers import gmail, gmail_rules
 from mailpoll.providers.base import ProviderError
 from mailpoll.providers.changes import Batch, CursorExpired, Throttled, TooBig
-from tests.support.fake_gmail import FakeGmail
+from tests.support.gmail_mailboxes import CLIENT_SECRET, REFRESH_TOKEN
+from tests.support.gmail_sources import message
+from tests.support.gmail_sources import fixture_fake, fixture_pauses, fixture_source  # noqa: F401
 from tests.support.google import service_account_key
 from tests.support.loopback import free_port
 
-REFRESH_TOKEN = "1//fake-refresh-" + "r" * 40
-CLIENT_SECRET = "GOCSPX-fake-client-secret"
 JAN_2024_MS = 1_704_067_200_000  # 2024-01-01T00:00:00Z
 DAY_MS = 86_400_000
-
-
-def message(n: int, body: bytes = b"Hello.\r\n") -> bytes:
-    return (f"Message-ID: <m{n}@example.com>\r\nFrom: Client {n} <c{n}@example.com>\r\n"
-            f"Subject: request {n}\r\n\r\n").encode() + body
-
-
-@pytest.fixture
-def fake():
-    server = FakeGmail(refresh_token=REFRESH_TOKEN).start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def pauses():
-    return []
-
-
-@pytest.fixture
-def source(fake, pauses):
-    """A source over a user's OAuth consent; takes GmailSource keyword arguments."""
-
-    def make(**options):
-        credentials = gmail.user_credentials(refresh_token=REFRESH_TOKEN, client_id="client-1.apps",
-                                             client_secret=CLIENT_SECRET, token_uri=fake.token_uri)
-        service = gmail.build_service(credentials, api_endpoint=fake.endpoint)
-        options.setdefault("max_bytes", 1_000_000)
-        return gmail.GmailSource(service, api_endpoint=fake.endpoint, sleep=pauses.append, jitter=lambda: 0.0,
-                                 mailbox="mb-1", **options)
-
-    return make
 
 
 def contents(batches: list[Batch]) -> list:

@@ -16,7 +16,7 @@ from tests.mailpoll.factories import mail
 from tests.support.fake_gmail import huge_base64
 from tests.support.gmail_mailboxes import gmail_mailbox
 from tests.support.gmail_sources import fixture_other  # noqa: F401  (the fixture other)
-from tests.support.processes import ManagedProcess, process_env, wait_for
+from tests.support.processes import ManagedProcess, peak_rss_kb, process_env, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -36,12 +36,6 @@ def cursor_of(mailbox, folder="INBOX") -> FolderCursor:
 
 # -- memory: answers far larger than announced, in a real pollmail -----------------------------------------
 
-def peak_rss_kb(pid: int) -> int:
-    """The process's peak resident set (VmHWM), in kB."""
-    with open(f"/proc/{pid}/status") as status:
-        return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
-
-
 def pollmail(processes, media, gmail) -> ManagedProcess:
     return processes(lambda: ManagedProcess("pollmail", "--interval", "60", env=process_env(
         MEDIA_ROOT=media, MAILPOLL_GMAIL_API_URL=gmail.endpoint, MAILPOLL_GOOGLE_TOKEN_URL=gmail.token_uri)))
@@ -56,7 +50,7 @@ def test_messages_of_150_mb_announced_as_100_bytes_are_rejected_and_pollmail_sta
     mailbox = gmail_mailbox()
     poller = pollmail(processes, media, gmail)
     wait_for(lambda: Mailbox.objects.get(pk=mailbox.pk).last_success_at, timeout=120, message="the poll's end")
-    peak = peak_rss_kb(poller.pid)
+    peak = peak_rss_kb(poller)
     print(f"pollmail peak RSS {peak // 1024} MB")
     assert peak < RSS_CEILING_KB, f"pollmail peaked at {peak // 1024} MB"
     assert Request.objects.get(subject="small").status == RequestStatus.ACCEPTED
@@ -75,7 +69,7 @@ def test_a_labels_list_of_400_mb_is_the_mailboxs_error_and_pollmail_stays_small(
     mailbox = gmail_mailbox()
     poller = pollmail(processes, media, gmail)
     error = wait_for(lambda: Mailbox.objects.get(pk=mailbox.pk).last_error, timeout=120, message="the poll's error")
-    peak = peak_rss_kb(poller.pid)
+    peak = peak_rss_kb(poller)
     print(f"pollmail peak RSS {peak // 1024} MB")
     assert peak < RSS_CEILING_KB, f"pollmail peaked at {peak // 1024} MB"
     assert "Gmail's answer to labels.list" in error and "passed 4,194,304 bytes" in error

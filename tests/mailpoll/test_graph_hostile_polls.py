@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import signal
 import time
-from pathlib import Path
 
 import pytest
 
@@ -20,7 +19,7 @@ from mailpoll.models import FolderCursor, Mailbox, Request
 from tests.mailpoll.factories import MailboxFactory, poll_now
 from tests.support.fake_graph import CLIENT_ID, CLIENT_SECRET, ELSEWHERE, TENANT, USER, FakeGraph
 from tests.support.guards import finishes_within
-from tests.support.processes import ManagedProcess, process_env, wait_for
+from tests.support.processes import ManagedProcess, peak_rss_kb, process_env, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -123,28 +122,13 @@ def pollmail_env(fake: FakeGraph, media, **extra) -> dict:
                        MAILPOLL_API_CA_BUNDLE=fake.ca_file, **extra)
 
 
-def peak_rss_mb(process: ManagedProcess, timeout: float) -> float:
-    """The process's VmHWM (the kernel's high-water mark of its resident memory), read until it exits."""
-    status, peak = Path(f"/proc/{process.pid}/status"), 0
-    ends = time.monotonic() + timeout
-    while process.alive() and time.monotonic() < ends:
-        try:
-            fields = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
-        except (FileNotFoundError, ProcessLookupError):
-            break
-        if "VmHWM" in fields:
-            peak = max(peak, int(fields["VmHWM"].split()[0]))
-        time.sleep(0.02)
-    return peak / 1024
-
-
 @pytest.mark.processes
 def test_a_400_mb_delta_page_does_not_grow_pollmail_and_is_recorded(graph, processes, media):
     graph.add("inbox", mail(1))
     mailbox = delegated(graph)
     graph.huge_delta_bytes = 400 * 1024 * 1024
     poller = processes(lambda: ManagedProcess("pollmail", "--once", env=pollmail_env(graph, media)))
-    peak = peak_rss_mb(poller, timeout=120)
+    peak = peak_rss_kb(poller, until_exit=120) / 1024  # MB
     assert poller.wait(timeout=60) == 0
     print(f"pollmail's peak RSS: {peak:.0f} MB")
     assert 0 < peak < 300, f"pollmail's peak RSS was {peak:.0f} MB"

@@ -88,6 +88,31 @@ class ManagedProcess:
                 self.proc.wait(timeout=5)
 
 
+def peak_rss_kb(process: ManagedProcess, *, until_exit: float | None = None) -> int:
+    """The process's peak resident memory in kB: its VmHWM, the kernel's high-water mark.
+
+    Read once, from a process that must still run. With ``until_exit`` (seconds), for a process that ends on
+    its own: read again while it runs, at most that long, and the last reading kept (0 if it was gone already).
+    """
+    status, peak = Path(f"/proc/{process.pid}/status"), 0
+    ends = time.monotonic() + (until_exit or 0)
+    while True:
+        try:
+            text = status.read_text()
+        except (FileNotFoundError, ProcessLookupError):
+            text = ""  # reaped
+        hwm = next((int(line.split()[1]) for line in text.splitlines() if line.startswith("VmHWM:")), None)
+        if until_exit is None:
+            assert hwm is not None, f"{' '.join(process.args)} (pid {process.pid}) no longer runs: no VmHWM"
+            return hwm
+        if hwm is None:  # gone, or a zombie: no memory left
+            return peak
+        peak = max(peak, hwm)
+        if not process.alive() or time.monotonic() >= ends:
+            return peak
+        time.sleep(0.02)
+
+
 def runjobs(*args: str, **env_overrides) -> ManagedProcess:
     return ManagedProcess("runjobs", *args, env=process_env(**env_overrides))
 

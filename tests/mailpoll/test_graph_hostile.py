@@ -21,7 +21,7 @@ from mailpoll.providers.graph import GraphSource
 from mailpoll.providers.graph_auth import AppOnlyTokens, DelegatedTokens, GraphApp, MsalRefresh, new_session
 from mailpoll.providers.graph_rules import NotGraph, decode_json, delta_page, header_block, page_cap, throttle_wait, under_api
 from tests.support.fake_graph import CLIENT_ID, CLIENT_SECRET, ELSEWHERE, TENANT, USER, Sink
-from tests.support.graph_sources import LIMIT, mail, run
+from tests.support.graph_sources import LIMIT, consented_cache, mail, run
 from tests.support.graph_sources import (  # noqa: F401  (the fixtures fake, app, session, sleeps, source)
     fixture_app,
     fixture_fake,
@@ -105,17 +105,6 @@ def test_an_app_only_token_request_answered_with_a_redirect_sends_nothing_to_the
     assert f"HTTP {status}" in str(raised.value) and sink.origin in str(raised.value)
     assert CLIENT_SECRET not in str(raised.value)
     assert sink.received == []
-
-
-def consented_cache(fake, app, session) -> str:
-    import msal
-
-    from mailpoll.providers.graph_auth import DELEGATED_SCOPES
-    cache = msal.SerializableTokenCache()
-    client = msal.ConfidentialClientApplication(CLIENT_ID, client_credential=CLIENT_SECRET, authority=app.authority,
-                                                http_client=session, instance_discovery=False, token_cache=cache)
-    assert "access_token" in client.acquire_token_by_refresh_token(fake.grant_refresh_token(), DELEGATED_SCOPES)
-    return cache.serialize()
 
 
 @pytest.mark.parametrize("status", [307, 308])

@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime as dt
 import logging
 
-import msal
 import pytest
 
 from mailpoll.providers.base import FolderError, PollInterrupted, ProviderError
@@ -14,7 +13,6 @@ from mailpoll.oauth_refresh import HeldTokens, TokenEndpointError
 from mailpoll.oauth_rules import Verdict, classify_token_error
 from mailpoll.providers.graph import GraphSource, is_cursor_expired, parse_retry_after, throttle_wait
 from mailpoll.providers.graph_auth import (
-    DELEGATED_SCOPES,
     AppOnlyTokens,
     DelegatedTokens,
     GraphApp,
@@ -22,7 +20,7 @@ from mailpoll.providers.graph_auth import (
     TokenRefused,
 )
 from tests.support.fake_graph import CLIENT_ID, CLIENT_SECRET, TENANT, USER
-from tests.support.graph_sources import LIMIT, mail, run
+from tests.support.graph_sources import LIMIT, consented_cache, mail, run
 from tests.support.graph_sources import (  # noqa: F401  (the fixtures fake, app, session, sleeps, source)
     fixture_app,
     fixture_fake,
@@ -206,15 +204,6 @@ def test_an_unreachable_graph_is_a_provider_error(fake, app, session):
     source = GraphSource(USER, AppOnlyTokens(app, session), session=session, graph_url=url)
     with pytest.raises(ProviderError, match="Graph request failed: ConnectionError"):
         list(source.changes("inbox", None))
-
-
-def consented_cache(fake, app, session) -> str:
-    """The serialized msal cache a Connect would have stored: an account and its refresh token."""
-    cache = msal.SerializableTokenCache()
-    client = msal.ConfidentialClientApplication(CLIENT_ID, client_credential=CLIENT_SECRET, authority=app.authority,
-                                                http_client=session, instance_discovery=False, token_cache=cache)
-    assert "access_token" in client.acquire_token_by_refresh_token(fake.grant_refresh_token(), DELEGATED_SCOPES)
-    return cache.serialize()
 
 
 def test_delegated_tokens_store_the_rotated_refresh_token_before_using_it(fake, app, session, source):

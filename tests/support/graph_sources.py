@@ -1,4 +1,4 @@
-"""The Graph source alone against tests/support/fake_graph.py: a message, the fixtures, a run of ``changes``.
+"""The Graph source alone against tests/support/fake_graph.py: its fixtures; a message, a run, a consented msal cache.
 
 Shared by test_graph_source.py and test_graph_hostile.py. A module gets the fixtures (``fake``, ``app``,
 ``session``, ``sleeps``, ``source``) by importing their ``fixture_*`` functions (pytest's ``name=`` idiom, so
@@ -7,10 +7,11 @@ a test's argument does not shadow an import).
 
 from __future__ import annotations
 
+import msal
 import pytest
 
 from mailpoll.providers.graph import GraphSource
-from mailpoll.providers.graph_auth import AppOnlyTokens, GraphApp, new_session
+from mailpoll.providers.graph_auth import DELEGATED_SCOPES, AppOnlyTokens, GraphApp, new_session
 from tests.support.fake_graph import CLIENT_ID, CLIENT_SECRET, TENANT, USER, FakeGraph
 
 LIMIT = 4096  # the source's max_message_bytes unless a test says otherwise
@@ -23,6 +24,15 @@ def mail(n: int, body: bytes = b"hello\r\n") -> bytes:
 
 def run(source, folder="inbox", cursor=None, **kwargs):
     return list(source.changes(folder, cursor, **kwargs))
+
+
+def consented_cache(fake, app, session) -> str:
+    """The serialized msal cache a Connect would have stored: an account and its refresh token."""
+    cache = msal.SerializableTokenCache()
+    client = msal.ConfidentialClientApplication(CLIENT_ID, client_credential=CLIENT_SECRET, authority=app.authority,
+                                                http_client=session, instance_discovery=False, token_cache=cache)
+    assert "access_token" in client.acquire_token_by_refresh_token(fake.grant_refresh_token(), DELEGATED_SCOPES)
+    return cache.serialize()
 
 
 @pytest.fixture(name="fake")

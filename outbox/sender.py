@@ -11,7 +11,9 @@ a timeout (DOWNSTREAM_TIMEOUT, to connect and per silence while answering): a
 downstream that hangs fails the try instead of holding the sender.
 
 Of an answer only the status is used, and of an error at most REASON_BYTES for
-its reason: a 2xx's body is never read, so no answer can grow the worker. An
+its reason; the rest of a short answer (KEEP_BYTES) is read only so that its
+connection serves the next try, a longer one is closed unread: no answer can
+grow the worker. An
 error's text names the downstream's origin only (``seoinsight.outbound``): a key
 in DOWNSTREAM_URL's query never reaches last_error, a log line or a page.
 
@@ -50,6 +52,8 @@ log = logging.getLogger(__name__)
 MAX_NAP = 1.0
 # The most of an error answer read for its reason; the rest is never read (the connection is closed).
 REASON_BYTES = 2048
+# The most of an answer read only to keep its connection for the next try.
+KEEP_BYTES = 64 * 1024
 REASON_CHARS = 300
 
 
@@ -116,7 +120,24 @@ def _post(url: str, entry: Claimed, session: requests.Session | None) -> None:
     except outbound.RedirectRefused as exc:
         raise DeliveryError(f"{exc} (set DOWNSTREAM_URL to where documents are accepted)") from None
     finally:
-        response.close()
+        done_with(response)
+
+
+def done_with(response) -> None:
+    """Read what is left of a small answer, so its connection serves the next try; close it on a large one.
+
+    An acknowledgement is a few bytes: reading them keeps the connection (and, over https, its TLS session)
+    in the session's pool, instead of a new handshake per document. Past KEEP_BYTES the rest is never read.
+    """
+    left = KEEP_BYTES
+    try:
+        for chunk in response.iter_content(chunk_size=8192):
+            left -= len(chunk)
+            if left < 0:
+                break
+    except Exception:
+        pass  # the downstream broke off mid-answer: the connection is closed below
+    response.close()  # returns a fully read connection to the pool, closes any other
 
 
 def reason(response) -> str:

@@ -4,7 +4,9 @@
 generated chunk by chunk (never held), and counts the bytes it managed to send
 before the client closed. ``Echo``: answers ``status`` with a body that repeats
 the request target, query included (as many error pages do). ``Failing``: 500
-while ``failing`` is set, then 200 (an outage that ends).
+while ``failing`` is set, then 200 (an outage that ends). ``KeepAlive``: HTTP/1.1
+with keep-alive, as a real downstream speaks, acknowledging with a short or a long
+body and counting the connections its POSTs came on.
 """
 
 from __future__ import annotations
@@ -74,3 +76,41 @@ class Failing(FakeDownstream):
                 self.failed += 1
                 self.answers.insert(0, 500)
         super()._handle(handler)
+
+
+class KeepAlive:
+    """An HTTP/1.1 downstream that acknowledges every POST with ``answer`` bytes and counts its connections."""
+
+    def __init__(self, answer: bytes = b'{"ok": true}'):
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        fake = self
+        self.answer, self.connections, self.posts = answer, set(), 0
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self):  # noqa: N802 - http.server's name
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                fake.connections.add(self.client_address)
+                fake.posts += 1
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(fake.answer)))
+                self.end_headers()
+                try:
+                    self.wfile.write(fake.answer)
+                except OSError:
+                    self.close_connection = True  # the client closed without reading it all
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/documents"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from outbox import entries, sender
 from outbox.models import Entry
-from tests.outbox.downstreams import Echo, HugeAnswer
+from tests.outbox.downstreams import Echo, HugeAnswer, KeepAlive
 from tests.factories import UserFactory
 from tests.support.loopback import free_port
 
@@ -52,6 +52,21 @@ def test_a_huge_answer_is_not_read(huge, held, status):
         entry = Entry.objects.get()
         assert report["failed"] == 1 and entry.last_error.startswith(f"HTTP {status}: xxx")
         assert len(entry.last_error) < 1000
+
+
+@pytest.mark.parametrize(("answer", "connections"), [(b'{"ok": true}', 1), (b"x" * (sender.KEEP_BYTES * 4), 3)])
+def test_a_short_acknowledgement_keeps_the_connection_for_the_next_document(downstream, settings, held, answer,
+                                                                              connections):
+    """Over https a connection per document would be a TLS handshake per document: a small answer is read out and
+    its connection reused; a large one is not read, and its connection is closed instead."""
+    fake = KeepAlive(answer)
+    try:
+        settings.DOWNSTREAM_URL, settings.OUTBOX_SENDER_SECONDS = fake.url, 30
+        held(3)
+        assert sender.run()["delivered"] == 3
+        assert (fake.posts, len(fake.connections)) == (3, connections)
+    finally:
+        fake.close()
 
 
 def staff_viewer(org):

@@ -20,6 +20,7 @@ from django.db import InterfaceError, OperationalError
 from jobs import conf as jobs_conf
 from jobs.dbsession import close_quietly
 from jobs.models import Job, JobStatus
+from seoinsight.backoff import doubling
 
 from .reports import notes, operator_error, report_of, what_was_read
 
@@ -82,7 +83,7 @@ def reconnect_delay(failures: int) -> float:
     >>> [reconnect_delay(n) for n in (1, 2, 3, 5, 9)]
     [0.5, 1.0, 2.0, 8.0, 10.0]
     """
-    return min(RECONNECT_FIRST * 2 ** (failures - 1), RECONNECT_MAX)
+    return doubling(failures, RECONNECT_FIRST, RECONNECT_MAX)
 
 
 def default_hint_after() -> float:

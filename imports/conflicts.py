@@ -14,6 +14,8 @@ import time
 
 from django.db import DatabaseError, connection, transaction
 
+from seoinsight.backoff import doubling
+
 log = logging.getLogger(__name__)
 
 # SQLSTATEs meaning "another transaction got in the way": PostgreSQL rolled the
@@ -51,7 +53,7 @@ def conflict_delay(attempt: int, draw=random.random) -> float:
     >>> conflict_delay(2, lambda: 0.0)
     0.1
     """
-    ceiling = min(CONFLICT_BACKOFF_FIRST * 2 ** (attempt - 1), CONFLICT_BACKOFF_MAX)
+    ceiling = doubling(attempt, CONFLICT_BACKOFF_FIRST, CONFLICT_BACKOFF_MAX)
     return ceiling * (0.5 + 0.5 * draw())
 
 

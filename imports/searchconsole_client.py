@@ -45,6 +45,7 @@ from google.oauth2 import service_account
 from googleapiclient.discovery import build
 from googleapiclient.errors import HttpError
 
+from seoinsight.backoff import doubling
 from seoinsight.models import check_token_uri
 from seoinsight.outbound import scrub, where
 
@@ -168,7 +169,7 @@ def retry_delay(attempt: int, retry_after: str | None) -> float:
             return min(max(float(retry_after), 0.0), RETRY_AFTER_MAX)
         except ValueError:
             pass
-    return min(BACKOFF_FIRST * 2 ** (attempt - 1), BACKOFF_MAX)
+    return doubling(attempt, BACKOFF_FIRST, BACKOFF_MAX)
 
 
 def retry_network(call, *, what: str, endpoint: str, job_id=None, max_attempts: int = MAX_ATTEMPTS):

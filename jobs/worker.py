@@ -22,6 +22,8 @@ import traceback
 import psycopg
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, reset_queries
 
+from seoinsight.backoff import doubling
+
 from . import conf, dbsession, duties, processes, queue, registry, storable
 from .heartbeat import Heartbeat
 from .models import Job
@@ -60,7 +62,7 @@ class Worker:
         self.duties = None if burst else duties.Duties()
         self.processed = 0
         self._stop = threading.Event()
-        self._backoff = 0.0
+        self._failures = 0  # consecutive turns of the loop that failed; the backoff doubles with each
 
     # -- control ---------------------------------------------------------------
     def install_signal_handlers(self) -> None:
@@ -102,7 +104,7 @@ class Worker:
                 try:
                     if not self._step():
                         break
-                    self._backoff = 0.0
+                    self._failures = 0
                 except CONNECTION_ERRORS as exc:
                     self._database_unavailable(exc)
                 except Exception:
@@ -238,8 +240,10 @@ class Worker:
         self._sleep(delay)
 
     def _next_backoff(self) -> float:
-        self._backoff = min(BACKOFF_MAX, self._backoff * 2 if self._backoff else BACKOFF_FIRST)
-        return self._backoff * random.uniform(0.75, 1.25)
+        # The jitter (±25 %) is the worker's own, outside the shared rule: workers that lost the
+        # database together do not all come back in the same second.
+        self._failures += 1
+        return doubling(self._failures, BACKOFF_FIRST, BACKOFF_MAX) * random.uniform(0.75, 1.25)
 
     def _poll_timeout(self) -> float:
         return self.poll_interval * random.uniform(2 / 3, 4 / 3)

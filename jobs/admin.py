@@ -11,14 +11,15 @@ from datetime import timedelta
 
 from django.contrib import admin, messages
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db.models import F
+from django.db.models import DurationField, F
+from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce, Now
 from django.utils.html import format_html
 
 from seoinsight.models import Org
 from seoinsight.orgscope import ReadOnly, ReadOnlyAdmin, SuperuserOnlyAdmin
 
-from . import operator_actions, processes, registry
+from . import operator_actions, processes, registry, sql
 from .models import Job, JobStatus, Process, ZombieJob
 
 STATUS_COLOURS = {
@@ -72,13 +73,6 @@ def max_attempts(job_type: str) -> int:
         return registry.get(job_type).max_attempts
     except registry.UnknownJobType:
         return registry.default_max_attempts()
-
-
-def stale_after(job_type: str) -> float:
-    try:
-        return registry.get(job_type).stale_after
-    except registry.UnknownJobType:
-        return registry.default_stale_after()
 
 
 def plural_jobs(n: int) -> str:
@@ -252,7 +246,15 @@ class ZombieJobAdmin(JobAdmin):
     list_filter = [TypeFilter, OrgFilter]
 
     def rows(self):
-        return self.model.objects.stale().annotate(database_now=Now())
+        """The zombies, with ``silent_for`` and ``past_threshold`` computed by the sweep's rule (``jobs.sql``)."""
+        known = registry.all_types()
+        thresholds = [list(known), [float(t.stale_after) for t in known.values()], registry.default_stale_after()]
+        past = sql.PAST_THRESHOLD.format(not_before="NULL", stale_after=sql.TYPE_STALE_AFTER)
+        return self.model.objects.stale().annotate(
+            database_now=Now(),
+            silent_for=RawSQL(sql.SILENT_FOR.format(not_before="NULL"), [], output_field=DurationField()),
+            past_threshold=RawSQL(past, thresholds, output_field=DurationField()),
+        )
 
     def get_ordering(self, request):
         return ["heartbeat_at"]
@@ -264,13 +266,14 @@ class ZombieJobAdmin(JobAdmin):
     def last_sign_of_life(self, job):
         return job.heartbeat_at
 
-    @admin.display(description="stale for")
+    @admin.display(description="stale for", ordering="past_threshold")
     def stale_for(self, job):
-        silent = job.database_now - job.heartbeat_at
-        threshold = timedelta(seconds=stale_after(job.type))
+        # Silence is counted as the sweep counts it: a heartbeat from before the
+        # server's start counts from that start, not from the heartbeat.
+        threshold = job.silent_for - job.past_threshold
         return format_html(
-            '<span title="no sign of life for {}; threshold {}">{}</span>',
-            readable_duration(silent), readable_duration(threshold), readable_duration(silent - threshold),
+            '<span title="silent for {}; threshold {}">{}</span>',
+            readable_duration(job.silent_for), readable_duration(threshold), readable_duration(job.past_threshold),
         )
 
 

@@ -354,6 +354,13 @@ TYPE_STALE_AFTER = """COALESCE(
     (SELECT cfg.seconds FROM unnest(%s::text[], %s::float8[]) AS cfg(name, seconds) WHERE cfg.name = type),
     %s)"""
 
+# The zombie list's columns, intervals read off STALE's own terms so the screen
+# cannot disagree with the sweep: SILENT_FOR is the silence STALE counts (never
+# from before the server's start), PAST_THRESHOLD how far beyond {stale_after}
+# it is (positive exactly when STALE holds).
+SILENT_FOR = f"now() - {SILENT_SINCE}"
+PAST_THRESHOLD = f"now() - make_interval(secs => {{stale_after}}) - {SILENT_SINCE}"
+
 # Operator actions (admin). Same rules as the worker and the sweep: only from
 # the states they name, judged by the database (its clock, its rows, locked),
 # so a job that moved meanwhile is left alone.

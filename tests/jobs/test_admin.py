@@ -3,9 +3,12 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import Permission
+from django.db import connection
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import escape
 
+from jobs import registry
 from jobs.admin import readable_duration
 from jobs.models import Job, JobStatus
 from tests.factories import JobFactory, OrgFactory, UserFactory
@@ -169,7 +172,33 @@ def test_zombie_view_lists_only_stale_running_jobs(admin_client):
     assert "A zombie is a running job" in html
     assert "1 / 2" in html  # test_slow allows 2 attempts
     assert "1 / 3" in html  # unknown types get the default
-    assert "59 min" in html  # an hour of silence, less noop's 60 s threshold
+    # An hour of silence (or the server's age, if younger), less the default threshold.
+    silent = min(timedelta(hours=1), database("SELECT now() - pg_postmaster_start_time()"))
+    assert readable_duration(silent - timedelta(seconds=registry.default_stale_after())) in html
+
+
+def database(query: str):
+    """One value, read in the test's own transaction: ``now()`` there is the request's ``now()``."""
+    with connection.cursor() as cursor:
+        cursor.execute(query)
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.django_db
+def test_stale_for_counts_silence_from_the_servers_start_as_the_sweep_does(admin_client):
+    """A heartbeat from before the server's start: the sweep counts silence from that start, so does the screen."""
+    zombie = JobFactory(stale=True, type="noop", started_at=timezone.now() - timedelta(days=3650))
+
+    response = admin_client.get(ZOMBIES_URL)
+    (shown,) = response.context["cl"].result_list
+
+    up = database("SELECT now() - pg_postmaster_start_time()")
+    threshold = timedelta(seconds=registry.get("noop").stale_after)
+    assert shown.pk == zombie.pk
+    assert (shown.silent_for, shown.past_threshold) == (up, up - threshold)
+    assert f"silent for {readable_duration(up)}; threshold {readable_duration(threshold)}" in response.content.decode()
+    assert readable_duration(up - threshold) in response.content.decode()
+    assert up < timedelta(days=3650)  # not the heartbeat's ten years
 
 
 @pytest.mark.django_db

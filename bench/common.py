@@ -27,6 +27,11 @@ from psycopg import sql
 ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT = 300  # seconds an app process may take, unless a benchmark says otherwise
 RSS_POLL = 0.02  # seconds between reads of a process's /proc/<pid>/status
+# The app's processes run as production runs them: DEBUG off (no query log growing in
+# memory, no debug pages). DEBUG=0 requires a SECRET_KEY of one's own: this one, the same
+# in every process of a run (the bench process encrypts what pollmail decrypts), guards
+# nothing but throw-away databases.
+PRODUCTION_ENV = {"DEBUG": "0", "SECRET_KEY": "bench-only-key-for-throw-away-databases-never-for-real-data"}
 
 
 # -- the database ------------------------------------------------------------------------------
@@ -119,11 +124,17 @@ def server_version(db: psycopg.Connection) -> str:
 
 # -- the app's processes -----------------------------------------------------------------------
 
-def worker_env(url: str, media: Path | None = None) -> dict:
-    """The environment of an app process working on a bench database (and MEDIA_ROOT), with quiet logs."""
-    env = dict(os.environ, DATABASE_URL=url, LOG_LEVEL="WARNING", DJANGO_LOG_LEVEL="WARNING", PYTHONUNBUFFERED="1")
+def worker_env(url: str, media: Path | None = None, extra: dict | None = None) -> dict:
+    """The environment of an app process on a bench database (and MEDIA_ROOT): production's, quiet logs.
+
+    Every process a benchmark starts (runjobs, pollmail, migrate) and the benchmark's own
+    Django get it, so all run with PRODUCTION_ENV; ``extra`` (a log level, a timer) comes last.
+    """
+    env = dict(os.environ, **PRODUCTION_ENV, DATABASE_URL=url, LOG_LEVEL="WARNING", DJANGO_LOG_LEVEL="WARNING",
+               PYTHONUNBUFFERED="1")
     if media is not None:
         env["MEDIA_ROOT"] = str(media)
+    env.update({key: str(value) for key, value in (extra or {}).items()})
     return env
 
 
@@ -134,13 +145,13 @@ class AppProcess:
     so every way out of ``wait`` ends the process, and ``kill`` is for the rest.
     """
 
-    def __init__(self, url: str, command: str, *args: str, media: Path | None = None):
+    def __init__(self, url: str, command: str, *args: str, media: Path | None = None, env: dict | None = None):
         self.command = command
         with tempfile.NamedTemporaryFile(prefix=f"bench-{command}-", suffix=".log", delete=False) as log:
             self.log = Path(log.name)
             self.started = time.perf_counter()
             self.proc = subprocess.Popen([sys.executable, "manage.py", command, *args], cwd=ROOT,
-                                         env=worker_env(url, media), stdout=log, stderr=subprocess.STDOUT)
+                                         env=worker_env(url, media, env), stdout=log, stderr=subprocess.STDOUT)
         self.output = ""
 
     @property

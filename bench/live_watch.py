@@ -11,16 +11,12 @@ from __future__ import annotations
 import json
 import random
 import re
-import subprocess
-import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 
-from bench.common import ROOT, AppProcess, connect, worker_env
+from bench.common import AppProcess, connect
 
 DB_POLL = 0.005  # seconds between the arrival watcher's looks at mailpoll_request
 SYNC_LINE = re.compile(r"live (?P<why>[a-z ]+): fetched=(?P<fetched>\d+) stored=(?P<stored>\d+)")
@@ -125,17 +121,7 @@ class ArrivalWatch(threading.Thread):
 
 
 class LoggedProcess(AppProcess):
-    """``AppProcess`` with settings of its own in the environment: its log level, JSON lines, short timers."""
-
-    def __init__(self, url: str, command: str, *args: str, media: Path, env: dict):
-        self.command = command
-        with tempfile.NamedTemporaryFile(prefix=f"bench-{command}-", suffix=".log", delete=False) as log:
-            self.log = Path(log.name)
-            self.started = time.perf_counter()
-            self.proc = subprocess.Popen([sys.executable, "manage.py", command, *args], cwd=ROOT,
-                                         env={**worker_env(url, media), **{k: str(v) for k, v in env.items()}},
-                                         stdout=log, stderr=subprocess.STDOUT)
-        self.output = ""
+    """``AppProcess`` with settings of its own (its log level, JSON lines, short timers), its log read as it runs."""
 
     def lines(self) -> list[dict]:
         """The JSON log lines written so far (readable while it runs)."""

@@ -12,6 +12,8 @@ import re
 from collections.abc import Iterable
 from urllib.parse import parse_qs, urlencode
 
+from seoinsight.backoff import doubling
+
 from .base import ProviderError
 from .changes import CursorExpired
 
@@ -161,8 +163,8 @@ def backoff_delay(attempt: int, jitter: float, retry_after: str | None = None, *
             return min(max(float(retry_after), 0.0), cap)
         except ValueError:
             pass
-    step = min(first * 2 ** (attempt - 1), cap)
-    return step / 2 * (1 + jitter)
+    # The jitter is Gmail's own, outside the shared doubling rule.
+    return doubling(attempt, first, cap) / 2 * (1 + jitter)
 
 
 def decide(status: int, reasons: Iterable[str], *, call: str, attempt: int, max_attempts: int) -> str:

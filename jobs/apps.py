@@ -6,7 +6,8 @@ class JobsConfig(AppConfig):
     verbose_name = "Jobs"
 
     def ready(self):
-        from . import checks, registry  # noqa: F401  (checks register themselves)
+        # checks register themselves; queue attaches Job.report_progress.
+        from . import checks, queue, registry  # noqa: F401
 
         # Every installed app's `handlers` module registers its job types, plus the
         # deployment's own modules named in JOBS_HANDLER_MODULES.

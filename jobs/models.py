@@ -17,6 +17,8 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Greatest
 from django.utils import timezone
 
+from . import registry, sql
+
 
 class JobStatus(models.TextChoices):
     # enqueue() creates rows here; the sweep, the worker after a lost database
@@ -33,14 +35,6 @@ class JobStatus(models.TextChoices):
     # it. finished_at set, dedup_key released, on_fail called in the same
     # transaction. Left only by an operator's requeue (on_requeue called).
     FAILED = "failed", "Failed"
-
-
-class DedupScope(models.TextChoices):
-    # The key stops blocking enqueues when a run starts: never two queued, and a
-    # wake-up during a run is never lost. For idempotent, cheap work.
-    QUEUE = "queue", "Released at claim"
-    # The key is held until done/failed: never two live instances.
-    ACTIVE = "active", "Held until finished"
 
 
 class JobQuerySet(models.QuerySet):
@@ -72,8 +66,6 @@ class JobQuerySet(models.QuerySet):
         web server's); how the admin's judgment differs from a sweeper's (no
         not_before, unknown types listed) is said beside it in ``jobs.sql``.
         """
-        from . import registry, sql
-
         known = registry.all_types()
         rule = sql.STALE.format(not_before="NULL", stale_after=sql.TYPE_STALE_AFTER)
         params = (list(known), [float(t.stale_after) for t in known.values()], registry.default_stale_after())
@@ -163,16 +155,9 @@ class Job(models.Model):
             return None
         return (self.finished_at or timezone.now()) - self.started_at
 
-    def report_progress(self, done: int | None = None, total: int | None = None, **fields) -> None:
-        """Merge ``done``/``total``/``fields`` into ``progress`` with a fresh heartbeat.
-
-        Call it per batch or step, never per row. Raises ``JobLost`` if this run no
-        longer owns the job (swept as a zombie and re-claimed, or failed by an
-        operator), so a handler stops instead of racing its successor.
-        """
-        from . import queue
-
-        queue.report_progress(self, done=done, total=total, **fields)
+    # report_progress(done=None, total=None, **fields), a handler's way to report,
+    # is defined in jobs.queue beside the fenced write it runs and attached there:
+    # the model does not import the queue (the queue imports the model).
 
     def as_api_dict(self) -> dict:
         """The shape ``GET /jobs/<id>`` returns: never the traceback, which is for staff."""

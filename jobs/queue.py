@@ -19,8 +19,9 @@ from django.db import connection, transaction
 
 from . import conf, registry, rows, sql
 from .finish import finish_done, finish_failed, interrupt
-from .models import DedupScope, Job
+from .models import Job
 from .operator_actions import mark_failed, requeue
+from .registry import DedupScope
 from .rows import EnqueueRace
 from .storable import MAX_REPORT_BYTES, storable
 
@@ -151,7 +152,13 @@ def _guard_conflict(job: Job, key: str) -> bool:
         return cursor.fetchone()[0]
 
 
-def report_progress(job: Job, done=None, total=None, **fields) -> None:
+def report_progress(job: Job, done: int | None = None, total: int | None = None, **fields) -> None:
+    """Merge ``done``/``total``/``fields`` into ``progress`` with a fresh heartbeat; also ``job.report_progress``.
+
+    Call it per batch or step, never per row. Raises ``JobLost`` if this run no
+    longer owns the job (swept as a zombie and re-claimed, or failed by an
+    operator), so a handler stops instead of racing its successor.
+    """
     if done is not None:
         fields["done"] = done
     if total is not None:
@@ -163,6 +170,12 @@ def report_progress(job: Job, done=None, total=None, **fields) -> None:
     if not rows.update(sql.PROGRESS, job, fields=encoded):
         raise JobLost(f"job {job.id} attempt {job.attempts} is no longer running here")
     job.progress = {**(job.progress or {}), **fields}
+
+
+# Handlers call it as a method of the job they are given (README): the queue
+# offers it to the model, so the model never imports the queue. jobs.apps
+# imports this module at start-up, before any handler runs.
+Job.report_progress = report_progress
 
 
 def heartbeat(job: Job) -> bool:

@@ -17,12 +17,22 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from django.db import models
 from django.utils.module_loading import autodiscover_modules
 
 from . import conf
-from .models import DedupScope
 
 Handler = Callable[["Job"], "dict | None"]  # noqa: F821
+
+
+class DedupScope(models.TextChoices):
+    """How long a job's ``dedup_key`` blocks enqueues: a rule of its type (``JobType.dedup_scope``)."""
+
+    # The key stops blocking enqueues when a run starts: never two queued, and a
+    # wake-up during a run is never lost. For idempotent, cheap work.
+    QUEUE = "queue", "Released at claim"
+    # The key is held until done/failed: never two live instances.
+    ACTIVE = "active", "Held until finished"
 
 
 class UnknownJobType(LookupError):

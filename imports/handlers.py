@@ -12,42 +12,16 @@ from jobs.registry import register
 from seoinsight import storage
 
 from . import conf, ingest, reconcile
+from . import searchconsole_api  # noqa: F401  (registers import_api, the Search Console pull)
 from .formats import UnreadableFile, open_source
-from .models import Import, ImportStatus, UrlMetric
+from .job_hooks import enqueue_reconcile, import_failed, import_requeued
+from .models import Import, ImportStatus
 
 log = logging.getLogger(__name__)
-
-# Registers import_api (Search Console), which shares this module's on_fail and reconcile.
-from . import searchconsole_api  # noqa: E402,F401
 
 
 class ImportRejected(Exception):
     """The file cannot be an import at all; the message is for the operator."""
-
-
-def import_failed(job) -> None:
-    """on_fail: the Import shows the job's error, whoever failed it (worker, sweep, operator).
-
-    The batches it committed stay (each is whole, and a later import of the
-    file updates them): map_reconcile is queued for them as after a success,
-    in the same transaction as the failure when the queue runs on_fail inside it.
-    """
-    import_id = job.payload.get("import_id")
-    with transaction.atomic():
-        failed = Import.objects.filter(pk=import_id).exclude(status=ImportStatus.DONE).update(
-            status=ImportStatus.FAILED, error=job.error or "failed", finished_at=timezone.now()
-        )
-        site_target_id = job.payload.get("site_target_id")
-        if failed and UrlMetric.objects.filter(site_target_id=site_target_id, page__isnull=True,
-                                               source_import_id=import_id).exists():
-            enqueue_reconcile(job.org_id, site_target_id)
-
-
-def import_requeued(job) -> None:
-    """on_requeue: an operator requeued the failed job, so its Import is queued again."""
-    Import.objects.filter(pk=job.payload.get("import_id"), status=ImportStatus.FAILED).update(
-        status=ImportStatus.QUEUED, error="", finished_at=None
-    )
 
 
 def enqueue_import(imp: Import):
@@ -58,11 +32,6 @@ def enqueue_import(imp: Import):
     Import.objects.filter(pk=imp.pk).update(job=job)
     imp.job = job
     return job
-
-
-def enqueue_reconcile(org_id: str, site_target_id: int):
-    return enqueue("map_reconcile", org_id=org_id, payload={"site_target_id": site_target_id},
-                   dedup_key=f"map_reconcile:{site_target_id}")
 
 
 @register("import_csv", dedup_scope="active", on_fail=import_failed, on_requeue=import_requeued)

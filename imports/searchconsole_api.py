@@ -23,6 +23,7 @@ from jobs.queue import enqueue
 from jobs.registry import register
 
 from . import ingest
+from .job_hooks import enqueue_reconcile, import_failed, import_requeued
 from .models import Import, ImportKind, ImportOrigin, ImportStatus
 from .searchconsole_client import SearchAnalytics, SearchConsoleError
 
@@ -56,20 +57,6 @@ def parsed_rows(rows: list[dict], first_row: int):
         )
 
 
-def import_failed(job) -> None:
-    """on_fail: the same as import_csv's (imported here, late: the handlers module imports this one)."""
-    from .handlers import import_failed as mark_import_failed
-
-    mark_import_failed(job)
-
-
-def import_requeued(job) -> None:
-    """on_requeue: the same as import_csv's."""
-    from .handlers import import_requeued as mark_import_queued
-
-    mark_import_queued(job)
-
-
 def create_api_import(site_target, period_start: date, period_end: date, *, created_by=None,
                       by_date: bool = True, row_limit: int = ROW_LIMIT) -> Import:
     """Create an API Import and its job, in one transaction."""
@@ -97,8 +84,6 @@ def enqueue_api_import(imp: Import, *, by_date: bool = True, row_limit: int = RO
 @register("import_api", dedup_scope="active", on_fail=import_failed, on_requeue=import_requeued)
 def import_api(job):
     """Pull Search Analytics for the Import's period into UrlMetric, page by page, resumably."""
-    from .handlers import enqueue_reconcile
-
     imp = Import.objects.select_related("site_target").get(pk=job.payload["import_id"], org_id=job.org_id)
     target = imp.site_target
     if imp.kind != ImportKind.API:

@@ -1,0 +1,45 @@
+"""What both import jobs (``import_csv``, ``import_api``) share: the hooks that keep
+an Import in step with its job, and the ``map_reconcile`` queued once rows are written.
+
+Below ``handlers`` and ``searchconsole_api``, which both register with these, so
+neither imports the other for them.
+"""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.utils import timezone
+
+from jobs.queue import enqueue
+
+from .models import Import, ImportStatus, UrlMetric
+
+
+def import_failed(job) -> None:
+    """on_fail: the Import shows the job's error, whoever failed it (worker, sweep, operator).
+
+    The batches it committed stay (each is whole, and a later import of the
+    file updates them): map_reconcile is queued for them as after a success,
+    in the same transaction as the failure when the queue runs on_fail inside it.
+    """
+    import_id = job.payload.get("import_id")
+    with transaction.atomic():
+        failed = Import.objects.filter(pk=import_id).exclude(status=ImportStatus.DONE).update(
+            status=ImportStatus.FAILED, error=job.error or "failed", finished_at=timezone.now()
+        )
+        site_target_id = job.payload.get("site_target_id")
+        if failed and UrlMetric.objects.filter(site_target_id=site_target_id, page__isnull=True,
+                                               source_import_id=import_id).exists():
+            enqueue_reconcile(job.org_id, site_target_id)
+
+
+def import_requeued(job) -> None:
+    """on_requeue: an operator requeued the failed job, so its Import is queued again."""
+    Import.objects.filter(pk=job.payload.get("import_id"), status=ImportStatus.FAILED).update(
+        status=ImportStatus.QUEUED, error="", finished_at=None
+    )
+
+
+def enqueue_reconcile(org_id: str, site_target_id: int):
+    return enqueue("map_reconcile", org_id=org_id, payload={"site_target_id": site_target_id},
+                   dedup_key=f"map_reconcile:{site_target_id}")

@@ -13,7 +13,7 @@ before its APPEND to the moment this process first sees its committed Request
 (it looks every 5 ms). The runs, one after the other, each with a fresh pollmail:
 
 - **live**: the mailbox is live and not due for an hour, so its mail comes through
-  IDLE (mailpoll/live.py) alone; pollmail logs at INFO, as in production;
+  IDLE (mailpoll/sync/live.py) alone; pollmail logs at INFO, as in production;
 - **poll**: the same kind of mailbox, not live, due at every cycle of a pollmail
   run with ``--interval <poll-interval>``: a message waits for the next cycle,
   about half an interval, plus the poll itself;

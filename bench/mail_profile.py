@@ -15,12 +15,12 @@ GROUPS = [
     ("IMAP: login, select, search, sizes, fetch", "mailpoll/providers/imap.py", name, None)
     for name in ("connect", "close", "folder_status", "search", "sizes", "fetch", "fetch_headers")
 ] + [
-    ("parse (mailpoll.parse)", "mailpoll/parse.py", "parse_message", None),
-    ("triage (mailpoll.triage)", "mailpoll/triage.py", "triage", None),
-    ("file writes (save_content)", "mailpoll/store.py", "save_content", None),
-    ("DB: dedup SELECT (stored_refs, one per batch)", "mailpoll/store.py", "stored_refs", None),
+    ("parse (mailpoll.parse)", "mailpoll/message/parse.py", "parse_message", None),
+    ("triage (mailpoll.triage)", "mailpoll/message/triage.py", "triage", None),
+    ("file writes (save_content)", "mailpoll/sync/store.py", "save_content", None),
+    ("DB: dedup SELECT (stored_refs, one per batch)", "mailpoll/sync/store.py", "stored_refs", None),
     # BEGIN, INSERT_MESSAGES, the jobs' INSERT and COMMIT: one transaction per batch.
-    ("DB: insert rows, queue jobs, COMMIT (_insert)", "mailpoll/store.py", "_insert", None),
+    ("DB: insert rows, queue jobs, COMMIT (_insert)", "mailpoll/sync/store.py", "_insert", None),
 ]
 
 
@@ -28,7 +28,7 @@ def profile_poll(mailbox, trace: Path) -> tuple[pstats.Stats, float]:
     """Poller.poll under cProfile, with libpq's trace of every message to and from PostgreSQL."""
     from django.db import connection
 
-    from mailpoll.poller import Poller
+    from mailpoll.sync.poller import Poller
 
     connection.ensure_connection()
     profiler = cProfile.Profile()
@@ -73,7 +73,7 @@ def time_groups(stats: pstats.Stats) -> tuple[float, dict[str, float]]:
     """Cumulative seconds per group, and the whole poll's. The groups do not nest in one another."""
     total, groups = 0.0, {}
     for (path, _line, name), (_cc, _nc, _tt, cumulative, callers) in stats.stats.items():
-        if path.endswith("mailpoll/poller.py") and name == "poll":
+        if path.endswith("mailpoll/sync/poller.py") and name == "poll":
             total = cumulative
         for group, suffix, function, caller in GROUPS:
             if path.endswith(suffix) and name == function:

@@ -15,7 +15,7 @@ like ``MAILPOLL_CONCURRENCY``. The pollers keep the shipped settings except the
 pause between cycles (``--interval``), so that a poller already running sees
 the mailboxes due at once; a last pass starts one ``pollmail`` with the shipped
 settings throughout (a cycle that claimed ``MAILPOLL_CLAIM_LIMIT`` mailboxes is
-followed by the next at once, see ``mailpoll.poller.pause_after``). Where a mailbox's time goes is measured in this
+followed by the next at once, see ``mailpoll.sync.poller.pause_after``). Where a mailbox's time goes is measured in this
 process over ``--sample`` of them (bench/mail_scale_pieces.py).
 docs/benchmarks.md says what each figure means and keeps a recorded run.
 """

@@ -199,9 +199,9 @@ def app_pieces(sample_ids: list[int]) -> dict:
     from django.db import connection
 
     from jobs import dbsession
-    from mailpoll import watchdog
+    from mailpoll.sync import watchdog
     from mailpoll.models import FolderCursor, Mailbox
-    from mailpoll.poller import SYNC_COMMIT_OFF, Poller
+    from mailpoll.sync.poller import SYNC_COMMIT_OFF, Poller
 
     dbsession.configure("pollmail")  # pollmail's connection options (timeouts, keepalives), as its threads have
     poller = Poller(concurrency=1)

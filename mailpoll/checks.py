@@ -141,7 +141,7 @@ def check_mailboxes_have_targets(app_configs=None, databases=None, **kwargs):
 def check_mailboxes_can_authenticate(app_configs=None, databases=None, **kwargs):
     """A mailbox without its credentials fails at every poll; better said by ``check`` at deploy time."""
     from .models import Mailbox
-    from .oauth_apps import credentials_problem
+    from .oauth.apps import credentials_problem
 
     found = []
     for alias in migrated(databases):

@@ -1,4 +1,4 @@
-"""System checks for the deployment-wide service identities and their grants (``mailpoll.grants``).
+"""System checks for the deployment-wide service identities and their grants (``oauth.deployment_grants``).
 
 mailpoll.W005  (with --database) a deployment identity is set, more than one org exists, and no org holds a grant
                of it: every keyless service mailbox of that kind fails its polls until a superuser grants it

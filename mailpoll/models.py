@@ -22,6 +22,11 @@ from seoinsight.models import Org, SiteTarget
 from .cursor import CursorState
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+# The Mailbox fields a stored secret is bound to, read by the admin's form and by oauth's Connect.
+# Where the password is sent: changing any of these needs the password typed again.
+DESTINATION_FIELDS = ("provider", "host", "port", "security", "username")
+# Whose app the app secret (and the grant) belong to: changing any of these needs the app secret typed again.
+APP_FIELDS = ("provider", "auth", "oauth_provider", "client_id", "tenant")
 
 
 class Provider(models.TextChoices):
@@ -453,10 +458,10 @@ class DeploymentGrantQuerySet(models.QuerySet):
 
 
 class DeploymentGrant(models.Model):
-    """A superuser's leave for one org to read some mailboxes with a deployment-wide identity (``mailpoll.grants``).
+    """A superuser's leave for one org to read some mailboxes with a deployment-wide identity (``deployment_grants``).
 
     Without one, the org's service mailboxes that hold no key or app of their own read nothing. Only superusers
-    see or change grants (``admin_grants``); the form and every poll check them (``grants.problem``).
+    see or change grants (``admin.grants``); the form and every poll check them (``deployment_grants.problem``).
     """
 
     org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="deployment_grants")

@@ -16,7 +16,8 @@ from bench.mail_profile import GROUPS
 ROOT = Path(__file__).resolve().parent.parent
 
 # What time_groups reads beside GROUPS: the whole poll's cumulative time.
-PROFILED = sorted({(suffix, function) for _group, suffix, function, _caller in GROUPS} | {("mailpoll/poller.py", "poll")})
+PROFILED = sorted({(suffix, function) for _group, suffix, function, _caller in GROUPS}
+                  | {("mailpoll/sync/poller.py", "poll")})
 
 
 @pytest.mark.parametrize("module", ["bench.queue", "bench.imports", "bench.mail", "bench.mail_api"])

@@ -2,6 +2,10 @@
 
 Each lives in its own module, imported only when a mailbox needs it (the Google and
 Microsoft client libraries are heavy): ``imap``, ``gmail_mailbox``, ``graph_mailbox``.
+
+Above ``oauth`` (they ask it for tokens) and the app's base (a folder's ``FolderStatus`` and the search
+kinds are ``mailpoll.cursor``'s, whose rules read them); below ``sync``, which drives them. A provider that
+refreshes a grant its own way sets that on oauth (``graph_mailbox``: msal), so oauth imports no provider.
 """
 
 import importlib

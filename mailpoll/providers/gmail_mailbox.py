@@ -7,8 +7,8 @@ Credentials, by ``Mailbox.auth``:
   delegation). The key's own ``token_uri`` is replaced by ``MAILPOLL_GOOGLE_TOKEN_URL``: whatever a key
   file says, its signed assertions go only to the configured host, never to where it redirects. A refused
   assertion is a ``ProviderError`` saying what to fix; a token endpoint that fails (5xx, no answer, a
-  redirect) is one saying so, classified as a user grant's refresh is (``oauth_rules.classify_token_error``).
-* ``oauth``: the user's grant, through ``oauth_apps.token_for`` (refreshed under the grant's row lock; a
+  redirect) is one saying so, classified as a user grant's refresh is (``oauth.rules.classify_token_error``).
+* ``oauth``: the user's grant, through ``oauth.apps.token_for`` (refreshed under the grant's row lock; a
   dead grant raises ``NeedsReauthorization`` to the poller). google-auth never holds a refresh token.
 
 Either way google-auth sees one ``_Tokens`` object whose ``refresh`` is ours: it asks before the first
@@ -41,9 +41,10 @@ from google.auth.exceptions import RefreshError, TransportError
 from imports.searchconsole_client import StatusRecordingRequest, network_failure
 from seoinsight.outbound import BodyTooLarge, RedirectRefused, scrub, where
 
-from .. import conf, oauth_apps
+from .. import conf
+from ..oauth import apps as oauth_apps
 from ..models import Auth
-from ..oauth_rules import Verdict, classify_token_error
+from ..oauth.rules import Verdict, classify_token_error
 from . import gmail, gmail_http, gmail_rules, register
 from .base import ChangesProvider, FolderError, PollInterrupted, ProviderError
 

@@ -3,7 +3,7 @@
 ``AppOnlyTokens`` (client credentials; ``app_only_tokens`` shares one per app registration)
 and ``DelegatedTokens`` (load/save hooks for the cache, which the caller stores encrypted)
 are callables returning an access token, as ``GraphSource`` wants. ``MsalRefresh`` is the same delegated refresh behind
-``mailpoll.oauth_refresh``'s ``Refresh`` interface, for ``oauth.access_token`` to call
+``mailpoll.oauth.refresh``'s ``Refresh`` interface, for ``oauth.access_token`` to call
 under the grant's row lock. Nothing here stores a token or logs one. ``new_session`` makes
 the HTTP session of both, with a timeout on every request and a ``cut()`` for the poll's
 deadline; it follows no redirect (msal's token requests carry the client secret and the
@@ -30,7 +30,7 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from seoinsight.outbound import BodyTooLarge, RedirectRefused, read_capped, refuse_redirect, scrub, where
 
 from .. import conf
-from ..oauth_refresh import DEFAULT_EXPIRES_IN, HeldTokens, Refreshed, TokenEndpointError
+from ..oauth.refresh import DEFAULT_EXPIRES_IN, HeldTokens, Refreshed, TokenEndpointError
 from .base import ProviderError
 
 AUTHORITY_HOST = "https://login.microsoftonline.com"
@@ -303,7 +303,7 @@ class DelegatedTokens:
 
 
 class MsalRefresh:
-    """``oauth_refresh.Refresh`` for a Microsoft grant: a forced refresh through msal (``oauth`` decides when).
+    """``oauth.refresh.Refresh`` for a Microsoft grant: a forced refresh through msal (``oauth`` decides when).
 
     Uses the grant's serialized cache, or its bare refresh token when it has no cache
     yet; returns the new cache whenever msal changed it (a rotated refresh token

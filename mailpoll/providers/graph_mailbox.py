@@ -7,7 +7,7 @@ both kinds of auth:
 - ``service``: app-only client credentials (application permission Mail.Read) through msal,
   one token per app registration for the whole process (``graph_auth.app_only_tokens``);
 - ``oauth``: the user's consent, the access token from the mailbox's OAuthGrant
-  (``oauth_apps.token_for``: refreshed under the grant's row lock before it expires, msal's
+  (``oauth.apps.token_for``: refreshed under the grant's row lock before it expires, msal's
   cache with the rotated refresh token stored encrypted first). ``NeedsReauthorization`` and
   the other token errors propagate to the poller, which records them on the mailbox.
 
@@ -24,13 +24,14 @@ from collections.abc import Callable
 
 from django.db import connection
 
-from .. import conf, oauth_apps
-from ..models import Auth
-from ..oauth_rules import REFRESH_MARGIN
+from .. import conf
+from ..oauth import apps as oauth_apps
+from ..models import Auth, Provider
+from ..oauth.rules import REFRESH_MARGIN
 from . import register
 from .base import ChangesProvider
 from .graph import GraphSource
-from .graph_auth import GraphApp, app_only_tokens, new_session
+from .graph_auth import GraphApp, MsalRefresh, app_only_tokens, new_session
 
 # Graph's well-known folder names (the mailFolder resource's table), documented in lower case.
 WELL_KNOWN_FOLDERS = frozenset({
@@ -54,8 +55,20 @@ def graph_folder(name: str) -> str:
     return name.lower() if name.lower() in WELL_KNOWN_FOLDERS else name
 
 
+def msal_refresh(app: oauth_apps.OAuthApp) -> MsalRefresh:
+    """A Graph mailbox's grant refreshed through msal: ``oauth.apps.refresh_for``'s for Graph (set below)."""
+    graph_app = GraphApp(app.tenant, app.client_id, app.client_secret,
+                         authority_host=conf.get("MAILPOLL_MICROSOFT_AUTHORITY"))
+    # msal adds offline_access (and openid, profile) itself, and refuses them from the caller.
+    scopes = [scope for scope in app.scopes if scope != "offline_access"]
+    return MsalRefresh(graph_app, new_session(conf.get("MAILPOLL_API_CA_BUNDLE") or True), scopes)
+
+
+oauth_apps.refreshed_by(Provider.GRAPH, msal_refresh)
+
+
 class GrantTokens:
-    """A delegated mailbox's access token for one poll, from its OAuthGrant (``oauth_apps.token_for``).
+    """A delegated mailbox's access token for one poll, from its OAuthGrant (``oauth.apps.token_for``).
 
     ``oauth`` hands out a token good for at least ``REFRESH_MARGIN``; it is held for half of that,
     so the source's download threads seldom reach the database. When one does (the held token

@@ -1,7 +1,7 @@
 """Generic IMAP through imapclient, over a bounded, interruptible connection (``transport``).
 
 A mailbox with ``auth=password`` logs in with LOGIN; one with ``auth=oauth`` (Gmail or Outlook IMAP)
-authenticates with XOAUTH2, presenting the access token of its grant (``oauth_apps.token_for``). A token the
+authenticates with XOAUTH2, presenting the access token of its grant (``oauth.apps.token_for``). A token the
 server refuses is replaced once, on a new connection; a second refusal is the mailbox's error. Token
 trouble (a dead grant, a refresh that failed) is the token machinery's exception, left for the poller to
 record. No token is logged, even at DEBUG: imaplib logs the AUTHENTICATE command (which carries no token,
@@ -22,7 +22,8 @@ from datetime import date
 from imapclient.exceptions import IMAPClientAbortError, IMAPClientError, LoginError, ProtocolError
 from imapclient.imapclient import _parse_untagged_response
 
-from .. import conf, oauth_apps
+from .. import conf
+from ..oauth import apps as oauth_apps
 from ..cursor import SEARCH_ALL, SEARCH_FROM_UID, SEARCH_NONE, SEARCH_SINCE, FolderStatus
 from ..models import Auth
 from . import register

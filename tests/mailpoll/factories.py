@@ -14,7 +14,7 @@ from django.utils import timezone
 from mailpoll import conf as mailpoll_conf
 from mailpoll.models import (Attachment, AttachmentKind, AttachmentStatus, DeploymentGrant, DeploymentIdentity, Mailbox,
                              Request, RequestStatus)
-from mailpoll.poller import Poller
+from mailpoll.sync.poller import Poller
 from tests.factories import OrgFactory, SiteTargetFactory
 
 

@@ -11,8 +11,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from mailpoll import cursor
-from mailpoll.admin_cursors import EXPIRED_UIDVALIDITY
-from mailpoll.admin_display import error_heading
+from mailpoll.admin.cursors import EXPIRED_UIDVALIDITY
+from mailpoll.admin.display import error_heading
 from mailpoll.models import FolderCursor, LiveWatch, Mailbox
 from tests.factories import OrgFactory, UserFactory
 from tests.mailpoll.factories import MailboxFactory
@@ -220,7 +220,7 @@ def test_a_wedged_gmail_cursor_is_resynced_by_the_next_poll_without_duplicates(g
     """Issue 19's wedge: a malformed historyId as the cursor; Resync folders, then one poll reads the label
     again in full, dedup keeping one request per message, and the cursor is Gmail's again."""
     from mailpoll.models import Request
-    from mailpoll.poller import Poller
+    from mailpoll.sync.poller import Poller
     from tests.mailpoll.factories import mail
     from tests.support.gmail_mailboxes import gmail_mailbox
 
@@ -246,7 +246,7 @@ def test_an_imap_folder_resynced_is_swept_again_by_the_next_poll_without_duplica
                                                                                    admin_client):
     """Against Dovecot: a message whose request was lost below the cursor comes back, the others stay one."""
     from mailpoll.models import Request
-    from mailpoll.poller import Poller
+    from mailpoll.sync.poller import Poller
     from tests.mailpoll.factories import mail
 
     box = imap_mailbox()

@@ -11,11 +11,11 @@ from datetime import UTC, datetime
 import pytest
 from django.db import IntegrityError, transaction
 
-from mailpoll import store
+from mailpoll.sync import store
 from mailpoll.cursor import ReadPlan, plan_changes_read
 from mailpoll.models import FolderCursor, GrantState, Mailbox, OAuthGrant, Request
-from mailpoll.oauth import connect
-from mailpoll.poller import Poller
+from mailpoll.oauth.tokens import connect
+from mailpoll.sync.poller import Poller
 from tests.mailpoll.factories import MailboxFactory, mail
 
 pytestmark = pytest.mark.django_db

@@ -9,7 +9,8 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from jobs.models import Job
-from mailpoll import attachments, watchdog
+from mailpoll import attachments
+from mailpoll.sync import watchdog
 from mailpoll.attachments import FAIL, RELEASE, TransitionError, after_stuck
 from mailpoll.models import Attachment, AttachmentStatus, Request
 from tests.mailpoll.factories import AttachmentFactory, RequestFactory

@@ -8,9 +8,9 @@ from django.db import IntegrityError, transaction
 from django.urls import reverse
 from django.utils import timezone
 
-from mailpoll.admin import MailboxForm
+from mailpoll.admin.intake import MailboxForm
 from mailpoll.models import Mailbox
-from mailpoll.poller import Poller
+from mailpoll.sync.poller import Poller
 from tests.mailpoll.factories import MailboxFactory, mail
 
 pytestmark = pytest.mark.django_db

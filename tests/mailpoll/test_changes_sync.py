@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from mailpoll import store
+from mailpoll.sync import store
 from mailpoll.models import FolderCursor, Request
-from mailpoll.poller import Poller
+from mailpoll.sync.poller import Poller
 from tests.mailpoll.factories import mail
 from tests.support.gmail_mailboxes import gmail_mailbox
 

@@ -3,9 +3,9 @@
 import pytest
 from django.db import connection
 
-from mailpoll import sql
+from mailpoll.sync import sql
 from mailpoll.models import Mailbox
-from mailpoll.poller import Poller
+from mailpoll.sync.poller import Poller
 from tests.mailpoll.factories import MailboxFactory
 from tests.support.planner import as_subquery_in_from, believe_nearly_empty
 

@@ -19,7 +19,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from mailpoll.models import GrantState, Mailbox, OAuthGrant
-from mailpoll.oauth_connect import SESSION_KEY, refusal
+from mailpoll.oauth.connect import SESSION_KEY, refusal
 from seoinsight import crypto
 from seoinsight.models import Membership
 from tests.factories import UserFactory

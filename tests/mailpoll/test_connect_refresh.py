@@ -3,7 +3,7 @@ answer and names the token endpoint by its host only."""
 
 import pytest
 
-from mailpoll.oauth_refresh import ANSWER_LIMIT, HeldTokens, TokenEndpoint, TokenEndpointError
+from mailpoll.oauth.refresh import ANSWER_LIMIT, HeldTokens, TokenEndpoint, TokenEndpointError
 from tests.support.fake_oauth import CLIENT_ID, CLIENT_SECRET, FakeTokenEndpoint
 from tests.support.loopback import free_port
 

@@ -10,9 +10,9 @@ import pytest
 from django.db import IntegrityError, transaction
 
 from mailpoll.models import FolderCursor, Request
-from mailpoll.poller import Poller
+from mailpoll.sync.poller import Poller
 from mailpoll.providers.imap import ImapProvider
-from mailpoll.store import store_messages
+from mailpoll.sync.store import store_messages
 from tests.mailpoll.factories import mail
 from tests.support.tcpproxy import DroppingProxy
 

@@ -7,9 +7,9 @@ from django.contrib.auth.models import Permission
 from django.db import IntegrityError
 from django.urls import reverse
 
-from mailpoll import grants
+from mailpoll.oauth import deployment_grants as grants
 from mailpoll.grant_checks import check_deployment_identities_are_granted
-from mailpoll.grants import ALLOWED, NO_GRANT, NOT_AN_ADDRESS, NOT_LISTED, OTHER_TENANT, Rule
+from mailpoll.oauth.deployment_grants import ALLOWED, NO_GRANT, NOT_AN_ADDRESS, NOT_LISTED, OTHER_TENANT, Rule
 from mailpoll.models import DeploymentGrant
 from tests.factories import OrgFactory, UserFactory
 

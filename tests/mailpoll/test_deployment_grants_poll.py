@@ -12,7 +12,7 @@ import json
 import pytest
 
 from mailpoll.models import DeploymentGrant, Mailbox, Request
-from mailpoll.poller import Poller
+from mailpoll.sync.poller import Poller
 from tests.mailpoll.factories import MailboxFactory, grant_for, mail
 from tests.support.fake_graph import TENANT, USER
 from tests.support.gmail_mailboxes import decoy_token_uri

@@ -6,7 +6,7 @@ import pytest
 from django.urls import reverse
 
 from mailpoll.models import FolderCursor, Request
-from mailpoll.poller import Poller
+from mailpoll.sync.poller import Poller
 from tests.mailpoll.factories import mail
 
 pytestmark = pytest.mark.django_db

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from mailpoll.models import Attachment, AttachmentStatus, FolderCursor, Request
-from mailpoll.poller import Poller
+from mailpoll.sync.poller import Poller
 from outbox import entries
 from outbox.models import Entry
 from tests.mailpoll.factories import mail

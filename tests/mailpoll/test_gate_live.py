@@ -7,7 +7,7 @@ import pytest
 
 from jobs.models import Job
 from mailpoll.models import Request
-from mailpoll.poller import Poller
+from mailpoll.sync.poller import Poller
 from outbox.models import Entry
 from outbox.wake import JOB_TYPE
 from tests.mailpoll.factories import mail

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from mailpoll.models import FolderCursor, Mailbox, Request, RequestStatus
-from mailpoll.poller import Poller
+from mailpoll.sync.poller import Poller
 from tests.mailpoll.factories import mail
 from tests.support.fake_gmail import huge_base64
 from tests.support.gmail_mailboxes import gmail_mailbox

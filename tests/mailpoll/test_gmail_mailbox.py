@@ -16,7 +16,7 @@ from django.db import connection
 from django.utils import timezone
 
 from mailpoll.models import FolderCursor, GrantState, Mailbox, OAuthGrant, Request, RequestStatus
-from mailpoll.poller import Poller
+from mailpoll.sync.poller import Poller
 from mailpoll.providers import PollInterrupted, for_mailbox
 from mailpoll.providers.gmail_rules import MAX_ATTEMPTS
 from tests.mailpoll.factories import mail, poll_now

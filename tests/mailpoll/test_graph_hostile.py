@@ -13,8 +13,8 @@ import time
 import pytest
 import requests
 
-from mailpoll.oauth_refresh import HeldTokens, TokenEndpointError
-from mailpoll.oauth_rules import Verdict, classify_token_error
+from mailpoll.oauth.refresh import HeldTokens, TokenEndpointError
+from mailpoll.oauth.rules import Verdict, classify_token_error
 from mailpoll.providers.base import PollInterrupted, ProviderError
 from mailpoll.providers.changes import CursorExpired, Throttled, TooBig
 from mailpoll.providers.graph import GraphSource

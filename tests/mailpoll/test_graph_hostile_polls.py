@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from mailpoll import oauth
+from mailpoll.oauth import tokens as oauth
 from mailpoll.models import FolderCursor, Mailbox, Request
 from tests.mailpoll.factories import MailboxFactory, poll_now
 from tests.support.fake_graph import CLIENT_ID, CLIENT_SECRET, ELSEWHERE, TENANT, USER, FakeGraph

@@ -16,9 +16,9 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from mailpoll import oauth
+from mailpoll.oauth import tokens as oauth
 from mailpoll.models import FolderCursor, GrantState, Mailbox, OAuthGrant, Request, RequestStatus
-from mailpoll.poller import Poller
+from mailpoll.sync.poller import Poller
 from mailpoll.providers.base import PollInterrupted
 from mailpoll.providers.graph import is_missing_folder
 from mailpoll.providers.graph_mailbox import GraphMailbox, graph_folder

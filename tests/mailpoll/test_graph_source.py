@@ -9,8 +9,8 @@ import pytest
 
 from mailpoll.providers.base import FolderError, PollInterrupted, ProviderError
 from mailpoll.providers.changes import CursorExpired, Throttled, TooBig
-from mailpoll.oauth_refresh import HeldTokens, TokenEndpointError
-from mailpoll.oauth_rules import Verdict, classify_token_error
+from mailpoll.oauth.refresh import HeldTokens, TokenEndpointError
+from mailpoll.oauth.rules import Verdict, classify_token_error
 from mailpoll.providers.graph import GraphSource, is_cursor_expired, parse_retry_after, throttle_wait
 from mailpoll.providers.graph_auth import (
     AppOnlyTokens,
@@ -290,7 +290,7 @@ def test_msal_refresh_failures_are_classified_as_oauth_expects(fake, app, sessio
 
 @pytest.mark.django_db(transaction=True)  # oauth.access_token commits its own transaction
 def test_a_delegated_mailbox_reads_through_its_oauth_grant(fake, app, session, source):
-    from mailpoll import oauth
+    from mailpoll.oauth import tokens as oauth
     from mailpoll.models import GrantState, OAuthGrant
     from tests.mailpoll.factories import MailboxFactory
 

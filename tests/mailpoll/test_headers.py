@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from mailpoll.headers import dedup_ref, message_ref, normalize_message_id, parse_headers
-from mailpoll.parse import parse_message
+from mailpoll.message.headers import dedup_ref, message_ref, normalize_message_id, parse_headers
+from mailpoll.message.parse import parse_message
 from tests.mailpoll import corpus
 from tests.mailpoll.corpus import hostile_corpus
 

@@ -7,7 +7,7 @@ import pytest
 from django.db import connection
 
 from mailpoll.models import FolderCursor, Mailbox, Request, RequestStatus
-from mailpoll.poller import Poller
+from mailpoll.sync.poller import Poller
 from tests.mailpoll.factories import MailboxFactory, mail, mailbox_on
 from tests.support.loopback import free_port
 

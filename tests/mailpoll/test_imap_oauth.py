@@ -13,8 +13,8 @@ import logging
 import pytest
 
 from mailpoll.models import GrantState, OAuthGrant, Request
-from mailpoll.oauth import connect
-from mailpoll.poller import Poller
+from mailpoll.oauth.tokens import connect
+from mailpoll.sync.poller import Poller
 from mailpoll.providers.imap import XOAuth2, _refusal_said
 from seoinsight import crypto
 from tests.mailpoll.factories import MailboxFactory, mail, poll_now

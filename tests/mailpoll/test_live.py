@@ -13,11 +13,12 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from mailpoll import live
-from mailpoll.admin_display import EMPTY, live_state
-from mailpoll.live import CHECK, REIDLE, WAIT, LiveSupervisor, Plan, backoff_delay, idle_step, means_new_mail, reconcile
+from mailpoll.sync import live
+from mailpoll.admin.display import EMPTY, live_state
+from mailpoll.sync.live import (CHECK, REIDLE, WAIT, LiveSupervisor, Plan, backoff_delay, idle_step, means_new_mail,
+                                reconcile)
 from mailpoll.models import LiveWatch, Mailbox, Request
-from mailpoll.poller import Poller
+from mailpoll.sync.poller import Poller
 from tests.mailpoll.factories import MailboxFactory, mail
 from tests.mailpoll.test_imap_oauth import issuer, oauth_mailbox, xoauth2_logins  # noqa: F401 (fixtures)
 from tests.support.processes import ManagedProcess, process_env, wait_for

@@ -11,11 +11,11 @@ import threading
 
 import pytest
 
-from mailpoll.live import LiveSupervisor, means_new_mail
+from mailpoll.sync.live import LiveSupervisor, means_new_mail
 from mailpoll.models import Request
-from mailpoll.poller import Poller
+from mailpoll.sync.poller import Poller
 from mailpoll.providers import for_mailbox
-from mailpoll.store import store_messages
+from mailpoll.sync.store import store_messages
 from tests.mailpoll.factories import mail
 from tests.mailpoll.test_live import LIVE_ENV, live_mailbox
 from tests.support.processes import wait_for

@@ -6,15 +6,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from mailpoll.oauth_refresh import DEFAULT_EXPIRES_IN, expires_in_seconds
-from mailpoll.oauth_rules import (
-    REASON_MAX,
-    REFRESH_MARGIN,
-    Verdict,
-    classify_token_error,
-    cliff_warning,
-    should_refresh,
-)
+from mailpoll.oauth.refresh import DEFAULT_EXPIRES_IN, expires_in_seconds
+from mailpoll.oauth.rules import (REASON_MAX, REFRESH_MARGIN, Verdict, classify_token_error, cliff_warning,
+                                  should_refresh)
 from tests.support.fake_oauth import microsoft_error
 
 NOON = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)

@@ -20,15 +20,9 @@ from django.core.management import call_command
 from django.db import IntegrityError, connection, transaction
 
 from mailpoll.models import GrantState, OAuthGrant
-from mailpoll.oauth import (
-    REFRESH_MARGIN,
-    NeedsReauthorization,
-    RefreshDeferred,
-    RefreshRefused,
-    access_token,
-    connect,
-)
-from mailpoll.oauth_refresh import HeldTokens, Refreshed, TokenEndpoint, TokenEndpointError
+from mailpoll.oauth.tokens import (REFRESH_MARGIN, NeedsReauthorization, RefreshDeferred, RefreshRefused, access_token,
+                                   connect)
+from mailpoll.oauth.refresh import HeldTokens, Refreshed, TokenEndpoint, TokenEndpointError
 from seoinsight import crypto
 from tests.mailpoll.factories import MailboxFactory
 from tests.support.fake_oauth import CLIENT_ID, CLIENT_SECRET, FakeTokenEndpoint
@@ -355,8 +349,8 @@ def test_two_pollers_refreshing_at_once_reach_the_endpoint_once_and_the_newer_to
             from pathlib import Path
             from django.db import connection
             from mailpoll.models import OAuthGrant
-            from mailpoll.oauth import access_token
-            from mailpoll.oauth_refresh import TokenEndpoint
+            from mailpoll.oauth.tokens import access_token
+            from mailpoll.oauth.refresh import TokenEndpoint
 
             endpoint = TokenEndpoint({fake.uri!r}, {CLIENT_ID!r}, {CLIENT_SECRET!r}, timeout=20)
             grant = OAuthGrant.objects.get(pk={grant.pk})
@@ -396,7 +390,7 @@ def test_a_poller_killed_mid_refresh_leaves_the_grant_to_the_next_one(endpoints,
         import time
         from pathlib import Path
         from mailpoll.models import OAuthGrant
-        from mailpoll.oauth import access_token
+        from mailpoll.oauth.tokens import access_token
 
         def hung_endpoint(held):
             Path({str(asking)!r}).touch()

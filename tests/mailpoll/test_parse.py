@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from mailpoll.parse import UnparseableMessage, message_ref, parse_message, safe_filename
+from mailpoll.message.parse import UnparseableMessage, message_ref, parse_message, safe_filename
 from tests.mailpoll import corpus
 from tests.mailpoll.corpus import (
     CSV,

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from mailpoll import watchdog
+from mailpoll.sync import watchdog
 from mailpoll.models import Attachment, AttachmentStatus, FolderCursor, Request
-from mailpoll.store import store_message
+from mailpoll.sync.store import store_message
 from seoinsight import storage
 from tests.mailpoll.corpus import tiny_pdf
 from tests.mailpoll.factories import MailboxFactory, mail, poll_now
@@ -144,7 +144,7 @@ def test_a_poller_killed_inside_a_file_write_leaves_no_file_that_a_later_message
         import resource, signal
         from pathlib import Path
         from mailpoll.models import Mailbox
-        from mailpoll.store import store_message
+        from mailpoll.sync.store import store_message
 
         raw = Path({str(raw)!r}).read_bytes()
         mailbox = Mailbox.objects.get(pk={mailbox.pk})

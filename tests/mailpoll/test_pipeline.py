@@ -7,11 +7,11 @@ from django.utils import timezone
 
 from imports.models import Import, ImportOrigin, UrlMetric
 from jobs.models import Job, JobStatus
-from mailpoll import watchdog
+from mailpoll.sync import watchdog
 from mailpoll.handlers import OLD_XLS
 from mailpoll.models import Attachment, AttachmentStatus, Mailbox
-from mailpoll.poller import Poller
-from mailpoll.store import store_message
+from mailpoll.sync.poller import Poller
+from mailpoll.sync.store import store_message
 from tests.mailpoll.corpus import hostile_corpus, tiny_pdf
 from tests.mailpoll.factories import CSV, AttachmentFactory, MailboxFactory, mail
 from tests.support.processes import run_burst

@@ -12,7 +12,7 @@ from django.db import connection
 from django.utils import timezone
 
 from mailpoll.models import Mailbox, Request
-from mailpoll.poller import Poller
+from mailpoll.sync.poller import Poller
 from tests.mailpoll.factories import MailboxFactory, mail, mailbox_on
 from tests.support.processes import ManagedProcess, process_env, wait_for
 

@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from mailpoll.models import FolderCursor, Request, RequestStatus
-from mailpoll.poller import Poller
-from mailpoll.store import store_messages
+from mailpoll.sync.poller import Poller
+from mailpoll.sync.store import store_messages
 from tests.mailpoll.corpus import UNPARSEABLE, hostile_corpus, oversized_message
 from tests.mailpoll.factories import mail, poll_now
 from tests.support.tcpproxy import DroppingProxy
@@ -263,7 +263,7 @@ def test_a_mailbox_is_not_polled_again_before_its_interval(dovecot, imap_mailbox
     (False, 108.0, 132.0),    # it was not: nothing more is due, wait about one interval
 ])
 def test_the_pause_after_a_cycle_depends_on_whether_its_last_claim_was_full(more_due, lowest, highest):
-    from mailpoll.poller import pause_after
+    from mailpoll.sync.poller import pause_after
 
     assert lowest <= pause_after(more_due, 120.0) <= highest
 

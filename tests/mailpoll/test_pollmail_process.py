@@ -8,7 +8,7 @@ import pytest
 from django.db import connection
 
 from mailpoll.models import FolderCursor, Mailbox, Request
-from mailpoll.poller import Poller
+from mailpoll.sync.poller import Poller
 from tests.mailpoll.factories import MailboxFactory, mail
 from tests.support.holdproxy import HoldingProxy
 from tests.support.processes import ManagedProcess, process_env, wait_for

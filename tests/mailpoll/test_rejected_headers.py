@@ -3,7 +3,7 @@
 import pytest
 
 from mailpoll.models import Request, RequestStatus
-from mailpoll.parse import message_ref
+from mailpoll.message.parse import message_ref
 from tests.mailpoll.corpus import attachment, headers, mixed, text
 from tests.mailpoll.factories import poll_now
 

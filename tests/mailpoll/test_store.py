@@ -7,9 +7,9 @@ import pytest
 from django.db import connection
 
 from jobs.models import Job
-from mailpoll import store
+from mailpoll.sync import store
 from mailpoll.models import Attachment, AttachmentStatus, Request, RequestStatus
-from mailpoll.store import store_message, store_messages, store_rejected
+from mailpoll.sync.store import store_message, store_messages, store_rejected
 from tests.mailpoll.corpus import hostile_corpus, tiny_pdf
 from tests.mailpoll.factories import CSV, MailboxFactory, mail
 

@@ -6,7 +6,7 @@ import unicodedata
 
 import pytest
 
-from mailpoll.text import decode_bytes, html_to_text, safe_filename
+from mailpoll.message.text import decode_bytes, html_to_text, safe_filename
 from tests.support.guards import finishes_within
 
 # --- safe_filename ----------------------------------------------------------------------

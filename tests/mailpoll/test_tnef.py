@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import struct
 
-from mailpoll import tnef
-from mailpoll.parse import parse_message
+from mailpoll.message import tnef
+from mailpoll.message.parse import parse_message
 from tests.mailpoll import corpus
 from tests.mailpoll.corpus import attachment, headers, mixed, text
 from tests.support.guards import finishes_within

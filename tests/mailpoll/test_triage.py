@@ -6,8 +6,8 @@ import codecs
 
 import pytest
 
-from mailpoll.parse import ParsedMessage, Part, UnparseableMessage, parse_message
-from mailpoll.triage import CONTEXT_MAX_CHARS, SMALL_IMAGE_BYTES, sniff_kind, triage
+from mailpoll.message.parse import ParsedMessage, Part, UnparseableMessage, parse_message
+from mailpoll.message.triage import CONTEXT_MAX_CHARS, SMALL_IMAGE_BYTES, sniff_kind, triage
 from tests.mailpoll import corpus
 from tests.mailpoll.corpus import CSV, UNPARSEABLE, hostile_corpus
 

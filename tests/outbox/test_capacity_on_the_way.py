@@ -5,7 +5,7 @@ attachment table's."""
 import pytest
 from django.db import connection
 
-from mailpoll import sql as mailpoll_sql
+from mailpoll.sync import sql as mailpoll_sql
 from mailpoll import attachments
 from mailpoll.attachments import enqueue_processing
 from mailpoll.models import Attachment, AttachmentStatus

@@ -5,7 +5,7 @@ import time
 import pytest
 
 from mailpoll.models import Attachment
-from mailpoll.store import store_message
+from mailpoll.sync.store import store_message
 from outbox import entries, sender, sql
 from seoinsight.storage import media_path
 from outbox.models import Entry

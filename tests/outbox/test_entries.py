@@ -11,7 +11,7 @@ from django.utils import timezone
 from jobs.models import Job
 from mailpoll import attachments
 from mailpoll.models import Attachment, AttachmentStatus
-from mailpoll.store import store_message
+from mailpoll.sync.store import store_message
 from outbox import capacity, entries
 from outbox.models import Entry, EntryState
 from tests.mailpoll.factories import MailboxFactory, mail

@@ -9,7 +9,7 @@ import pytest
 from imports.models import Import, ImportOrigin
 from jobs.models import Job
 from mailpoll.models import Attachment, AttachmentStatus
-from mailpoll.store import store_message
+from mailpoll.sync.store import store_message
 from outbox import entries, sender
 from outbox.models import Entry
 from tests.mailpoll.corpus import CSV, tiny_pdf

@@ -8,7 +8,7 @@ import pytest
 
 from mailpoll import attachments
 from mailpoll.models import Attachment, AttachmentStatus
-from mailpoll.store import store_message
+from mailpoll.sync.store import store_message
 from outbox import entries, sender
 from outbox.models import Entry
 from tests.mailpoll.corpus import CSV

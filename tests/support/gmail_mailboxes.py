@@ -10,7 +10,7 @@ import json
 import pytest
 
 from mailpoll.models import Mailbox
-from mailpoll.oauth import connect
+from mailpoll.oauth.tokens import connect
 from tests.mailpoll.factories import MailboxFactory
 from tests.support.fake_gmail import FakeGmail
 from tests.support.google import service_account_key

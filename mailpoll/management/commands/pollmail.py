@@ -2,7 +2,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from jobs import dbsession
 from mailpoll import conf
-from mailpoll.poller import Poller
+from mailpoll.sync.poller import Poller
 
 
 class Command(BaseCommand):

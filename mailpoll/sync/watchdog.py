@@ -11,9 +11,9 @@ import time
 
 from seoinsight import storage
 
-from . import attachments
+from .. import attachments
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("mailpoll.watchdog")  # its name before the move: operators grep it
 
 MAX_ATTEMPTS = 3  # runs an attachment may die in before the watchdog gives up on it
 PARTIAL_MAX_AGE = 24 * 3600  # a write in progress is never that old

@@ -22,11 +22,12 @@ import logging
 from django.db.models import F
 from django.utils import timezone
 
-from . import conf, cursor, store
+from .. import conf, cursor
+from . import store
 from .folder_sync import BatchStore, FolderResult, count_outcome, intake_gate
-from .models import FolderCursor, Mailbox
-from .providers import FolderError
-from .providers.changes import CursorExpired, TooBig
+from ..models import FolderCursor, Mailbox
+from ..providers import FolderError
+from ..providers.changes import CursorExpired, TooBig
 
 log = logging.getLogger("mailpoll.poller")
 

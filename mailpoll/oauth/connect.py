@@ -8,8 +8,8 @@ every mailbox field whose change removes a grant: where the token is presented, 
 session row under its lock, before anything else is looked at: two callbacks at once find it once),
 younger than ``STATE_LIFETIME``, started by the same user, for a mailbox still in the user's orgs whose
 fingerprint has not changed meanwhile. The code is exchanged at the issuer's token endpoint from the
-settings (``oauth_apps.app_for``), never at an address a request names; the account that consented must be
-the mailbox's username (``oauth_account``: Microsoft's ID token, Google's Gmail profile); the grant is
+settings (``oauth.apps.app_for``), never at an address a request names; the account that consented must be
+the mailbox's username (``oauth.account``: Microsoft's ID token, Google's Gmail profile); the grant is
 stored by ``oauth.connect`` under the mailbox's row lock, the fingerprint checked once more. Nothing here
 logs or renders a code, a verifier, a token or a secret, nor an endpoint's path or query.
 """
@@ -39,15 +39,15 @@ from django.urls import reverse
 
 from seoinsight.outbound import BodyTooLarge, describe, where
 
-from . import conf, oauth
-from .forms import APP_FIELDS, DESTINATION_FIELDS
-from .models import Auth, Mailbox, OAuthProvider
-from .oauth_account import AccountUnknown, account_refusal, consented_accounts
-from .oauth_apps import NotConfigured, OAuthApp, app_for
-from .oauth_refresh import TokenEndpointError, capped_json, expires_in_seconds, token_endpoint_problem
-from .oauth_rules import classify_token_error
+from .. import conf
+from . import tokens as oauth
+from ..models import APP_FIELDS, DESTINATION_FIELDS, Auth, Mailbox, OAuthProvider
+from .account import AccountUnknown, account_refusal, consented_accounts
+from .apps import NotConfigured, OAuthApp, app_for
+from .refresh import TokenEndpointError, capped_json, expires_in_seconds, token_endpoint_problem
+from .rules import classify_token_error
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("mailpoll.oauth_connect")  # its name before the move: operators grep it
 
 SESSION_KEY = "mailpoll_oauth_pending"
 # Long enough to read a consent screen and sign in with MFA; short enough that a stale tab cannot finish.

@@ -34,13 +34,13 @@ from outbox import capacity as outbox_capacity
 from seoinsight import storage
 
 from . import sql
-from .attachments import enqueue_processing
-from .headers import dedup_ref
-from .models import AttachmentKind, AttachmentStatus, RequestStatus
-from .parse import ParsedMessage, UnparseableMessage, parse_headers, parse_message
-from .triage import triage
+from ..attachments import enqueue_processing
+from ..message.headers import dedup_ref
+from ..models import AttachmentKind, AttachmentStatus, RequestStatus
+from ..message.parse import ParsedMessage, UnparseableMessage, parse_headers, parse_message
+from ..message.triage import triage
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("mailpoll.store")  # its name before the move: operators grep it
 
 # A stored document is on its way to the outbox until its run holds it: intake's gate counts it (seed 004).
 outbox_capacity.count_on_the_way("mailpoll.attachment", sql.DOCUMENTS_ON_THEIR_WAY)

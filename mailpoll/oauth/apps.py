@@ -6,18 +6,20 @@ checked by mailpoll.E003), never from the mailbox: a client secret or a refresh 
 the issuer's configured token endpoint, whatever an editor types into a mailbox.
 
 The settings' app-only app and service account key are deployment-wide identities: a service mailbox without
-its own uses them only where a superuser granted them to its org for its address (``mailpoll.grants``), asked
+its own uses them only where a superuser granted them to its org for its address (``oauth.deployment_grants``), asked
 here at every poll (``NotGranted``) as the form asked before the mailbox was saved.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from . import conf, grants, oauth
-from .models import Auth, DeploymentIdentity, Mailbox, OAuthGrant, OAuthProvider, Provider
-from .oauth_refresh import Refresh, TokenEndpoint
+from .. import conf
+from . import deployment_grants as grants, tokens as oauth
+from ..models import Auth, DeploymentIdentity, Mailbox, OAuthGrant, OAuthProvider, Provider
+from .refresh import Refresh, TokenEndpoint
 
 # What a grant is asked for, by issuer and by what reads the mail. offline_access: Microsoft hands out a
 # refresh token only with it (Google does with access_type=offline on the authorization request).
@@ -130,6 +132,17 @@ def credentials_problem(mailbox: Mailbox) -> str:
     return ""
 
 
+# Refreshes other than RFC 6749's, by the provider that reads the mailbox, each set by that provider's module
+# (``providers.graph_mailbox``: msal), so that oauth imports no provider: providers are above it and use the
+# grant. Only that provider asks for its mailboxes' tokens, so it is loaded by then.
+_refreshes: dict[str, Callable[[OAuthApp], Refresh]] = {}
+
+
+def refreshed_by(provider: str, make: Callable[[OAuthApp], Refresh]) -> None:
+    """Refresh the grants of ``provider``'s Microsoft mailboxes with ``make(app)`` instead of the token endpoint."""
+    _refreshes[provider] = make
+
+
 def refresh_for(mailbox: Mailbox) -> Refresh:
     """How the mailbox's grant is refreshed: RFC 6749 §6 at its issuer's token endpoint.
 
@@ -141,13 +154,7 @@ def refresh_for(mailbox: Mailbox) -> Refresh:
         if not app.client_secret:
             raise NotConfigured(f"mailbox={mailbox.pk} has no client secret: set the mailbox's app secret or "
                                 "MAILPOLL_MICROSOFT_CLIENT_SECRET")
-        from .providers.graph_auth import GraphApp, MsalRefresh, new_session  # msal: only for Graph mailboxes
-
-        graph_app = GraphApp(app.tenant, app.client_id, app.client_secret,
-                             authority_host=conf.get("MAILPOLL_MICROSOFT_AUTHORITY"))
-        # msal adds offline_access (and openid, profile) itself, and refuses them from the caller.
-        scopes = [scope for scope in app.scopes if scope != "offline_access"]
-        return MsalRefresh(graph_app, new_session(conf.get("MAILPOLL_API_CA_BUNDLE") or True), scopes)
+        return _refreshes[Provider.GRAPH](app)  # providers.graph_mailbox.msal_refresh
     # Microsoft wants the scopes again on a refresh; Google ignores them.
     return TokenEndpoint(app.token_url, app.client_id, app.client_secret,
                          scope=app.scope if app.issuer == OAuthProvider.MICROSOFT else "")

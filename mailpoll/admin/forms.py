@@ -9,15 +9,12 @@ from django import forms
 
 from seoinsight.models import SiteTarget
 
-from . import conf, grants
-from .models import (LOOPBACK_HOSTS, PROVIDER_AUTHS, Auth, DeploymentIdentity, InitialMode, Mailbox, OAuthProvider,
-                     Provider, Security)
+from .. import conf
+from ..oauth import deployment_grants as grants
+from ..models import (APP_FIELDS, DESTINATION_FIELDS, LOOPBACK_HOSTS, PROVIDER_AUTHS, Auth, DeploymentIdentity,
+                      InitialMode, Mailbox, OAuthProvider, Provider, Security)
 
 MIN_POLL_INTERVAL = 30  # seconds; below that we would only hammer the server
-# Where the password is sent: changing any of these needs the password typed again.
-DESTINATION_FIELDS = ("provider", "host", "port", "security", "username")
-# Whose app the app secret (and the grant) belong to: changing any of these needs the app secret typed again.
-APP_FIELDS = ("provider", "auth", "oauth_provider", "client_id", "tenant")
 # The IMAP servers an issuer's XOAUTH2 tokens are for (a loopback server too, for tests and tunnels).
 OAUTH_IMAP_HOSTS = {OAuthProvider.GOOGLE: ("imap.gmail.com",),
                     OAuthProvider.MICROSOFT: ("outlook.office365.com", "outlook.office.com")}

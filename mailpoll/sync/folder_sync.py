@@ -23,9 +23,10 @@ from jobs import dbsession
 from outbox import capacity as outbox_capacity
 from outbox.wake import wake as outbox_wake
 
-from . import conf, cursor, sql, store
-from .models import FolderCursor, Mailbox
-from .providers import FolderError, ProviderError
+from .. import conf, cursor
+from . import sql, store
+from ..models import FolderCursor, Mailbox
+from ..providers import FolderError, ProviderError
 
 # The poller's log, as before it was split into modules: operators grep for it (docs/mail.md).
 log = logging.getLogger("mailpoll.poller")

@@ -23,13 +23,14 @@ from django.utils import timezone
 from jobs import dbsession
 from seoinsight.outbound import scrub
 
-from . import conf, sql
+from .. import conf
+from . import sql
 from .changes_sync import ChangesSync
 from .folder_sync import FolderResult, FolderSync, intake_gate, reset_connection_if_broken
-from .models import FolderCursor, Mailbox, Request
-from .oauth import NeedsReauthorization, TokenRefreshError
-from .oauth_apps import NotConfigured, NotConnected
-from .providers import ChangesProvider, FolderError, ProviderError, for_mailbox
+from ..models import FolderCursor, Mailbox, Request
+from ..oauth.tokens import NeedsReauthorization, TokenRefreshError
+from ..oauth.apps import NotConfigured, NotConnected
+from ..providers import ChangesProvider, FolderError, ProviderError, for_mailbox
 
 # The poller's log, as before it was split into modules: operators grep for it (docs/mail.md).
 log = logging.getLogger("mailpoll.poller")

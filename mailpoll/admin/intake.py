@@ -1,12 +1,12 @@
 """Admin for mail intake: mailbox health at a glance, what arrived, stuck documents.
 
 Mailboxes are edited here, their secrets write-only; an OAuth mailbox's Connect button starts the consent
-flow of ``oauth_connect`` (its URLs hang under this admin's). Requests and attachments
+flow of ``oauth.connect`` (its URLs hang under this admin's). Requests and attachments
 are read-only: an attachment changes state only through the guarded
 transitions of ``mailpoll.attachments`` behind "Release" and "Retry failed",
 the ones the watchdog uses — back to ``pending`` with a ``process_attachment``
-job, in one transaction. Display helpers are in ``admin_display``, list filters
-in ``admin_filters``, health in ``mailpoll.health``.
+job, in one transaction. Display helpers are in ``display``, list filters
+in ``filters``, health in ``mailpoll.health``.
 """
 
 from __future__ import annotations
@@ -19,37 +19,17 @@ from django.utils.html import format_html
 
 from seoinsight.orgscope import OrgScopedAdmin, OrgScopedInline, ReadOnlyAdmin
 
-from . import attachments, conf, oauth
-from .admin_cursors import FolderCursorInline, resync_folders_action
-from .admin_display import (
-    ATTACHMENT_COLOURS,
-    BLUE,
-    EMPTY,
-    GREEN,
-    GREY,
-    RED,
-    AMBER,
-    ago,
-    badge,
-    cliff_text,
-    connect_button,
-    counted,
-    duration_label,
-    error_heading,
-    grant_of,
-    live_state,
-    next_try,
-    preformatted,
-    report,
-    token_badge,
-    when,
-)
-from .admin_filters import DocumentTypeFilter, HealthFilter, StuckFilter, TokenStateFilter
+from .. import attachments, conf
+from ..oauth import tokens as oauth
+from .cursors import FolderCursorInline, resync_folders_action
+from .display import (ATTACHMENT_COLOURS, BLUE, EMPTY, GREEN, GREY, RED, AMBER, ago, badge, cliff_text, connect_button,
+                      counted, duration_label, error_heading, grant_of, live_state, next_try, preformatted, report,
+                      token_badge, when)
+from .filters import DocumentTypeFilter, HealthFilter, StuckFilter, TokenStateFilter
 from .forms import MailboxForm
-from .health import FAILING, HEALTHY, NEVER, mailbox_health
-from .models import Attachment, Auth, GrantState, Mailbox, Provider, Request, RequestStatus
-from .oauth_connect import ConnectViews
-from . import admin_grants  # noqa: F401  (registers the superuser-only admin of deployment grants)
+from ..health import FAILING, HEALTHY, NEVER, mailbox_health
+from ..models import Attachment, Auth, GrantState, Mailbox, Provider, Request, RequestStatus
+from ..oauth.connect import ConnectViews
 
 
 

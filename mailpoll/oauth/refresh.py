@@ -19,7 +19,7 @@ import requests
 
 from seoinsight.outbound import BodyTooLarge, describe, endpoint_problem, read_capped, where
 
-from . import conf
+from .. import conf
 
 GOOGLE_TOKEN_URI = "https://oauth2.googleapis.com/token"
 MICROSOFT_TOKEN_URI = "https://login.microsoftonline.com/{tenant}/oauth2/v2.0/token"
@@ -51,7 +51,7 @@ class Refreshed:
 class TokenEndpointError(Exception):
     """The token endpoint refused, failed, or could not be reached (``status`` None: no HTTP answer).
 
-    ``body`` is its JSON error object if it sent one (what ``oauth_rules.classify_token_error`` reads);
+    ``body`` is its JSON error object if it sent one (what ``oauth.rules.classify_token_error`` reads);
     ``detail`` says what went wrong otherwise. Neither ever holds a token we sent.
     """
 

@@ -1,7 +1,7 @@
 """Admin of deployment identity grants: superusers only.
 
 A grant lets one org's service mailboxes read, with the settings' service account key or app-only app, the
-addresses and domains it lists (``mailpoll.grants``). Org staff never see this page, its list or its rows
+addresses and domains it lists (``oauth.deployment_grants``). Org staff never see this page, its list or its rows
 (``SuperuserOnlyAdmin``: a 403 and no entry in the index); what they see is the mailbox form's refusal.
 """
 
@@ -12,9 +12,9 @@ from django.contrib import admin
 
 from seoinsight.orgscope import SuperuserOnlyAdmin
 
-from . import grants
+from ..oauth import deployment_grants as grants
 from .forms import TENANT_ALIASES
-from .models import DeploymentGrant, DeploymentIdentity
+from ..models import DeploymentGrant, DeploymentIdentity
 
 
 class AllowedField(forms.CharField):

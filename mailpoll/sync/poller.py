@@ -27,14 +27,15 @@ from django.db import connection
 
 from jobs import dbsession, processes
 
-from . import conf, sql, store, watchdog
+from .. import conf
+from . import sql, store, watchdog
 from .changes_sync import ChangesSync
 from .folder_sync import FolderResult, FolderSync
 from .live import LiveSupervisor
 from .mailbox_poll import STOP_GRACE, MailboxPoll
-from .models import Mailbox
+from ..models import Mailbox
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("mailpoll.poller")  # its name before the move: operators grep it
 
 SYNC_COMMIT_OFF = "SET synchronous_commit = off"
 

@@ -32,10 +32,10 @@ from django.utils.html import format_html
 
 from seoinsight.orgscope import OrgScopedInline
 
-from .admin_display import EMPTY, RED, counted, cursor_position, cursor_resyncs, report, when
-from .models import FolderCursor, Mailbox
+from .display import EMPTY, RED, counted, cursor_position, cursor_resyncs, report, when
+from ..models import FolderCursor, Mailbox
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("mailpoll.admin_cursors")  # its name before the move: operators grep it
 
 # RFC 3501 §2.3.1.1: a server's UIDVALIDITY is a non-zero 32-bit value, so 0 never matches the folder's.
 EXPIRED_UIDVALIDITY = 0

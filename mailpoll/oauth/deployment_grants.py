@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .models import Auth, DeploymentGrant, DeploymentIdentity, Provider
+from ..models import Auth, DeploymentGrant, DeploymentIdentity, Provider
 
 # A decision: "" (allowed) or why not.
 ALLOWED = ""

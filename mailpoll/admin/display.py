@@ -8,8 +8,8 @@ from django.template.defaultfilters import truncatechars
 from django.utils import timezone
 from django.utils.html import format_html
 
-from .models import Auth, AttachmentStatus, FolderCursor, GrantState, LiveWatch, Mailbox, OAuthGrant, Provider
-from .oauth_rules import CLIFFS, cliff_warning
+from ..models import Auth, AttachmentStatus, FolderCursor, GrantState, LiveWatch, Mailbox, OAuthGrant, Provider
+from ..oauth.rules import CLIFFS, cliff_warning
 
 EMPTY = "—"
 
@@ -162,7 +162,7 @@ TESTING_APP_LIFETIME = next(c.lifetime for c in CLIFFS if c.testing_apps_only)
 
 
 def cliff_text(grant: OAuthGrant | None, now=None) -> str:
-    """The warning ahead of the active grant's nearest known cliff (``oauth_rules.cliff_warning``), or "".
+    """The warning ahead of the active grant's nearest known cliff (``oauth.rules.cliff_warning``), or "".
 
     Whether a Google app is in Testing status is not stored, so that cliff is shown as a condition, until a
     refresh after its deadline has proved the app is not a testing one.
@@ -183,7 +183,7 @@ def cliff_text(grant: OAuthGrant | None, now=None) -> str:
 
 
 def connect_button(mailbox: Mailbox):
-    """Connect (or Reconnect) for a user-consent mailbox: the start of ``oauth_connect``'s flow."""
+    """Connect (or Reconnect) for a user-consent mailbox: the start of ``oauth.connect``'s flow."""
     if mailbox.auth != Auth.OAUTH:
         return "Service accounts and app-only access need no consent: nothing to connect."
     label = "Connect" if grant_of(mailbox) is None else "Reconnect"

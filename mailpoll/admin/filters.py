@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from . import conf
-from .admin_display import TOKEN_ACTIVE, TOKEN_NEEDS_REAUTH, TOKEN_NOT_CONNECTED, duration_label
-from .health import FAILING, FILTERS, HEALTHY, NEVER
-from .models import Auth, GrantState
+from .. import conf
+from .display import TOKEN_ACTIVE, TOKEN_NEEDS_REAUTH, TOKEN_NOT_CONNECTED, duration_label
+from ..health import FAILING, FILTERS, HEALTHY, NEVER
+from ..models import Auth, GrantState
 
 
 class HealthFilter(admin.SimpleListFilter):

@@ -18,10 +18,10 @@ import requests
 
 from seoinsight.outbound import BodyTooLarge, describe, endpoint_problem, where
 
-from . import conf
-from .models import OAuthProvider
-from .oauth_apps import OAuthApp
-from .oauth_refresh import capped_json
+from .. import conf
+from ..models import OAuthProvider
+from .apps import OAuthApp
+from .refresh import capped_json
 
 # The ID token's claims that name the account, in Microsoft's order of preference.
 ACCOUNT_CLAIMS = ("preferred_username", "upn", "email")

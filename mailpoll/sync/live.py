@@ -37,13 +37,13 @@ from jobs import dbsession, processes
 from outbox import capacity as outbox_capacity
 from seoinsight import backoff
 
-from . import conf
+from .. import conf
 from .folder_sync import FolderSync, intake_gate, reset_connection_if_broken
 from .mailbox_poll import first_reads, positioned_folders
-from .models import Auth, GrantState, LiveWatch, Mailbox, Provider, folder_list
-from .providers import ProviderError, for_mailbox
+from ..models import Auth, GrantState, LiveWatch, Mailbox, Provider, folder_list
+from ..providers import ProviderError, for_mailbox
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("mailpoll.live")  # its name before the move: operators grep it
 
 # First key of the two-int advisory lock of a live mailbox (jobs' claim guard has 0x5E01).
 LOCK_NAMESPACE = 0x5E12

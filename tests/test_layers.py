@@ -6,12 +6,16 @@ accepted documents) those three; ``mailpoll`` all four.
 Every ``import`` in every module of the five packages is read with ``ast``,
 function-level imports and migrations included, so a late import inside a
 function (the usual way to hide a wrong arrow) is caught too.
+
+Inside ``mailpoll`` the same holds between its rooms (``MAILPOLL_ROOMS``): its sub-packages and the two
+kinds of module at its top, the base they share and the wiring that puts the app together.
 """
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
+from collections.abc import Collection
 from typing import NamedTuple
 
 import pytest
@@ -25,6 +29,12 @@ LAYERS = ("seoinsight", "jobs", "imports", "outbox", "mailpoll")
 # None today: seoinsight/settings.py, urls.py and wsgi.py name the apps in dotted strings only
 # (INSTALLED_APPS, MIDDLEWARE, include("jobs.urls")), which this test does not read.
 WIRING: dict[str, str] = {}
+
+# mailpoll's rooms, lowest first: a module may import from its own room and those before it, never after.
+MAILPOLL_ROOMS = ("message", "base", "oauth", "providers", "sync", "admin", "wiring")
+# The top-level modules the sub-packages share; every other top-level module or package of mailpoll (apps,
+# checks, grant_checks, handlers, metrics, management, migrations) is "wiring", above all of them.
+MAILPOLL_BASE = frozenset({"conf", "cursor", "models", "attachments", "health"})
 
 
 class WrongArrow(NamedTuple):
@@ -45,8 +55,11 @@ def layer_of(module: str) -> str | None:
     return top if top in LAYERS else None
 
 
-def imported_names(module: str, source: str, *, is_package: bool = False):
-    """``(line, absolute module name)`` for every import statement anywhere in ``source``."""
+def imported_names(module: str, source: str, *, is_package: bool = False, known: Collection[str] = ()):
+    """``(line, absolute module name)`` for every import statement anywhere in ``source``.
+
+    ``from package import name`` names ``package.name`` where that is one of the ``known`` modules.
+    """
     package = module if is_package else module.rpartition(".")[0]
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
@@ -59,7 +72,11 @@ def imported_names(module: str, source: str, *, is_package: bool = False):
                 target = ".".join([*base, node.module] if node.module else base)
             else:
                 target = node.module
-            yield node.lineno, target  # the names it takes are in the same layer as ``target``
+            modules = {f"{target}.{alias.name}" for alias in node.names} & set(known)
+            if len(modules) < len(node.names):
+                yield node.lineno, target  # the names it takes are in the same layer as ``target``
+            for name in sorted(modules):
+                yield node.lineno, name
 
 
 def wrong_arrows(modules: dict[str, tuple[str, bool]], wiring=WIRING) -> list[WrongArrow]:
@@ -73,6 +90,43 @@ def wrong_arrows(modules: dict[str, tuple[str, bool]], wiring=WIRING) -> list[Wr
             upper = layer_of(imported)
             if upper is not None and LAYERS.index(upper) > rank:
                 found.append(WrongArrow(module, line, imported))
+    return found
+
+
+class WrongRoom(NamedTuple):
+    module: str
+    line: int
+    imported: str
+
+    def __str__(self) -> str:
+        lower, upper = room_of(self.module), room_of(self.imported)
+        return (f"{self.module}:{self.line} imports {self.imported}: mailpoll's {lower} -> {upper} points upward "
+                f"({' <- '.join(MAILPOLL_ROOMS)}). Move what both need down to {lower} or below (as the Mailbox "
+                f"fields a grant is bound to went to mailpoll.models), or let {upper} hand it to {lower} (as "
+                f"providers.graph_mailbox sets oauth's msal refresh).")
+
+
+def room_of(module: str) -> str | None:
+    """The room of a module of mailpoll (None outside it): its sub-package, or the base or the wiring at its top."""
+    parts = module.split(".")
+    if parts[0] != "mailpoll":
+        return None
+    if len(parts) == 1 or parts[1] in MAILPOLL_BASE:
+        return "base"
+    return parts[1] if parts[1] in MAILPOLL_ROOMS else "wiring"
+
+
+def wrong_rooms(modules: dict[str, tuple[str, bool]]) -> list[WrongRoom]:
+    """The imports of mailpoll's ``modules`` that point from one of its rooms to one above it."""
+    found = []
+    for module, (source, is_package) in sorted(modules.items()):
+        if room_of(module) is None:
+            continue
+        rank = MAILPOLL_ROOMS.index(room_of(module))
+        for line, imported in imported_names(module, source, is_package=is_package, known=modules):
+            upper = room_of(imported)
+            if upper is not None and MAILPOLL_ROOMS.index(upper) > rank:
+                found.append(WrongRoom(module, line, imported))
     return found
 
 
@@ -93,6 +147,15 @@ def test_no_module_imports_from_a_layer_above_its_own():
     assert any(".migrations." in name for name in modules)
     wrong = wrong_arrows(modules)
     assert not wrong, "imports point the wrong way:\n" + "\n".join(map(str, wrong))
+
+
+def test_no_room_of_mailpoll_imports_from_one_above_its_own():
+    modules = project_modules()
+    rooms = {room_of(name) for name in modules if name.startswith("mailpoll")}
+    assert rooms == set(MAILPOLL_ROOMS), "every room exists, and every sub-package of mailpoll is a room"
+    assert {f"mailpoll.{name}" for name in MAILPOLL_BASE} <= modules.keys()
+    wrong = wrong_rooms(modules)
+    assert not wrong, "mailpoll imports point the wrong way:\n" + "\n".join(map(str, wrong))
 
 
 def test_every_wiring_exemption_names_a_module_that_exists():
@@ -143,3 +206,37 @@ def test_the_message_names_the_module_line_and_arrow_and_says_how_to_fix_it():
     message = str(arrow)
     assert message.startswith("seoinsight.admin:3 imports imports.searchconsole_api: seoinsight -> imports")
     assert "Move the code that needs imports into imports" in message
+
+
+ROOM_CASES = [
+    # (the modules, the wrong arrows as (module, line, imported))
+    pytest.param({"mailpoll.providers.base": module("from ..sync.cursor import FolderStatus\n")},
+                 [("mailpoll.providers.base", 1, "mailpoll.sync.cursor")], id="providers-from-sync"),
+    pytest.param({"mailpoll.oauth.apps": module("def refresh():\n    from ..providers.graph_auth import GraphApp\n")},
+                 [("mailpoll.oauth.apps", 2, "mailpoll.providers.graph_auth")], id="function-level-import"),
+    pytest.param({"mailpoll.models": module("from .sync import cursor\n"), "mailpoll.sync.cursor": module("")},
+                 [("mailpoll.models", 1, "mailpoll.sync.cursor")], id="base-from-a-module-of-a-sub-package"),
+    pytest.param({"mailpoll.sync.store": module("from .. import checks, conf\n"), "mailpoll.checks": module(""),
+                  "mailpoll.conf": module("")},
+                 [("mailpoll.sync.store", 1, "mailpoll.checks")], id="a-wiring-module-named-from-the-package"),
+    pytest.param({"mailpoll.message.parse": module("from . import headers\nfrom .text import safe_filename\n")},
+                 [], id="within-its-room"),
+    pytest.param({"mailpoll.sync.poller": module("from .. import conf\nfrom ..oauth.tokens import x\n"
+                                                 "from ..providers import for_mailbox\nfrom jobs import queue\n")},
+                 [], id="downward-is-fine"),
+    pytest.param({"mailpoll.checks": module("from .oauth.apps import credentials_problem\n")}, [],
+                 id="wiring-above-all"),
+    pytest.param({"outbox.entries": module("from mailpoll.sync import store\n")}, [], id="outside-mailpoll"),
+]
+
+
+@pytest.mark.parametrize("modules, expected", ROOM_CASES)
+def test_the_checker_finds_exactly_the_upward_arrows_between_mailpolls_rooms(modules, expected):
+    assert [tuple(arrow) for arrow in wrong_rooms(modules)] == expected
+
+
+def test_the_room_message_names_the_arrow_and_says_how_to_fix_it():
+    (arrow,) = wrong_rooms({"mailpoll.oauth.connect": module("from ..admin.forms import APP_FIELDS\n")})
+    message = str(arrow)
+    assert message.startswith("mailpoll.oauth.connect:1 imports mailpoll.admin.forms: mailpoll's oauth -> admin")
+    assert "Move what both need down to oauth or below" in message

@@ -125,6 +125,9 @@ class Worker:
         """One turn of the loop. False when the worker should exit."""
         if self.listen:
             self.waker.ensure_listening()
+        # The claim's connection is made here, not inside the claim: a connect can
+        # wait (a server starting, a network stall) past a SIGTERM, checked next.
+        connection.ensure_connection()
         # Whatever came before (a connect, a backoff, an outcome's on_fail) may
         # have outlasted a SIGTERM: never start a job after it.
         if self.stopping:

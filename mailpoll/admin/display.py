@@ -4,12 +4,15 @@ an action."""
 from __future__ import annotations
 
 from django.contrib import messages
+from django.db.models import BooleanField, DateTimeField
+from django.db.models.expressions import RawSQL
 from django.template.defaultfilters import truncatechars
 from django.utils import timezone
 from django.utils.html import format_html
 
 from ..models import Auth, AttachmentStatus, FolderCursor, GrantState, LiveWatch, Mailbox, OAuthGrant, Provider
 from ..oauth.rules import CLIFFS, cliff_warning
+from ..sync import sql
 
 EMPTY = "—"
 
@@ -64,29 +67,41 @@ def when(moment):
                        ago(moment))
 
 
+def with_next_try(queryset):
+    """``queryset`` with the claim's own rules as columns (``mailpoll.sync.sql``): what ``next_try`` shows."""
+    return queryset.annotate(
+        claim_pollable=RawSQL(sql.POLLABLE, (), output_field=BooleanField()),
+        claim_due_now=RawSQL(sql.DUE_NOW, (), output_field=BooleanField()),
+        claim_due_at=RawSQL(sql.DUE_AT, (), output_field=DateTimeField()),
+        claim_backing_off=RawSQL(sql.BACKING_OFF, (), output_field=BooleanField()),
+    )
+
+
 def next_try(mailbox: Mailbox):
-    """When a poller takes the mailbox next: at its next cycle, after its interval, or after its backoff."""
+    """When a poller takes the mailbox next: at its next cycle, after its interval, or after its backoff.
+
+    Read from ``with_next_try``'s columns, the claim's WHERE evaluated by the database on its clock: the screen
+    says "next cycle" exactly when the claim would take the mailbox.
+    """
     if not mailbox.enabled:
         return EMPTY
-    if token_state(mailbox.auth, grant_of(mailbox)) in (TOKEN_NOT_CONNECTED, TOKEN_NEEDS_REAUTH):
-        return "not until connected"  # the claim skips it (sql.CLAIM_DUE_MAILBOXES)
-    due = mailbox.last_polled_at and mailbox.last_polled_at + mailbox.poll_interval
-    backing_off = bool(due and mailbox.next_attempt_at and mailbox.next_attempt_at > due)
-    if backing_off:
-        due = mailbox.next_attempt_at
-    seconds = int((due - timezone.now()).total_seconds()) if due else 0
-    if seconds <= 0:
-        label = "next cycle"
-    elif seconds < 60:
+    if not hasattr(mailbox, "claim_due_now"):
+        mailbox = with_next_try(Mailbox.objects.filter(pk=mailbox.pk)).get()
+    if not mailbox.claim_pollable:
+        return "not until connected"  # the claim skips it
+    if mailbox.claim_due_now:
+        return format_html('<span title="{}">{}</span>', "due now", "next cycle")
+    due = mailbox.claim_due_at
+    seconds = max(1, int((due - timezone.now()).total_seconds()))
+    if seconds < 60:
         label = f"in {seconds} s"
     elif seconds < 3600:
         label = f"in {seconds // 60} min"
     else:
         label = f"in {seconds / 3600:.1f} h"
-    if backing_off:
+    if mailbox.claim_backing_off:
         label += f" (backing off after {counted(mailbox.consecutive_failures, 'failure', 'failures')})"
-    exact = timezone.localtime(due).strftime("%Y-%m-%d %H:%M:%S %Z") if due else "due now"
-    return format_html('<span title="{}">{}</span>', exact, label)
+    return format_html('<span title="{}">{}</span>', timezone.localtime(due).strftime("%Y-%m-%d %H:%M:%S %Z"), label)
 
 
 def duration_label(seconds: float) -> str:

@@ -24,7 +24,7 @@ from ..oauth import tokens as oauth
 from .cursors import FolderCursorInline, resync_folders_action
 from .display import (ATTACHMENT_COLOURS, BLUE, EMPTY, GREEN, GREY, RED, AMBER, ago, badge, cliff_text, connect_button,
                       counted, duration_label, error_heading, grant_of, live_state, next_try, preformatted, report,
-                      token_badge, when)
+                      token_badge, when, with_next_try)
 from .filters import DocumentTypeFilter, HealthFilter, StuckFilter, TokenStateFilter
 from .forms import MailboxForm
 from ..health import FAILING, HEALTHY, NEVER, mailbox_health
@@ -54,6 +54,9 @@ class MailboxAdmin(OrgScopedAdmin, admin.ModelAdmin):
                        "health_badge", "last_polled_at", "last_success_at", "consecutive_failures", "next_try_at",
                        "last_error_at", "last_error_text", "requests_link", "created_at", "live_watch_state",
                        "live_watch_since"]
+
+    def get_queryset(self, request):
+        return with_next_try(super().get_queryset(request))
 
     def get_fieldsets(self, request, obj=None):
         secret = ["password", "remove_secret", "secret_state"] if obj else ["password"]
@@ -195,7 +198,7 @@ class MailboxAdmin(OrgScopedAdmin, admin.ModelAdmin):
     def failures(self, mailbox):
         return mailbox.consecutive_failures
 
-    @admin.display(description="next try at", ordering="next_attempt_at")
+    @admin.display(description="next try at", ordering="claim_due_at")
     def next_try_at(self, mailbox):
         return next_try(mailbox)
 

@@ -9,16 +9,25 @@
 # polled, or "Poll now" in the admin) is due at once, backoff or not.
 # The locking SELECT is a CTE, run once: see outbox.sql.CLAIM for the plan that, as a subquery in FROM,
 # ran it once per outer row and claimed past the LIMIT.
-CLAIM_DUE_MAILBOXES = """
+# The claim's rules as expressions of a mailbox row, read by the claim and by the admin's "next try" (an
+# annotation), so the screen cannot disagree with the machine. An OAuth mailbox is polled only with a live grant:
+# one that needs re-authorization (or was never connected) would only fail again, and hammer the token endpoint;
+# its last error says why.
+POLLABLE = """(mailpoll_mailbox.auth <> 'oauth' OR EXISTS (
+    SELECT 1 FROM mailpoll_oauthgrant g WHERE g.mailbox_id = mailpoll_mailbox.id AND g.state = 'active'))"""
+DUE_NOW = """(mailpoll_mailbox.last_polled_at IS NULL
+    OR (mailpoll_mailbox.last_polled_at < now() - mailpoll_mailbox.poll_interval
+        AND (mailpoll_mailbox.next_attempt_at IS NULL OR mailpoll_mailbox.next_attempt_at <= now())))"""
+# When DUE_NOW turns true for a polled mailbox: its interval's end, or its backoff's if that is later.
+DUE_AT = """GREATEST(mailpoll_mailbox.last_polled_at + mailpoll_mailbox.poll_interval,
+    mailpoll_mailbox.next_attempt_at)"""
+BACKING_OFF = """COALESCE(mailpoll_mailbox.next_attempt_at
+    > mailpoll_mailbox.last_polled_at + mailpoll_mailbox.poll_interval, false)"""
+
+CLAIM_DUE_MAILBOXES = f"""
 WITH due AS MATERIALIZED (
     SELECT id FROM mailpoll_mailbox
-    WHERE enabled
-      -- An OAuth mailbox is polled only with a live grant: one that needs re-authorization (or was never
-      -- connected) would only fail again, and hammer the token endpoint; its last error says why.
-      AND (auth <> 'oauth' OR EXISTS (SELECT 1 FROM mailpoll_oauthgrant g
-                                      WHERE g.mailbox_id = mailpoll_mailbox.id AND g.state = 'active'))
-      AND (last_polled_at IS NULL
-           OR (last_polled_at < now() - poll_interval AND (next_attempt_at IS NULL OR next_attempt_at <= now())))
+    WHERE enabled AND {POLLABLE} AND {DUE_NOW}
     ORDER BY last_polled_at NULLS FIRST, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED

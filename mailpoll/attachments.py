@@ -10,7 +10,7 @@
 - ``retry_failed``: failed → pending with a new job, attempts from 0 (the admin's Retry)
 
 ``skipped`` and the first ``pending`` are set when the row is inserted
-(``mailpoll.store``); no transition leads out of ``done`` or ``skipped``.
+(``mailpoll.sync.store``); no transition leads out of ``done`` or ``skipped``.
 
 Each transition is one statement conditional on the state it leaves, so two
 actors (a worker, the watchdog, an operator) never both move one row: the one

@@ -218,7 +218,7 @@ class FolderCursor(models.Model):
         help_text="An unfinished sweep of the folder: its last UID when the sweep began. Empty once done.")
     sweep_since = models.DateField(null=True, blank=True, help_text="The date of an unfinished 'since' sweep.")
     # An API folder's cursor instead (Gmail history id or sweep cursor, Graph deltaLink), opaque here; empty
-    # while it has none. It only ever moves over messages that are stored (mailpoll.changes_sync).
+    # while it has none. It only ever moves over messages that are stored (mailpoll.sync.changes_sync).
     position = models.TextField(blank=True, db_default="")
     # A resync: the provider forgot the cursor, so the folder is read again in full, dedup absorbing what was
     # stored before. ``resync_started_at`` is set while one is unfinished; the count, the reason and when the
@@ -260,7 +260,7 @@ class FolderCursor(models.Model):
 
 
 class RequestStatus(models.TextChoices):
-    # Set once, at insert (mailpoll.store), and never changed: the message is stored with its attachments.
+    # Set once, at insert (mailpoll.sync.store), and never changed: the message is stored with its attachments.
     ACCEPTED = "accepted", "Accepted"
     # Set once, at insert (mailpoll.store): too big or unparseable, reject_reason says why. Still a row: nothing
     # is silent.

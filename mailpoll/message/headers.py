@@ -1,6 +1,6 @@
 """A message's header block decoded: sender, subject, date, and the name a message is deduplicated by.
 
-Used on a whole message (``mailpoll.parse``) and on the header block of one too
+Used on a whole message (``mailpoll.message.parse``) and on the header block of one too
 large to fetch (``parse_headers``), so both are named and shown alike. The
 parsing policy here also repairs what the stdlib trips on in any header,
 MIME headers included.

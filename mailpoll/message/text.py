@@ -1,6 +1,6 @@
 """Text from mail, made safe: charsets decoded, control characters removed, HTML to text, file names.
 
-Pure helpers of message parsing (``mailpoll.parse`` and its ``headers``, ``mime``, ``leaves``); nothing here
+Pure helpers of message parsing (``mailpoll.message.parse`` and its ``headers``, ``mime``, ``leaves``); nothing here
 raises on hostile input.
 """
 

@@ -2,7 +2,7 @@
 
 Each fetched batch is stored in one transaction, and a batch that fails is
 stored again message by message, so only a message that really cannot be
-stored holds the cursor (``mailpoll.store``). The cursor is saved after every
+stored holds the cursor (``mailpoll.sync.store``). The cursor is saved after every
 batch, and only over what this poll attempted and stored.
 
 Before every batch the downstream outbox's gate is asked (``intake_gate``, seed

@@ -4,7 +4,7 @@ Every cycle claims the due mailboxes (``FOR UPDATE SKIP LOCKED``: replicas get
 disjoint sets without a coordinator), bumps their ``last_polled_at`` and
 commits before any network I/O — a replica that dies mid-poll leaves the
 mailbox due again one interval later. Each mailbox is then polled folder by
-folder (``mailpoll.mailbox_poll``, ``mailpoll.folder_sync``) under the cursor
+folder (``mailpoll.sync.mailbox_poll``, ``mailpoll.sync.folder_sync``) under the cursor
 rules of ``mailpoll.cursor``. Any exception of a mailbox is recorded on it and
 swallowed, and every cycle ends with the watchdog: the loop never dies.
 

@@ -67,7 +67,7 @@ FROM (
 WHERE m.id = s.id AND (m.last_error_at IS NULL OR m.last_error_at < %(failed_at)s)
 """
 
-# A folder's cursor after a batch (``mailpoll.folder_sync``), in one statement: the
+# A folder's cursor after a batch (``mailpoll.sync.folder_sync``), in one statement: the
 # row is created on the folder's first batch and overwritten after every later one.
 SAVE_CURSOR = """
 INSERT INTO mailpoll_foldercursor (mailbox_id, folder, uidvalidity, last_uid, sweep_until, sweep_since,

@@ -53,7 +53,7 @@ class MailboxFactory(factory.django.DjangoModelFactory):
         if create:
             self.save(update_fields=["secret"])
 
-    # -- deployment grants (mailpoll.grants) ----------------------------------------------------------------
+    # -- deployment grants (mailpoll.oauth.deployment_grants) ----------------------------------------------------------------
     @factory.post_generation
     def granted(self, create, extracted, **kwargs):
         """A service mailbox's org holds a grant of the settings' identity for its username, as a superuser gives

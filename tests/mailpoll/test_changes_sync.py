@@ -1,4 +1,4 @@
-"""The cursor rule of API folders (``mailpoll.changes_sync``), whatever the provider: it moves only over what is
+"""The cursor rule of API folders (``mailpoll.sync.changes_sync``), whatever the provider: it moves only over what is
 stored. Driven through the real poller and the Gmail provider against tests/support/fake_gmail.py; the resync
 itself is in test_gmail_mailbox.py and test_graph_mailbox.py, per provider.
 """

@@ -79,27 +79,28 @@ def _problems(path: str, reason: list[str]) -> list[str]:
     return list(found)
 
 
+def _read(kind: str, entries) -> dict[str, list[str]]:
+    """Each entry's problems; one whose query fails says so (a check or signal never raises)."""
+    found = {}
+    for name, path, *reason in entries:
+        try:
+            found[name] = _problems(path, reason)
+        except (DatabaseError, InterfaceError) as exc:
+            log.warning("health: %s %s failed (%s)", kind, name, type(exc).__name__)
+            found[name] = [f"the {name} {kind} could not read the database"]
+    return found
+
+
 def ready_report() -> tuple[bool, dict]:
     """(ready, the JSON body): each check's problems; the app checks only once the database is usable."""
     checks: dict[str, list[str]] = {"database": database()}
     if not checks["database"]:
         checks["migrations"] = migrations()
     if not any(checks.values()):
-        for name, path, *reason in READY_CHECKS:
-            try:
-                checks[name] = _problems(path, reason)
-            except (DatabaseError, InterfaceError) as exc:
-                log.warning("health: check %s failed (%s)", name, type(exc).__name__)
-                checks[name] = [f"the {name} check could not read the database"]
+        checks.update(_read("check", READY_CHECKS))
     ready = not any(checks.values())
-    signals: dict[str, list[str]] = {}
-    if not (checks["database"] or checks.get("migrations")):
-        for name, path, *reason in READY_SIGNALS:
-            try:
-                signals[name] = _problems(path, reason)
-            except (DatabaseError, InterfaceError) as exc:
-                log.warning("health: signal %s failed (%s)", name, type(exc).__name__)
-                signals[name] = [f"the {name} signal could not read the database"]
+    usable = not (checks["database"] or checks.get("migrations"))
+    signals = _read("signal", READY_SIGNALS) if usable else {}
     return ready, {
         "status": "ready" if ready else "not ready",
         "checks": {name: {"ok": not problems, "problems": problems} for name, problems in checks.items()},

@@ -12,12 +12,13 @@ the package otherwise.
 
 from __future__ import annotations
 
-import ast
 from itertools import pairwise
 from pathlib import Path
 from typing import NamedTuple
 
 import pytest
+
+from tests.support.source_imports import app_modules, imported_names
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -31,18 +32,6 @@ class Circle(NamedTuple):
     path: tuple[str, ...]  # one shortest loop through the first member: path[0] -> ... -> path[-1] -> path[0]
 
 
-def app_modules(root: Path = ROOT, apps=APPS) -> dict[str, tuple[str, bool]]:
-    """Module name -> (source, is_package) for every ``.py`` file of ``apps``."""
-    modules = {}
-    for app in apps:
-        for path in sorted((root / app).rglob("*.py")):
-            parts = path.relative_to(root).with_suffix("").parts
-            is_package = parts[-1] == "__init__"
-            name = ".".join(parts[:-1] if is_package else parts)
-            modules[name] = (path.read_text(encoding="utf-8"), is_package)
-    return modules
-
-
 def _known(name: str, modules) -> str | None:
     """``name`` if it is one of ``modules``, else its longest prefix that is (``import a.b.c`` runs a.b too)."""
     while name and name not in modules:
@@ -54,25 +43,11 @@ def import_graph(modules: dict[str, tuple[str, bool]]) -> Graph:
     """The arrows between ``modules`` that stay inside one app (same first name), self-imports left out."""
     graph: Graph = {}
     for module, (source, is_package) in modules.items():
-        package = module if is_package else module.rpartition(".")[0]
         arrows = graph.setdefault(module, {})
-        for node in ast.walk(ast.parse(source)):
-            if isinstance(node, ast.Import):
-                targets = [_known(alias.name, modules) for alias in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                if node.level:
-                    base = package.split(".")
-                    base = ".".join(base[: len(base) - (node.level - 1)] + ([node.module] if node.module else []))
-                else:
-                    base = node.module
-                # ``from pkg import x``: the module pkg.x if there is one, else a name of pkg.
-                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else _known(base, modules)
-                           for a in node.names]
-            else:
-                continue
-            for target in targets:
-                if target and target != module and target.split(".")[0] == module.split(".")[0]:
-                    arrows.setdefault(target, node.lineno)
+        for line, name in imported_names(module, source, is_package=is_package, known=modules):
+            target = _known(name, modules)
+            if target and target != module and target.split(".")[0] == module.split(".")[0]:
+                arrows.setdefault(target, line)
     return graph
 
 
@@ -151,7 +126,7 @@ HOW_TO_FIX = ("Give each pair one direction: move what both need into a module b
 
 
 def test_no_app_has_an_import_circle():
-    graph = import_graph(app_modules())
+    graph = import_graph(app_modules(ROOT, APPS))
     assert {"jobs.models", "imports.handlers", "mailpoll.handlers", "outbox", "seoinsight.models"} <= graph.keys()
     assert "jobs.models" in graph["jobs.queue"]  # the parser does see the arrows
     found = circles(graph)

@@ -13,12 +13,12 @@ kinds of module at its top, the base they share and the wiring that puts the app
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
-from collections.abc import Collection
 from typing import NamedTuple
 
 import pytest
+
+from tests.support.source_imports import app_modules, imported_names
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -53,30 +53,6 @@ class WrongArrow(NamedTuple):
 def layer_of(module: str) -> str | None:
     top = module.split(".", 1)[0]
     return top if top in LAYERS else None
-
-
-def imported_names(module: str, source: str, *, is_package: bool = False, known: Collection[str] = ()):
-    """``(line, absolute module name)`` for every import statement anywhere in ``source``.
-
-    ``from package import name`` names ``package.name`` where that is one of the ``known`` modules.
-    """
-    package = module if is_package else module.rpartition(".")[0]
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                yield node.lineno, alias.name
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[: len(base) - (node.level - 1)]
-                target = ".".join([*base, node.module] if node.module else base)
-            else:
-                target = node.module
-            modules = {f"{target}.{alias.name}" for alias in node.names} & set(known)
-            if len(modules) < len(node.names):
-                yield node.lineno, target  # the names it takes are in the same layer as ``target``
-            for name in sorted(modules):
-                yield node.lineno, name
 
 
 def wrong_arrows(modules: dict[str, tuple[str, bool]], wiring=WIRING) -> list[WrongArrow]:
@@ -130,19 +106,8 @@ def wrong_rooms(modules: dict[str, tuple[str, bool]]) -> list[WrongRoom]:
     return found
 
 
-def project_modules() -> dict[str, tuple[str, bool]]:
-    modules = {}
-    for layer in LAYERS:
-        for path in sorted((ROOT / layer).rglob("*.py")):
-            parts = path.relative_to(ROOT).with_suffix("").parts
-            is_package = parts[-1] == "__init__"
-            name = ".".join(parts[:-1] if is_package else parts)
-            modules[name] = (path.read_text(encoding="utf-8"), is_package)
-    return modules
-
-
 def test_no_module_imports_from_a_layer_above_its_own():
-    modules = project_modules()
+    modules = app_modules(ROOT, LAYERS)
     assert {"seoinsight.admin", "jobs.sql", "imports.forms", "mailpoll.handlers"} <= modules.keys()
     assert any(".migrations." in name for name in modules)
     wrong = wrong_arrows(modules)
@@ -150,7 +115,7 @@ def test_no_module_imports_from_a_layer_above_its_own():
 
 
 def test_no_room_of_mailpoll_imports_from_one_above_its_own():
-    modules = project_modules()
+    modules = app_modules(ROOT, LAYERS)
     rooms = {room_of(name) for name in modules if name.startswith("mailpoll")}
     assert rooms == set(MAILPOLL_ROOMS), "every room exists, and every sub-package of mailpoll is a room"
     assert {f"mailpoll.{name}" for name in MAILPOLL_BASE} <= modules.keys()
@@ -159,7 +124,7 @@ def test_no_room_of_mailpoll_imports_from_one_above_its_own():
 
 
 def test_every_wiring_exemption_names_a_module_that_exists():
-    assert set(WIRING) <= project_modules().keys()
+    assert set(WIRING) <= app_modules(ROOT, LAYERS).keys()
 
 
 def module(source: str, is_package: bool = False) -> tuple[str, bool]:

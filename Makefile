@@ -3,8 +3,12 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
+# pytest in parallel processes (pytest-xdist): most of the suite waits on servers and
+# processes, so more processes than cores pays; each has its own test database, Dovecot and MEDIA_ROOT.
+PYTEST_WORKERS ?= 4
+PYTEST := $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist load
 
-.PHONY: setup run test bench bench-imports bench-mail bench-mail-api bench-live bench-outbox bench-mail-scale migrate stopdb clean
+.PHONY: setup run test test-fast bench bench-imports bench-mail bench-mail-api bench-live bench-outbox bench-mail-scale migrate stopdb clean
 
 setup: $(STAMP)
 
@@ -26,7 +30,12 @@ test: setup
 	sh scripts/install_dovecot.sh
 	$(BIN)/ruff check .
 	$(BIN)/python manage.py makemigrations --check --dry-run
-	$(BIN)/python -m pytest
+	$(PYTEST)
+
+# For local work: without the tests that start real processes (kill -9, outages) or a browser. CI runs `make test`.
+test-fast: setup
+	sh scripts/install_dovecot.sh
+	$(PYTEST) -m "not processes and not e2e"
 
 bench: migrate
 	$(BIN)/python -m bench.queue

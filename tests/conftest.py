@@ -1,11 +1,34 @@
 import os
+import shutil
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 from django.db import connection
 
 from tests.support.handlers import EXECUTIONS_DDL
 from tests.support.processes import ManagedProcess
+from tests.support.test_database import clone_test_database
+
+
+_MEDIA = pytest.StashKey[Path]()
+
+
+def pytest_configure(config):
+    """A MEDIA_ROOT of this pytest process's own, which the processes its tests start inherit.
+
+    Several pytest processes run at once (``make test``); what one stores must not land among another's files.
+    """
+    from django.conf import settings
+
+    media = Path(tempfile.mkdtemp(prefix="seoinsight-media-"))
+    os.environ["MEDIA_ROOT"] = str(media)
+    settings.MEDIA_ROOT = config.stash[_MEDIA] = media
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(config.stash.get(_MEDIA, ""), ignore_errors=True)
 
 
 def pytest_ignore_collect(collection_path, config):
@@ -20,6 +43,15 @@ def pytest_ignore_collect(collection_path, config):
     return None
 
 
+def pytest_collection_modifyitems(config, items):
+    """The tests that start real processes (the slow ones) first, the quick ones after.
+
+    Run in parallel, the quick tests then fill the gaps, and the run does not end on one
+    half-minute outage test left alone on one process while the others are idle.
+    """
+    items.sort(key=lambda item: not (item.get_closest_marker("processes") or item.get_closest_marker("e2e")))
+
+
 @pytest.fixture(scope="session")
 def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
     """One test database per pytest run: several runs may share the embedded server."""
@@ -27,6 +59,25 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
 
     test = settings.DATABASES["default"].setdefault("TEST", {})
     test["NAME"] = f"test_seoinsight_{os.getpid()}"
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_test_environment, django_db_blocker, django_db_modify_db_settings):
+    """The test database, a copy of the migrated template (tests/support/test_database.py).
+
+    Django's own set-up then finds it present (keepdb) and up to date: its migrate is a no-op.
+    Nothing is serialized: no test here uses serialized_rollback.
+    """
+    from django.test.utils import setup_databases, teardown_databases
+
+    with django_db_blocker.unblock():
+        if hasattr(connection, "attach_embedded"):
+            connection.attach_embedded()  # the embedded server's socket, for the template's migrate
+        clone_test_database(connection.settings_dict, connection.settings_dict["TEST"]["NAME"])
+        config = setup_databases(verbosity=0, interactive=False, keepdb=True, serialized_aliases=set())
+    yield
+    with django_db_blocker.unblock():
+        teardown_databases(config, verbosity=0)
 
 
 @pytest.fixture

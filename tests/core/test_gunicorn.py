@@ -49,12 +49,12 @@ def gunicorn(database: str):
         if proc.poll() is not None:
             raise AssertionError(f"gunicorn exited {proc.returncode}:\n{Path(log.name).read_text()[-4000:]}")
         try:
-            return requests.get(f"{base}/health/live", timeout=2, allow_redirects=False).status_code == 200
-        except requests.ConnectionError:
-            return False
+            return requests.get(f"{base}/health/live", timeout=5, allow_redirects=False).status_code == 200
+        except (requests.ConnectionError, requests.Timeout):
+            return False  # not listening yet, or its worker still importing the app on a busy machine
 
     try:
-        wait_for(answers, timeout=15, interval=0.1, message="gunicorn to answer /health/live")
+        wait_for(answers, timeout=30, interval=0.1, message="gunicorn to answer /health/live")
         yield base
     finally:
         proc.send_signal(signal.SIGTERM)

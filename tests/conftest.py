@@ -43,13 +43,30 @@ def pytest_ignore_collect(collection_path, config):
     return None
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
-    """The tests that start real processes (the slow ones) first, the quick ones after.
+    """The slow tests (real processes, a browser) first, so a parallel run does not end on one of them alone.
 
-    Run in parallel, the quick tests then fill the gaps, and the run does not end on one
-    half-minute outage test left alone on one process while the others are idle.
+    Runs after pytest-django's own order (plain ``db`` tests, then transactional ones, then those
+    without the test database), which it keeps: a transactional test empties the tables, so no
+    plain ``db`` test may follow one. Only the slow tests without the test database (the outage
+    tests, on servers of their own) move to the front, and the slow ones lead their group.
     """
-    items.sort(key=lambda item: not (item.get_closest_marker("processes") or item.get_closest_marker("e2e")))
+    def rank(item):
+        slow = bool(item.get_closest_marker("processes") or item.get_closest_marker("e2e"))
+        group = _database_group(item)
+        return (-1 if slow and group == 2 else group), not slow
+
+    items.sort(key=rank)
+
+
+def _database_group(item) -> int:
+    """pytest-django's: 0 for the test database, 1 for a transactional one, 2 for none."""
+    marker = item.get_closest_marker("django_db")
+    fixtures = getattr(item, "fixturenames", ())
+    transactional = (marker is not None and (marker.kwargs.get("transaction") or marker.kwargs.get("reset_sequences"))
+                     or "transactional_db" in fixtures or "live_server" in fixtures)
+    return 1 if transactional else 0 if (marker is not None or "db" in fixtures) else 2
 
 
 @pytest.fixture(scope="session")

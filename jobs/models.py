@@ -10,14 +10,16 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from django.contrib.postgres.fields import ArrayField
 from django.db import models
-from django.db.models import F, Q
+from django.db.models import F, Q, Value
 from django.db.models.expressions import RawSQL
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Greatest
 from django.utils import timezone
 
 from . import registry, sql
+from .registry import DEFAULT_QUEUE, MAX_PRIORITY, MIN_PRIORITY
 
 
 class JobStatus(models.TextChoices):
@@ -100,6 +102,18 @@ class Job(models.Model):
     created_at = models.DateTimeField(db_default=models.Func(function="now"))
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Not claimed before this moment (a scheduled job, a retry waiting out its backoff); NULL: at once.
+    run_after = models.DateTimeField(null=True, blank=True)
+    # Claims take the highest first; created_at stays the order among equals.
+    priority = models.SmallIntegerField(default=0, db_default=0)
+    # ``runjobs --queue`` claims only the queues it names.
+    queue_name = models.TextField(default=DEFAULT_QUEUE, db_default=DEFAULT_QUEUE)
+    # Someone asked the job to stop (jobs.cancel, the admin): a queued job never starts, a running
+    # one is told at its next heartbeat or report_progress. Cleared by nothing: it ends the job.
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    # Who ran each attempt ("host:pid"), in order: the task API's worker_ids.
+    worker_ids = ArrayField(models.TextField(), default=list, db_default=Value([], ArrayField(models.TextField())),
+                            blank=True)
 
     objects = JobQuerySet.as_manager()
 
@@ -131,6 +145,9 @@ class Job(models.Model):
                 name="jobs_running_has_started_at",
             ),
             models.CheckConstraint(condition=Q(attempts__gte=0), name="jobs_attempts_non_negative"),
+            models.CheckConstraint(condition=Q(priority__gte=MIN_PRIORITY, priority__lte=MAX_PRIORITY),
+                                   name="jobs_priority_in_range"),
+            models.CheckConstraint(condition=~Q(queue_name=""), name="jobs_queue_name_not_empty"),
             models.CheckConstraint(
                 condition=Q(uncounted_attempts__gte=0, uncounted_attempts__lte=F("attempts"), outages__gte=0),
                 name="jobs_uncounted_within_attempts",
@@ -185,6 +202,30 @@ class ZombieJob(Job):
 
 def _iso(value):
     return value.isoformat() if value else None
+
+
+class Schedule(models.Model):
+    """Where one periodic job type (``register(..., every=…)`` or ``cron=…``) stands: its last period enqueued.
+
+    The schedule itself is code (the registry); this row is the one fact every worker must agree
+    on. A period is enqueued by the statement that moves ``last_period`` forward, in the
+    transaction that inserts its job, so each period is enqueued once however many workers try.
+    """
+
+    name = models.TextField(primary_key=True)  # the job type
+    # The start of the latest period enqueued; NULL until the first.
+    last_period = models.DateTimeField(null=True, blank=True)
+    last_job_id = models.UUIDField(null=True, blank=True)
+    # The next period's start, as computed when the last one was enqueued: for the admin's list.
+    next_run_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(db_default=models.Func(function="now"))
+
+    class Meta:
+        db_table = "jobs_schedule"
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
 
 
 class ProcessKind(models.TextChoices):

@@ -16,6 +16,7 @@ import importlib
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 from django.db import models
 from django.utils.module_loading import autodiscover_modules
@@ -39,6 +40,12 @@ class UnknownJobType(LookupError):
     pass
 
 
+# The queue a job lands in unless its type or its enqueue names another.
+DEFAULT_QUEUE = "default"
+# Priorities run from MIN to MAX (the column's CHECK); higher is claimed first.
+MIN_PRIORITY, MAX_PRIORITY = -100, 100
+
+
 @dataclass(frozen=True)
 class JobType:
     name: str
@@ -55,6 +62,16 @@ class JobType:
     one_running_per: str | None = None
     # Seconds without heartbeat before a running job is a zombie; None = JOBS_STALE_AFTER.
     stale_after_seconds: float | None = None
+    # Exceptions that mean "try again later" (with backoff, within max_attempts); any other fails the job at once.
+    retry_on: tuple[type[BaseException], ...] = ()
+    # Seconds a run may take before it ends failed ("timed out"); None: no limit.
+    timeout: float | None = None
+    # Defaults for this type's enqueues (an enqueue may name others).
+    priority: int = 0
+    queue: str = DEFAULT_QUEUE
+    # Periodic: enqueued once per period by the workers' schedule duty. At most one of the two.
+    every: timedelta | None = None
+    cron: str | None = None
 
     def __post_init__(self):
         if self.dedup_scope not in DedupScope.values:
@@ -64,10 +81,50 @@ class JobType:
         for hook, value in (("on_fail", self.on_fail), ("on_requeue", self.on_requeue)):
             if value is not None and not callable(value):
                 raise ValueError(f"{hook} must be callable, not {value!r}")
+        if not all(isinstance(t, type) and issubclass(t, BaseException) for t in self.retry_on):
+            raise ValueError(f"retry_on must be a tuple of exception classes, not {self.retry_on!r}")
+        if self.timeout is not None and not self.timeout > 0:
+            raise ValueError(f"timeout must be a positive number of seconds, not {self.timeout!r}")
+        check_priority(self.priority)
+        check_queue(self.queue)
+        if self.every is not None and self.cron is not None:
+            raise ValueError("a job type is periodic with every= or cron=, not both")
+        if self.every is not None and not (isinstance(self.every, timedelta) and self.every > timedelta(0)):
+            raise ValueError(f"every must be a positive timedelta, not {self.every!r}")
+        if self.cron is not None:
+            check_cron(self.cron)
+
+    @property
+    def periodic(self) -> bool:
+        return self.every is not None or self.cron is not None
 
     @property
     def stale_after(self) -> float:
         return self.stale_after_seconds if self.stale_after_seconds is not None else default_stale_after()
+
+
+def check_priority(priority) -> int:
+    """The priority, if it is an int within the column's range; else a ValueError, before anything is queued."""
+    if isinstance(priority, bool) or not isinstance(priority, int) or not MIN_PRIORITY <= priority <= MAX_PRIORITY:
+        raise ValueError(f"priority must be an integer from {MIN_PRIORITY} to {MAX_PRIORITY}, not {priority!r}")
+    return priority
+
+
+def check_queue(name) -> str:
+    if not isinstance(name, str) or not name.strip() or "," in name or name != name.strip():
+        raise ValueError(f"a queue name is a non-empty word without commas or surrounding spaces, not {name!r}")
+    return name
+
+
+def check_cron(expression: str) -> str:
+    """A five-field cron expression cronsim accepts; else a ValueError naming what is wrong."""
+    from cronsim import CronSim, CronSimError
+
+    try:
+        CronSim(expression, datetime(2000, 1, 1, tzinfo=UTC))
+    except (CronSimError, TypeError) as exc:
+        raise ValueError(f"cron={expression!r} is not a valid cron expression: {exc}") from None
+    return expression
 
 
 _types: dict[str, JobType] = {}
@@ -86,6 +143,12 @@ def register(
     on_requeue: Callable | None = None,
     one_running_per: str | None = None,
     stale_after: float | None = None,
+    retry_on: tuple[type[BaseException], ...] = (),
+    timeout: float | None = None,
+    priority: int = 0,
+    queue: str = DEFAULT_QUEUE,
+    every: timedelta | None = None,
+    cron: str | None = None,
 ):
     """Register ``handler`` for job type ``name``; usable as a decorator.
 
@@ -93,7 +156,8 @@ def register(
     error (two modules fighting over one type) and raises.
     """
     options = dict(max_attempts=max_attempts, dedup_scope=dedup_scope, on_fail=on_fail, on_requeue=on_requeue,
-                   one_running_per=one_running_per, stale_after_seconds=stale_after)
+                   one_running_per=one_running_per, stale_after_seconds=stale_after, retry_on=tuple(retry_on),
+                   timeout=timeout, priority=priority, queue=queue, every=every, cron=cron)
 
     def decorate(fn: Handler) -> Handler:
         add(JobType(name=name, handler=fn, **options))

@@ -1,5 +1,6 @@
 import os
 import shutil
+import signal
 import tempfile
 import time
 from pathlib import Path
@@ -21,6 +22,12 @@ def pytest_configure(config):
     Several pytest processes run at once (``make test``); what one stores must not land among another's files.
     """
     from django.conf import settings
+
+    # A shell starts a background command (`cmd &`) with SIGINT ignored, and the processes the tests
+    # start would inherit that: a Ctrl-C test would see its Ctrl-C ignored. A handler of Python's own
+    # is reset to the default in every child, as a terminal's user would have it.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
     media = Path(tempfile.mkdtemp(prefix="seoinsight-media-"))
     os.environ["MEDIA_ROOT"] = str(media)

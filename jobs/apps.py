@@ -12,3 +12,8 @@ class JobsConfig(AppConfig):
         # Every installed app's `handlers` module registers its job types, plus the
         # deployment's own modules named in JOBS_HANDLER_MODULES.
         registry.autodiscover()
+
+        # With JOBS_PRUNE_EVERY > 0, one worker at a time deletes old finished jobs (jobs.retention).
+        from . import duties, retention
+
+        duties.register("jobs.prune", retention.periodic, every=retention.periodic.interval)

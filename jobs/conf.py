@@ -21,6 +21,16 @@ SETTINGS = Declarations(
             "seconds a statement may run; the server cancels it, and a server that does not answer at all "
             "is given up on 5 s later (the connection is closed); 0 off"),
     Setting("JOBS_DB_LOCK_TIMEOUT", float, 30.0, "seconds a statement may wait for a lock; 0 off"),
+    Setting("JOBS_PRUNE_EVERY", float, 0.0,
+            "seconds between periodic prunes of finished jobs, by one worker at a time; 0 off (manage.py prunejobs "
+            "still works)"),
+    Setting("JOBS_PRUNE_DONE_AFTER", str, "14d",
+            "age past which a done job is pruned (14d, 12h, 30m; 'never' keeps them)"),
+    Setting("JOBS_PRUNE_FAILED_AFTER", str, "90d",
+            "age past which a failed job is pruned (14d, 12h, 30m; 'never' keeps them)"),
+    Setting("JOBS_PRUNE_BATCH", int, 5000, "finished jobs deleted per statement (each its own transaction)"),
+    Setting("JOBS_PRUNE_KEEP_TYPES", list, [],
+            "job types never pruned, besides map_reconcile, which is always kept (comma-separated)"),
 )
 
 get = SETTINGS.get

@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed-stamp
 PYTEST_WORKERS ?= 4
 PYTEST := $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist load
 
-.PHONY: setup run test test-fast bench bench-imports bench-mail bench-mail-api bench-live bench-outbox bench-mail-scale migrate stopdb clean
+.PHONY: setup run test test-fast bench bench-imports bench-mail bench-mail-api bench-live bench-outbox bench-mail-scale bench-prune migrate stopdb clean
 
 setup: $(STAMP)
 
@@ -61,6 +61,9 @@ bench-outbox: migrate
 bench-mail-scale: migrate
 	sh scripts/install_dovecot.sh
 	$(BIN)/python -m bench.mail_scale
+
+bench-prune: migrate
+	$(BIN)/python -m bench.prune
 
 stopdb: setup
 	$(BIN)/python -c "from pathlib import Path; from seoinsight.embedded_db import stop; print('stopped' if stop(Path('.data/postgres').resolve()) else 'not running')"

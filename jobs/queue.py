@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import logging
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.db import connection, transaction
 
@@ -35,15 +36,36 @@ class JobLost(Exception):
     """This run no longer owns its job: it was swept and re-claimed, or failed by an operator."""
 
 
-def enqueue(type: str, *, org_id: str, payload: dict | None = None, dedup_key: str | None = None) -> Job:
+def _placement(type: str, run_after: datetime | None, priority: int | None, queue_name: str | None) -> dict:
+    """When, how urgently and in which queue a job of ``type`` waits: None takes the type's default.
+
+    Checked here, in the caller, before anything is queued: a naive datetime
+    (whose zone the database would guess) or an out-of-range priority is a
+    ValueError, not a job that is never claimed.
+    """
+    job_type = registry.get(type)  # fail early, in the caller, on a typo
+    if run_after is not None and (not isinstance(run_after, datetime) or run_after.utcoffset() is None):
+        raise ValueError(f"run_after must be an aware datetime, not {run_after!r}")
+    return {
+        "run_after": run_after,
+        "priority": registry.check_priority(job_type.priority if priority is None else priority),
+        "queue_name": registry.check_queue(job_type.queue if queue_name is None else queue_name),
+    }
+
+
+def enqueue(type: str, *, org_id: str, payload: dict | None = None, dedup_key: str | None = None,
+            run_after: datetime | None = None, priority: int | None = None, queue_name: str | None = None) -> Job:
     """Queue a job of a registered ``type`` and return it.
+
+    ``run_after``: not claimed before then; ``priority`` (-100..100, higher
+    first) and ``queue_name`` default to the type's.
 
     With a ``dedup_key`` (convention ``"<type>:<scope>"``), while a live job holds
     the key, that job is returned instead of a new one. If the holder finishes
     between our conflict and our re-read, the key is free again: insert again
     (seed 001: bounded, 3 tries) rather than report an error.
     """
-    registry.get(type)  # fail early, in the caller, on a typo
+    placement = _placement(type, run_after, priority, queue_name)
     if not org_id:
         raise ValueError("org_id is required")
     params = {
@@ -52,6 +74,7 @@ def enqueue(type: str, *, org_id: str, payload: dict | None = None, dedup_key: s
         "payload": rows.to_json(payload or {}),
         "dedup_key": dedup_key,
         "channel": conf.NOTIFY_CHANNEL,
+        **placement,
     }
     for _ in range(rows.ENQUEUE_TRIES):
         job = rows.one(sql.ENQUEUE, params)
@@ -63,14 +86,15 @@ def enqueue(type: str, *, org_id: str, payload: dict | None = None, dedup_key: s
     raise EnqueueRace(f"could not enqueue {type} with dedup_key={dedup_key!r} after {rows.ENQUEUE_TRIES} tries")
 
 
-def enqueue_many(type: str, *, org_id: str, items: list[tuple[dict, str | None]]) -> int:
+def enqueue_many(type: str, *, org_id: str, items: list[tuple[dict, str | None]],
+                 run_after: datetime | None = None, priority: int | None = None, queue_name: str | None = None) -> int:
     """Queue one job of ``type`` per ``(payload, dedup_key)`` in one statement; returns how many were queued.
 
     For producers that create many rows in one transaction. An item whose key a
     live job holds is skipped (that job already covers it); unlike ``enqueue``
     there is no re-read, so nothing is returned for it.
     """
-    registry.get(type)
+    placement = _placement(type, run_after, priority, queue_name)
     if not org_id:
         raise ValueError("org_id is required")
     if not items:
@@ -81,6 +105,7 @@ def enqueue_many(type: str, *, org_id: str, items: list[tuple[dict, str | None]]
         "payloads": [rows.to_json(payload or {}) for payload, _ in items],
         "dedup_keys": [dedup_key for _, dedup_key in items],
         "channel": conf.NOTIFY_CHANNEL,
+        **placement,
     }
     with connection.cursor() as cursor:
         cursor.execute(sql.ENQUEUE_MANY, params)
@@ -106,6 +131,8 @@ def _plan(generation: int) -> ClaimPlan:
         "guard_types": list(guards),
         "guard_keys": list(guards.values()),
         "active_scoped": [t.name for t in types if t.dedup_scope == DedupScope.ACTIVE],
+        "queues": None,  # every queue; claim() sets the worker's
+        "worker_id": None,
     }
     return ClaimPlan(params, guards, sql.claim_guarded(tuple(guards.items())) if guards else None)
 
@@ -114,8 +141,11 @@ def claim_plan() -> ClaimPlan:
     return _plan(registry.generation())
 
 
-def claim() -> Job | None:
-    """Take the oldest runnable job of a registered type, mark it running, commit. None if there is none.
+def claim(queues: list[str] | None = None, worker_id: str | None = None) -> Job | None:
+    """Take the first due job (highest priority, then oldest) of a registered type, mark it running, commit.
+
+    None if there is none. ``queues``: only jobs in these queues (None: all);
+    ``worker_id`` ("host:pid") is appended to the job's ``worker_ids``.
 
     Short on purpose: the transaction ends before the handler starts, so no row
     stays locked while work happens. None means nothing is claimable now: a
@@ -123,13 +153,14 @@ def claim() -> Job | None:
     winner running), it never gives up with claimable work queued.
     """
     plan = claim_plan()
+    params = {**plan.params, "queues": list(queues) if queues else None, "worker_id": worker_id}
     if plan.guarded is None:
         # One statement is its own transaction: no BEGIN/COMMIT round trips.
-        return rows.one(sql.CLAIM_UNGUARDED, plan.params)
+        return rows.one(sql.CLAIM_UNGUARDED, params)
     while True:
         with transaction.atomic():
             # The front of the queue first; type by type only when it is all blocked.
-            job = rows.one(sql.CLAIM_WINDOWED, plan.params) or rows.one(plan.guarded, plan.params)
+            job = rows.one(sql.CLAIM_WINDOWED, params) or rows.one(plan.guarded, params)
             if job is None:
                 return None
             key = plan.guards.get(job.type)

@@ -24,8 +24,9 @@ JOB_COLUMNS = (
 # enqueued_key keeps the key for the job's whole life: a job put back in the
 # queue takes it back (never two queued jobs with one key).
 ENQUEUE = f"""
-INSERT INTO jobs (org_id, type, payload, dedup_key, enqueued_key)
-VALUES (%(org_id)s, %(type)s, %(payload)s::jsonb, %(dedup_key)s, %(dedup_key)s)
+INSERT INTO jobs (org_id, type, payload, dedup_key, enqueued_key, run_after, priority, queue_name)
+VALUES (%(org_id)s, %(type)s, %(payload)s::jsonb, %(dedup_key)s, %(dedup_key)s,
+        %(run_after)s, %(priority)s, %(queue_name)s)
 ON CONFLICT (dedup_key) DO NOTHING
 RETURNING {JOB_COLUMNS}, pg_notify(%(channel)s, '')
 """
@@ -35,8 +36,9 @@ RETURNING {JOB_COLUMNS}, pg_notify(%(channel)s, '')
 # that job already covers the work: skipped, as in enqueue. PostgreSQL folds the
 # identical notifications of one transaction into a single one.
 ENQUEUE_MANY = """
-INSERT INTO jobs (org_id, type, payload, dedup_key, enqueued_key)
-SELECT %(org_id)s, %(type)s, item.payload::jsonb, item.dedup_key, item.dedup_key
+INSERT INTO jobs (org_id, type, payload, dedup_key, enqueued_key, run_after, priority, queue_name)
+SELECT %(org_id)s, %(type)s, item.payload::jsonb, item.dedup_key, item.dedup_key,
+       %(run_after)s, %(priority)s, %(queue_name)s
 FROM unnest(%(payloads)s::text[], %(dedup_keys)s::text[]) WITH ORDINALITY AS item(payload, dedup_key, n)
 ORDER BY item.n
 ON CONFLICT (dedup_key) DO NOTHING
@@ -46,29 +48,38 @@ RETURNING id, pg_notify(%(channel)s, '')
 # enqueue, on conflict: the live job that holds the key (may be gone already).
 FIND_BY_DEDUP_KEY = f"SELECT {JOB_COLUMNS} FROM jobs WHERE dedup_key = %(dedup_key)s"
 
-# claim: the oldest queued job of a type this worker runs, not locked by another
-# worker, marked running in the same statement. SKIP LOCKED gives concurrent
+# claim: the first due queued job (highest priority, then oldest) of a type and
+# queue this worker runs, not locked by another worker, marked running in the
+# same statement. Due is judged on the database's clock (run_after <= now()),
+# so workers with skewed clocks agree; %(queues)s NULL means every queue. SKIP LOCKED gives concurrent
 # workers disjoint rows without waiting. Only registered types: during a rolling
 # deploy an old worker leaves a new type to the workers that know it.
 # Scope 'active' keeps its dedup_key while running; every other type releases it
 # here, so an enqueue during the run is accepted (no lost wake-up).
+# A queued row is claimable when it is due and in one of the worker's queues.
+# {alias} names the row.
+_DUE = """({alias}.run_after IS NULL OR {alias}.run_after <= now())
+      AND (%(queues)s::text[] IS NULL OR {alias}.queue_name = ANY(%(queues)s::text[]))"""
+DUE = _DUE.replace("{alias}", "j")
 _CANDIDATE = """
 WITH candidate AS (
     SELECT j.id
     FROM jobs AS j
-    WHERE j.status = 'queued' AND j.type = ANY(%(types)s::text[])
-    ORDER BY j.created_at
+    WHERE j.status = 'queued' AND j.type = ANY(%(types)s::text[]) AND {DUE}
+    ORDER BY j.priority DESC, j.created_at
     LIMIT 1
     FOR UPDATE SKIP LOCKED
 )
-"""
+""".replace("{DUE}", DUE)
 _RETURNING = ", ".join("jobs." + c.strip() for c in JOB_COLUMNS.split(","))
 _CLAIM = f"""
 UPDATE jobs
 SET status = 'running',
     started_at = now(),
     attempts = jobs.attempts + 1,
-    dedup_key = CASE WHEN jobs.type = ANY(%(active_scoped)s::text[]) THEN jobs.dedup_key END
+    dedup_key = CASE WHEN jobs.type = ANY(%(active_scoped)s::text[]) THEN jobs.dedup_key END,
+    worker_ids = CASE WHEN %(worker_id)s::text IS NULL THEN jobs.worker_ids
+                      ELSE array_append(jobs.worker_ids, %(worker_id)s::text) END
 FROM candidate
 WHERE jobs.id = candidate.id
 RETURNING {_RETURNING}
@@ -87,7 +98,8 @@ WITH running AS MATERIALIZED (
     SELECT r.type, r.payload FROM jobs AS r WHERE r.status = 'running' AND r.type = ANY(%(guard_types)s::text[])
 ),
 front AS (
-    SELECT f.id FROM jobs AS f WHERE f.status = 'queued' ORDER BY f.created_at LIMIT {window}
+    SELECT f.id FROM jobs AS f WHERE f.status = 'queued' AND {due_f}
+    ORDER BY f.priority DESC, f.created_at LIMIT {window}
 ),
 candidate AS (
     SELECT j.id
@@ -99,11 +111,11 @@ candidate AS (
           JOIN running AS r ON r.type = g.type AND r.payload -> g.key = j.payload -> g.key
           WHERE g.type = j.type AND j.payload -> g.key <> 'null'
       )
-    ORDER BY j.created_at
+    ORDER BY j.priority DESC, j.created_at
     LIMIT 1
     FOR UPDATE OF j SKIP LOCKED
 )
-""".replace("{window}", str(GUARD_WINDOW)) + _CLAIM
+""".replace("{window}", str(GUARD_WINDOW)).replace("{due_f}", _DUE.replace("{alias}", "f")) + _CLAIM
 
 # Otherwise, "the oldest claimable job" must not cost a scan of
 # the jobs the guard blocks (20,000 queued for a site that is running would be
@@ -128,7 +140,7 @@ _GUARDED_CTES = """
 prefix_{i} AS MATERIALIZED (
     SELECT j.id, j.created_at, j.payload -> {key} AS v
     FROM jobs AS j
-    WHERE j.status = 'queued' AND j.type >= {type} AND j.type <= {type}
+    WHERE j.status = 'queued' AND j.type >= {type} AND j.type <= {type} AND {due}
     ORDER BY j.type, j.created_at
     LIMIT {window}
 ),
@@ -140,12 +152,12 @@ blocked_{i} AS (
 ),
 values_{i}(v) AS (
     SELECT (SELECT j.payload -> {key} FROM jobs AS j
-            WHERE j.status = 'queued' AND j.type = {type} AND j.payload -> {key} IS NOT NULL
+            WHERE j.status = 'queued' AND j.type = {type} AND j.payload -> {key} IS NOT NULL AND {due}
             ORDER BY j.payload -> {key} LIMIT 1)
     WHERE (SELECT all_blocked FROM blocked_{i})
     UNION ALL
     SELECT (SELECT j.payload -> {key} FROM jobs AS j
-            WHERE j.status = 'queued' AND j.type = {type} AND j.payload -> {key} > s.v
+            WHERE j.status = 'queued' AND j.type = {type} AND j.payload -> {key} > s.v AND {due}
             ORDER BY j.payload -> {key} LIMIT 1)
     FROM values_{i} AS s
     WHERE s.v IS NOT NULL
@@ -160,7 +172,7 @@ _GUARDED_HEADS = """
     FROM values_{i} AS s
     CROSS JOIN LATERAL (
         SELECT j.id, j.created_at FROM jobs AS j
-        WHERE j.status = 'queued' AND j.type = {type} AND j.payload -> {key} = s.v
+        WHERE j.status = 'queued' AND j.type = {type} AND j.payload -> {key} = s.v AND {due}
         ORDER BY j.payload -> {key}, j.created_at LIMIT 1
     ) AS h
     WHERE s.v IS NOT NULL
@@ -170,7 +182,7 @@ _GUARDED_HEADS = """
     FROM (SELECT 1 WHERE (SELECT all_blocked FROM blocked_{i})) AS only_when_blocked
     CROSS JOIN LATERAL (
         SELECT j.id, j.created_at FROM jobs AS j
-        WHERE j.status = 'queued' AND j.type = {type} AND j.payload -> {key} IS NULL
+        WHERE j.status = 'queued' AND j.type = {type} AND j.payload -> {key} IS NULL AND {due}
         ORDER BY j.payload -> {key}, j.created_at LIMIT 1
     ) AS h"""
 _CANDIDATE_GUARDED = """
@@ -183,7 +195,7 @@ heads AS (
     FROM unnest(%(plain_types)s::text[]) AS t(type)
     CROSS JOIN LATERAL (
         SELECT j.id, j.created_at FROM jobs AS j
-        WHERE j.status = 'queued' AND j.type >= t.type AND j.type <= t.type
+        WHERE j.status = 'queued' AND j.type >= t.type AND j.type <= t.type AND {due}
         ORDER BY j.type, j.created_at LIMIT {spare}
     ) AS h{guarded_heads}
 ),
@@ -191,7 +203,7 @@ candidate AS (
     SELECT j.id
     FROM jobs AS j
     WHERE j.id = ANY(ARRAY(SELECT id FROM heads)) AND j.status = 'queued'
-    ORDER BY j.created_at
+    ORDER BY j.priority DESC, j.created_at
     LIMIT 1
     FOR UPDATE SKIP LOCKED
 )
@@ -211,11 +223,11 @@ def claim_guarded(guards: tuple[tuple[str, str], ...]) -> str:
     """
     ctes, heads = [], []
     for i, (type_name, key) in enumerate(guards):
-        names = {"i": i, "type": _literal(type_name), "key": _literal(key), "window": GUARD_WINDOW}
+        names = {"i": i, "type": _literal(type_name), "key": _literal(key), "window": GUARD_WINDOW, "due": DUE}
         ctes.append(_GUARDED_CTES.format(**names))
         heads.append(_GUARDED_HEADS.format(**names))
     candidate = _CANDIDATE_GUARDED.format(guarded_ctes="".join(ctes), guarded_heads="".join(heads),
-                                          spare=CLAIM_SPARE)
+                                          spare=CLAIM_SPARE, due=DUE)
     return candidate + _CLAIM
 
 

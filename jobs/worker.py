@@ -13,8 +13,10 @@ thread of its own.
 from __future__ import annotations
 
 import logging
+import os
 import random
 import signal
+import socket
 import threading
 import time
 import traceback
@@ -50,8 +52,12 @@ class Worker:
         poll_interval: float | None = None,
         heartbeat_interval: float | None = None,
         sweep_interval: float | None = None,
+        queues: list[str] | None = None,
     ):
         self.burst = burst
+        self.queues = list(queues) if queues else None  # None: every queue
+        # Recorded in each claimed job's worker_ids, the same "host:pid" the process list shows.
+        self.worker_id = f"{socket.gethostname()}:{os.getpid()}"
         self.max_jobs = max_jobs
         self.listen = conf.get("JOBS_LISTEN_NOTIFY") if listen is None else listen
         self.poll_interval = poll_interval or conf.get("JOBS_POLL_INTERVAL")
@@ -133,7 +139,7 @@ class Worker:
         if self.stopping:
             return False
         self.heartbeat.claiming()
-        job = queue.claim()
+        job = queue.claim(self.queues, self.worker_id)
         if job is None:
             if self.burst:
                 return False

@@ -205,7 +205,7 @@ def test_a_site_behind_a_full_window_of_blocked_jobs_is_still_found_in_created_o
 
 def test_the_claim_production_uses_reads_the_partial_index_not_the_table():
     """The apps register no guarded type, so their workers claim with CLAIM_UNGUARDED alone:
-    on a table of finished jobs it must read the small partial index of live jobs."""
+    on a table of finished jobs it must read the small partial index of queued jobs in claim order."""
     with connection.cursor() as cursor:
         cursor.execute(
             """
@@ -221,5 +221,5 @@ def test_the_claim_production_uses_reads_the_partial_index_not_the_table():
     with connection.cursor() as cursor:
         cursor.execute("EXPLAIN " + sql.CLAIM_UNGUARDED, plan.params)
         explained = "\n".join(row[0] for row in cursor.fetchall())
-    assert "jobs_live_status_created" in explained, explained
+    assert "jobs_queued_priority_created" in explained, explained
     assert "Seq Scan on jobs" not in explained, explained

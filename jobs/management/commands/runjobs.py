@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from jobs import conf, dbsession
+from jobs import conf, dbsession, registry
 from jobs.worker import Worker
 
 
@@ -18,18 +18,31 @@ class Command(BaseCommand):
             "--no-listen", action="store_true",
             help="Poll only, no LISTEN/NOTIFY (for PgBouncer in transaction mode; default: JOBS_LISTEN_NOTIFY).",
         )
+        parser.add_argument(
+            "--queue", default=None, metavar="NAME[,NAME...]",
+            help="Claim only jobs in these queues, comma-separated (default: every queue).",
+        )
 
-    def handle(self, *args, burst, max_jobs, poll_interval, no_listen, **options):
+    def handle(self, *args, burst, max_jobs, poll_interval, no_listen, queue, **options):
         if max_jobs is not None and max_jobs < 1:
             raise CommandError("--max-jobs must be at least 1")
         if poll_interval is not None and poll_interval <= 0:
             raise CommandError("--poll-interval must be positive")
+        queues = None
+        if queue is not None:
+            queues = [name.strip() for name in queue.split(",")]
+            for name in queues:
+                try:
+                    registry.check_queue(name)
+                except ValueError as exc:
+                    raise CommandError(f"--queue {queue!r}: {exc}") from None
         dbsession.configure("runjobs")
         worker = Worker(
             burst=burst,
             max_jobs=max_jobs,
             listen=False if no_listen else None,
             poll_interval=poll_interval,
+            queues=queues,
         )
         worker.install_signal_handlers()
         worker.run()

@@ -1,0 +1,31 @@
+"""The claim's index once it orders by priority (jobs.sql._CANDIDATE).
+
+``jobs_queued_priority_created``: queued rows in claim order, priority
+descending then created_at, so the claim reads the first due row off the index
+instead of sorting the queue. Partial (queued rows only), like 0003's indexes,
+and built CONCURRENTLY so a large jobs table keeps taking writes meanwhile.
+jobs_live_status_created stays: the sweep and the admin read running rows by it.
+"""
+
+from django.db import migrations
+
+INDEXES = {
+    "jobs_queued_priority_created": "(priority DESC, created_at) WHERE status = 'queued'",
+}
+
+
+class Migration(migrations.Migration):
+
+    atomic = False
+
+    dependencies = [
+        ('jobs', '0005_run_after_priority_queue_cancel_schedule'),
+    ]
+
+    operations = [
+        migrations.RunSQL(
+            sql=f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON jobs {definition}",
+            reverse_sql=f"DROP INDEX CONCURRENTLY IF EXISTS {name}",
+        )
+        for name, definition in INDEXES.items()
+    ]

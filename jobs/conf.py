@@ -31,6 +31,10 @@ SETTINGS = Declarations(
     Setting("JOBS_PRUNE_BATCH", int, 5000, "finished jobs deleted per statement (each its own transaction)"),
     Setting("JOBS_PRUNE_KEEP_TYPES", list, [],
             "job types never pruned, besides map_reconcile, which is always kept (comma-separated)"),
+    Setting("JOBS_RETRY_BASE", float, 2.0,
+            "seconds before the first retry of a run that raised jobs.Retry or a retry_on exception (doubling, "
+            "jittered)"),
+    Setting("JOBS_RETRY_MAX", float, 600.0, "longest wait in seconds between two retries of a job"),
 )
 
 get = SETTINGS.get

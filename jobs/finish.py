@@ -8,10 +8,13 @@ a run that lost its job changes nothing.
 from __future__ import annotations
 
 import logging
+import random
 
 from django.db import IntegrityError, connection, transaction
 
-from . import registry, rows, sql
+from seoinsight.backoff import doubling
+
+from . import conf, registry, rows, sql
 from .models import Job
 from .storable import MAX_ERROR_CHARS, MAX_TRACEBACK_CHARS, storable_report, storable_text
 
@@ -37,6 +40,46 @@ def finish_failed(job: Job, error: str, traceback: str | None = None) -> bool:
         if failed:
             call_on_fail(job)
     return failed
+
+
+def retry_delay(attempt: int, base: float, cap: float, rand: float) -> float:
+    """Seconds before the next run of a job whose run ``attempt`` (1 = first) asked to be retried.
+
+    Doubling from ``base`` up to ``cap``, then "full jitter": a point drawn by
+    ``rand`` (0..1) in the upper half of that wait, so jobs that failed together
+    do not all come back at once, and none comes back at once.
+
+    >>> retry_delay(1, 2, 600, 1.0), retry_delay(1, 2, 600, 0.0), retry_delay(4, 2, 600, 1.0)
+    (2.0, 1.0, 16.0)
+    >>> retry_delay(20, 2, 600, 0.5)
+    450.0
+    """
+    wait = doubling(attempt, base, cap)
+    return wait / 2 + wait / 2 * rand
+
+
+def finish_retry(job: Job, max_attempts: int, error: str, traceback: str | None = None,
+                 after: float | None = None) -> str | None:
+    """Queue the job again after ``after`` seconds (None: ``retry_delay``), or fail it if its attempts are spent.
+
+    The failure is ``finish_failed``'s, with the run's own error and ``on_fail``.
+    Returns the new status, or None if this run no longer owned the job.
+    """
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(sql.INTERRUPTED_RUN, {"id": job.id, "attempt": job.attempts})
+            row = cursor.fetchone()
+        if row is None:
+            return None
+        attempts, uncounted, _ = row
+        if retry_or_fail(attempts - uncounted, max_attempts) == "failed":
+            return "failed" if finish_failed(job, error, traceback) else None
+        if after is None:
+            after = retry_delay(attempts - uncounted, conf.get("JOBS_RETRY_BASE"), conf.get("JOBS_RETRY_MAX"),
+                                random.random())
+        return put_back(job, sql.FINISH_RETRY, delay=float(after), error=storable_text(error, MAX_ERROR_CHARS),
+                        traceback=storable_text(traceback, MAX_TRACEBACK_CHARS, keep="tail")
+                        if traceback is not None else None)[0]
 
 
 # Runs the database may cut off (connection lost, server shut down) before

@@ -19,7 +19,7 @@ from datetime import datetime
 from django.db import connection, transaction
 
 from . import conf, registry, rows, sql
-from .finish import finish_done, finish_failed, interrupt
+from .finish import finish_done, finish_failed, finish_retry, interrupt
 from .models import Job
 from .operator_actions import mark_failed, requeue
 from .registry import DedupScope
@@ -27,7 +27,7 @@ from .rows import EnqueueRace
 from .storable import MAX_REPORT_BYTES, storable
 
 __all__ = ["EnqueueRace", "JobLost", "claim", "claim_plan", "enqueue", "enqueue_many", "finish_done",
-           "finish_failed", "heartbeat", "interrupt", "mark_failed", "report_progress", "requeue"]
+           "finish_failed", "finish_retry", "heartbeat", "interrupt", "mark_failed", "report_progress", "requeue"]
 
 log = logging.getLogger(__name__)
 

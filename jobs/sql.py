@@ -289,6 +289,19 @@ SET status = 'failed', error = %(error)s, traceback = %(traceback)s, finished_at
 WHERE id = %(id)s AND status = 'running' AND attempts = %(attempt)s
 """
 
+# retry: the handler asked to run again later (jobs.Retry, or a retry_on
+# exception) and attempts are left (finish.finish_retry decided, under
+# INTERRUPTED_RUN's lock). Back to the queue, not due before the delay on the
+# database's clock; attempts kept, so the next claim's token is new and the run
+# counts against max_attempts. error/traceback keep why it waits (the admin
+# shows it). It takes its key back as an interrupted run does (finish.put_back).
+FINISH_RETRY = """
+UPDATE jobs
+SET status = 'queued', started_at = NULL, run_after = now() + make_interval(secs => %(delay)s),
+    error = %(error)s, traceback = %(traceback)s, dedup_key = COALESCE(dedup_key, enqueued_key)
+WHERE id = %(id)s AND status = 'running' AND attempts = %(attempt)s
+"""
+
 # An interrupted run, read under its fence before deciding its fate
 # (finish.after_interruption). FOR UPDATE: nothing else moves it meanwhile.
 INTERRUPTED_RUN = """

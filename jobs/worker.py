@@ -27,6 +27,7 @@ from django.db import DatabaseError, InterfaceError, OperationalError, connectio
 from seoinsight.backoff import doubling
 
 from . import conf, dbsession, duties, processes, queue, registry, storable
+from .errors import Retry
 from .heartbeat import Heartbeat
 from .models import Job
 from .sweep import Sweeper
@@ -166,6 +167,18 @@ class Worker:
             outcome = Outcome.done(job_type.handler(job))
         except queue.JobLost as exc:
             outcome = Outcome.lost(storable.describe(exc))
+        except Retry as exc:
+            outcome = Outcome.retry(storable.describe(exc), _format_traceback(), exc.after)
+        except job_type.retry_on as exc:
+            # A failure the type declared transient: retried with backoff, within max_attempts
+            # (this worker's exit and a lost database keep their own paths, below).
+            if _raised_by_signal_handler(exc):
+                raise
+            if isinstance(exc, Exception) and _is_connection_loss(exc):
+                dbsession.close_quietly()
+                outcome = Outcome.interrupted(storable.describe(exc))
+            else:
+                outcome = Outcome.retry(storable.describe(exc), _format_traceback(), None)
         except BaseException as exc:
             # SystemExit, KeyboardInterrupt and the like from a handler fail its
             # job like any error; only this worker's own exit (a second signal) passes.
@@ -235,6 +248,12 @@ class Worker:
             new_status = queue.interrupt(job, max_attempts, by_database=True)
             log.warning("job=%s type=%s interrupted by lost database connection (%s): now %s",
                         job.id, job.type, outcome.error, new_status or "owned by another run")
+        elif outcome.status == "retry":
+            max_attempts = registry.get(job.type).max_attempts
+            new_status = queue.finish_retry(job, max_attempts, outcome.error, outcome.traceback, outcome.report)
+            log.warning("job=%s type=%s attempt %s asked for a retry (%s): now %s", job.id, job.type, job.attempts,
+                        storable.storable_text(outcome.error, storable.MAX_ERROR_CHARS),
+                        new_status or "owned by another run")
         else:  # lost
             log.warning("job=%s type=%s stopped: %s", job.id, job.type, outcome.error)
 
@@ -282,6 +301,11 @@ class Outcome:
     @classmethod
     def interrupted(cls, error):
         return cls("interrupted", error=error)
+
+    @classmethod
+    def retry(cls, error, tb, after):
+        # report carries Retry(after=): seconds, or None for the type's backoff.
+        return cls("retry", report=after, error=error, traceback=tb)
 
     @classmethod
     def lost(cls, error):

@@ -172,6 +172,14 @@ def claim(queues: list[str] | None = None, worker_id: str | None = None) -> Job 
             log.info("job=%s claim yielded: a %s with the same %s started meanwhile", job.id, job.type, key)
 
 
+def seconds_to_next_due(queues: list[str] | None = None) -> float | None:
+    """Seconds until the soonest scheduled job these queues hold becomes due; None if none is scheduled."""
+    params = {**claim_plan().params, "queues": list(queues) if queues else None}
+    with connection.cursor() as cursor:
+        cursor.execute(sql.NEXT_DUE, params)
+        return cursor.fetchone()[0]
+
+
 def _guard_conflict(job: Job, key: str) -> bool:
     """Under the value's advisory lock, is another job of the type with this value running?"""
     args = {"namespace": sql.GUARD_LOCK_NAMESPACE, "key": key, "id": job.id}

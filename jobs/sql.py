@@ -56,6 +56,16 @@ FIND_BY_DEDUP_KEY = f"SELECT {JOB_COLUMNS} FROM jobs WHERE dedup_key = %(dedup_k
 # deploy an old worker leaves a new type to the workers that know it.
 # Scope 'active' keeps its dedup_key while running; every other type releases it
 # here, so an enqueue during the run is accepted (no lost wake-up).
+# An idle worker's wait ends no later than the soonest scheduled job it could
+# claim: seconds until then (NULL: none). Read off jobs_queued_run_after, so a
+# backlog of future jobs costs one index probe, not a scan.
+NEXT_DUE = """
+SELECT extract(epoch FROM min(j.run_after) - now())::float8
+FROM jobs AS j
+WHERE j.status = 'queued' AND j.run_after > now() AND j.type = ANY(%(types)s::text[])
+  AND (%(queues)s::text[] IS NULL OR j.queue_name = ANY(%(queues)s::text[]))
+"""
+
 # A queued row is claimable when it is due and in one of the worker's queues.
 # {alias} names the row.
 _DUE = """({alias}.run_after IS NULL OR {alias}.run_after <= now())

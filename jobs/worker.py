@@ -144,7 +144,7 @@ class Worker:
         if job is None:
             if self.burst:
                 return False
-            self.waker.wait(self._poll_timeout(), self._stop)
+            self.waker.wait(self._idle_wait(), self._stop)
             return True
         with processes.doing(job=job.id, job_type=job.type, org=job.org_id):
             self._run(job)
@@ -272,6 +272,12 @@ class Worker:
         # database together do not all come back in the same second.
         self._failures += 1
         return doubling(self._failures, BACKOFF_FIRST, BACKOFF_MAX) * random.uniform(0.75, 1.25)
+
+    def _idle_wait(self) -> float:
+        # A scheduled job sends no notification when it becomes due: wake up by then at the latest.
+        due_in = queue.seconds_to_next_due(self.queues)
+        poll = self._poll_timeout()
+        return poll if due_in is None else max(0.0, min(poll, due_in))
 
     def _poll_timeout(self) -> float:
         return self.poll_interval * random.uniform(2 / 3, 4 / 3)

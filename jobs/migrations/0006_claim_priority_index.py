@@ -2,7 +2,8 @@
 
 ``jobs_queued_priority_created``: queued rows in claim order, priority
 descending then created_at, so the claim reads the first due row off the index
-instead of sorting the queue. Partial (queued rows only), like 0003's indexes,
+instead of sorting the queue. ``jobs_queued_run_after``: the soonest scheduled
+job, which bounds an idle worker's wait (jobs.sql.NEXT_DUE). Partial (queued rows only), like 0003's indexes,
 and built CONCURRENTLY so a large jobs table keeps taking writes meanwhile.
 jobs_live_status_created stays: the sweep and the admin read running rows by it.
 """
@@ -11,6 +12,7 @@ from django.db import migrations
 
 INDEXES = {
     "jobs_queued_priority_created": "(priority DESC, created_at) WHERE status = 'queued'",
+    "jobs_queued_run_after": "(run_after) WHERE status = 'queued' AND run_after IS NOT NULL",
 }
 
 

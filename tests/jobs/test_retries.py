@@ -64,7 +64,7 @@ def test_a_retry_waits_its_delay_then_runs_again_with_attempt_two_and_ends_done(
 
 def test_a_retry_on_exception_is_retried_with_the_default_backoff_and_an_unlisted_one_fails_at_once(
         temporary_type, settings):
-    settings.JOBS_RETRY_BASE = 1000.0  # so the wait is clearly the backoff's: 500..1000 s
+    settings.JOBS_RETRY_BASE, settings.JOBS_RETRY_MAX = 1000.0, 5000.0  # the backoff's first wait: 500..1000 s
     temporary_type("test_retry_on", lambda job: (_ for _ in ()).throw(Flaky("try later")), retry_on=(Flaky,))
     temporary_type("test_unlisted", lambda job: (_ for _ in ()).throw(ValueError("bad input")), retry_on=(Flaky,))
     listed = queue.enqueue("test_retry_on", org_id="demo")

@@ -18,7 +18,7 @@ from jobs import duties, queue, retention
 from jobs.models import Job, JobStatus
 from tests.factories import ImportFactory, JobFactory
 from tests.jobs.test_prune_rules import uuid7_at
-from tests.support.processes import database_url
+from tests.support.processes import database_url, wait_for
 
 pytestmark = pytest.mark.django_db
 
@@ -219,6 +219,15 @@ def test_bad_input_is_a_clear_error_and_deletes_nothing(settings, args, setting,
 
 # -- the periodic prune, in this process ---------------------------------------------------------
 
+def holds_prune_lock(pid: int) -> bool:
+    """Read live (pg_locks, unlike pg_stat_activity, is not a snapshot kept for the transaction)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT EXISTS (SELECT 1 FROM pg_locks WHERE pid = %s AND locktype = 'advisory' "
+                       "AND classid = %s::int::oid AND objid = %s::int::oid AND objsubid = 2)",
+                       [pid, retention.LOCK_NAMESPACE, retention.LOCK_KEY])
+        return cursor.fetchone()[0]
+
+
 @pytest.fixture
 def periodic():
     duty = retention.PeriodicPrune()
@@ -269,7 +278,9 @@ def test_while_another_session_holds_the_lock_the_periodic_prune_waits_its_turn(
         other.execute("SELECT pg_advisory_lock(%s, %s)", [retention.LOCK_NAMESPACE, retention.LOCK_KEY])
         assert periodic() == 0
         assert periodic.holding is False and remaining(job) == {job.pk}
-    # The holder's session ended: the next turn takes the lock.
+        holder = other.info.backend_pid
+    # The holder's session ended (its backend exits a moment after the client closed): the next turn takes the lock.
+    wait_for(lambda: not holds_prune_lock(holder), timeout=10, message="the holder's lock released")
     assert periodic() == 1 and periodic.holding is True
 
 

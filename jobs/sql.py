@@ -97,10 +97,10 @@ RETURNING {_RETURNING}
 # For a registry without one_running_per types: one statement, one index scan.
 CLAIM_UNGUARDED = _CANDIDATE + _CLAIM
 
-# With one_running_per types, first the cheap way: the oldest job in the first
-# GUARD_WINDOW queued rows that no running job blocks (values compared as jsonb,
-# see below). When one is there it is the oldest claimable job of all, since
-# everything older is in the window; when none is (a blocked backlog fills the
+# With one_running_per types, first the cheap way: the first job (claim order:
+# priority, then age) in the first GUARD_WINDOW due queued rows that no running
+# job blocks (values compared as jsonb, see below). When one is there it is the
+# first claimable job of all, since everything before it is in the window; when none is (a blocked backlog fills the
 # window, or every claimable row of it is being claimed by others),
 # claim_guarded() below looks type by type.
 CLAIM_WINDOWED = """
@@ -127,7 +127,8 @@ candidate AS (
 )
 """.replace("{window}", str(GUARD_WINDOW)).replace("{due_f}", _DUE.replace("{alias}", "f")) + _CLAIM
 
-# Otherwise, "the oldest claimable job" must not cost a scan of
+# Otherwise (approximately in claim order: each type's heads are its oldest due
+# rows, and priority orders only among them), "the oldest claimable job" must not cost a scan of
 # the jobs the guard blocks (20,000 queued for a site that is running would be
 # read on every poll). So the candidates are gathered per type, each from an
 # index, and only the oldest unlocked one is taken:

@@ -229,7 +229,8 @@ def default_max_attempts() -> int:
 
 
 def autodiscover() -> None:
-    autodiscover_modules("handlers")
+    # ``tasks`` modules hold the apps' @task functions (jobs.tasks): a worker registers their types too.
+    autodiscover_modules("handlers", "tasks")
     for module in conf.get("JOBS_HANDLER_MODULES"):
         if module.strip():
             importlib.import_module(module.strip())

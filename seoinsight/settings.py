@@ -6,6 +6,7 @@ Development defaults are safe to run locally; production sets ``DEBUG=0``,
 are declared in their ``conf.py`` and read from the environment there.
 """
 
+from importlib.util import find_spec
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -36,6 +37,12 @@ INSTALLED_APPS = [
     "outbox",
     "mailpoll",
 ]
+# Django's task API: built into Django 6, the django-tasks backport (an app of its own) on 5.2.
+if find_spec("django.tasks") is None:
+    INSTALLED_APPS.append("django_tasks")
+
+# @task functions run as jobs of the queue (jobs.tasks); QUEUES, if set, lists the queue names tasks may use.
+TASKS = {"default": {"BACKEND": "jobs.tasks.PostgresBackend"}}
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",

@@ -11,16 +11,19 @@ from datetime import timedelta
 
 from django.contrib import admin, messages
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db.models import DurationField, F
+from django.db.models import DurationField, F, OuterRef, Q, Subquery
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce, Now
-from django.utils.html import format_html
+from django.urls import reverse
+from django.utils.formats import date_format
+from django.utils.html import format_html, format_html_join
+from django.utils.timezone import localtime
 
 from seoinsight.models import Org
 from seoinsight.orgscope import ReadOnly, ReadOnlyAdmin, SuperuserOnlyAdmin
 
-from . import operator_actions, processes, registry, sql
-from .models import Job, JobStatus, Process, ZombieJob
+from . import operator_actions, processes, registry, schedules, sql
+from .models import Job, JobStatus, Process, Schedule, ZombieJob
 
 STATUS_COLOURS = {
     JobStatus.QUEUED: "#6c757d",
@@ -79,6 +82,38 @@ def plural_jobs(n: int) -> str:
     return f"{n} job" if n == 1 else f"{n} jobs"
 
 
+# The errors issue 21 gives a cancelled and a timed-out job (a timeout may say more after it).
+CANCELLED_ERROR = "cancelled"
+TIMED_OUT_ERROR = "timed out"
+
+
+class Fact:
+    """What the status alone does not say, each a badge beside it and a choice of ``FactFilter``."""
+
+    SCHEDULED = "scheduled"  # queued, first run not before run_after
+    RETRY_WAIT = "waiting to retry"  # queued after a failed attempt, backing off until run_after
+    CANCEL_REQUESTED = "cancel requested"  # live, told to stop at its next heartbeat
+    CANCELLED = "cancelled"
+    TIMED_OUT = "timed out"
+
+
+def job_facts(job, now) -> list[tuple[str, str]]:
+    """``(fact, detail)`` for each ``Fact`` true of ``job`` at ``now`` (the database's clock), in that order."""
+    facts = []
+    waiting = job.status == JobStatus.QUEUED and job.run_after is not None and job.run_after > now
+    if waiting:
+        until = f"not before {job.run_after:%Y-%m-%d %H:%M:%S %Z}, in {readable_duration(job.run_after - now)}"
+        facts.append((Fact.RETRY_WAIT if job.attempts else Fact.SCHEDULED, until))
+    live = job.status in (JobStatus.QUEUED, JobStatus.RUNNING)
+    if live and job.cancel_requested_at is not None:
+        facts.append((Fact.CANCEL_REQUESTED, f"asked at {job.cancel_requested_at:%Y-%m-%d %H:%M:%S %Z}"))
+    if job.status == JobStatus.FAILED and (job.cancel_requested_at is not None or job.error == CANCELLED_ERROR):
+        facts.append((Fact.CANCELLED, job.error or ""))
+    if (job.error or "").startswith(TIMED_OUT_ERROR):
+        facts.append((Fact.TIMED_OUT, job.error))
+    return facts
+
+
 class TypeFilter(admin.SimpleListFilter):
     """Registered types plus any type still live in the table (read from the small partial index)."""
 
@@ -106,19 +141,59 @@ class OrgFilter(admin.SimpleListFilter):
         return queryset.filter(org_id=self.value()) if self.value() else queryset
 
 
+class QueueFilter(admin.SimpleListFilter):
+    """The queues registered types use plus any queue still live in the user's rows."""
+
+    title = "queue"
+    parameter_name = "queue"
+
+    def lookups(self, request, model_admin):
+        live = model_admin.scope(request, Job.objects.filter(status__in=[JobStatus.QUEUED, JobStatus.RUNNING]))
+        declared = {t.queue for t in registry.all_types().values()}
+        return [(name, name) for name in sorted(declared | set(live.values_list("queue_name", flat=True).distinct()))]
+
+    def queryset(self, request, queryset):
+        return queryset.filter(queue_name=self.value()) if self.value() else queryset
+
+
+class FactFilter(admin.SimpleListFilter):
+    """The rows of one ``Fact``, by the same rules as ``job_facts`` (waiting judged on the database's clock)."""
+
+    title = "waiting or stopped"
+    parameter_name = "fact"
+
+    def lookups(self, request, model_admin):
+        return [(fact, fact) for fact in (Fact.SCHEDULED, Fact.RETRY_WAIT, Fact.CANCEL_REQUESTED, Fact.CANCELLED,
+                                          Fact.TIMED_OUT)]
+
+    def queryset(self, request, queryset):
+        waiting = Q(status=JobStatus.QUEUED, run_after__gt=Now())
+        rules = {
+            Fact.SCHEDULED: waiting & Q(attempts=0),
+            Fact.RETRY_WAIT: waiting & Q(attempts__gt=0),
+            Fact.CANCEL_REQUESTED: Q(status__in=[JobStatus.QUEUED, JobStatus.RUNNING],
+                                     cancel_requested_at__isnull=False),
+            Fact.CANCELLED: Q(status=JobStatus.FAILED) & (Q(cancel_requested_at__isnull=False)
+                                                          | Q(error=CANCELLED_ERROR)),
+            Fact.TIMED_OUT: Q(error__startswith=TIMED_OUT_ERROR),
+        }
+        return queryset.filter(rules[self.value()]) if self.value() in rules else queryset
+
+
 @admin.register(Job)
 class JobAdmin(ReadOnlyAdmin):
-    list_display = ["short_id", "type", "org_id", "status_badge", "attempts_of_max", "progress_bar",
-                    "duration", "created_at"]
-    list_filter = ["status", TypeFilter, OrgFilter]
+    list_display = ["short_id", "type", "org_id", "status_badge", "runs_at", "priority", "queue_name",
+                    "attempts_of_max", "progress_bar", "duration", "created_at"]
+    list_filter = ["status", FactFilter, TypeFilter, QueueFilter, OrgFilter]
     search_fields = ["id", "dedup_key", "type"]
     search_help_text = "Job id (or its last characters), dedup key or type."
     ordering = ["-created_at"]
     show_full_result_count = False
     empty_value_display = EMPTY
     actions = ["requeue_jobs", "requeue_jobs_with_fresh_budget", "mark_jobs_failed"]
-    readonly_fields = ["id", "type", "org_id", "status_badge", "attempts_of_max", "dedup_key", "created_at",
-                       "started_at", "finished_at", "duration", "heartbeat_age", "progress_bar",
+    readonly_fields = ["id", "type", "org_id", "status_badge", "attempts_of_max", "dedup_key", "priority",
+                       "queue_name", "created_at", "run_after", "started_at", "finished_at", "duration",
+                       "heartbeat_age", "cancel_requested_at", "ran_on", "progress_bar",
                        "error_text", "traceback_text", "payload_json", "progress_json", "report_json"]
     fields = readonly_fields
 
@@ -141,10 +216,25 @@ class JobAdmin(ReadOnlyAdmin):
 
     @admin.display(description="status", ordering="status")
     def status_badge(self, job):
-        return format_html(
+        status = format_html(
             '<span style="background:{};color:#fff;padding:1px 7px;border-radius:8px;white-space:nowrap">{}</span>',
             STATUS_COLOURS.get(job.status, "#6c757d"), job.get_status_display(),
         )
+        facts = format_html_join(
+            "", ' <span class="job-fact" title="{}" style="border:1px solid {};padding:0 6px;border-radius:8px;'
+                'white-space:nowrap">{}</span>',
+            ((detail, STATUS_COLOURS.get(job.status, "#6c757d"), fact)
+             for fact, detail in job_facts(job, job.database_now)),
+        )
+        return format_html("{}{}", status, facts)
+
+    @admin.display(description="runs at", ordering="run_after")
+    def runs_at(self, job):
+        """When a queued job that waits (scheduled, or backing off before a retry) may start; else nothing."""
+        if job.status != JobStatus.QUEUED or job.run_after is None or job.run_after <= job.database_now:
+            return EMPTY
+        return format_html('<span title="in {}">{}</span>', readable_duration(job.run_after - job.database_now),
+                           date_format(localtime(job.run_after), "DATETIME_FORMAT"))
 
     @admin.display(description="attempts", ordering="attempts")
     def attempts_of_max(self, job):
@@ -177,6 +267,11 @@ class JobAdmin(ReadOnlyAdmin):
         if job.status != JobStatus.RUNNING or job.heartbeat_at is None:
             return EMPTY
         return f"{readable_duration(job.database_now - job.heartbeat_at)} ago"
+
+    @admin.display(description="ran on")
+    def ran_on(self, job):
+        """Who ran each attempt, in order ("host:pid")."""
+        return ", ".join(job.worker_ids) if job.worker_ids else EMPTY
 
     @admin.display(description="error")
     def error_text(self, job):
@@ -243,7 +338,7 @@ class ZombieJobAdmin(JobAdmin):
 
     list_display = ["short_id", "type", "org_id", "attempts_of_max", "started_at", "last_sign_of_life",
                     "stale_for"]
-    list_filter = [TypeFilter, OrgFilter]
+    list_filter = [TypeFilter, QueueFilter, OrgFilter]
 
     def rows(self):
         """The zombies, with ``silent_for`` and ``past_threshold`` computed by the sweep's rule (``jobs.sql``)."""
@@ -309,3 +404,62 @@ class ProcessAdmin(ReadOnly, SuperuserOnlyAdmin, admin.ModelAdmin):
     @admin.display(description="doing")
     def doing_text(self, process):
         return process.doing or "idle"
+
+
+@admin.register(Schedule)
+class ScheduleAdmin(ReadOnly, SuperuserOnlyAdmin, admin.ModelAdmin):
+    """The periodic job types (jobs.schedules): the last period enqueued, its job, the next run.
+
+    For superusers only: a schedule serves every org, its jobs belong to the system org
+    (``jobs.system``), which no org's staff reaches. A row appears at a type's first period.
+    """
+
+    list_display = ["name", "repeats", "last_period", "last_job", "next_run"]
+    fields = ["name", "repeats", "last_period", "last_job", "next_run", "updated_at"]
+    readonly_fields = fields
+
+    def get_queryset(self, request):
+        status = Job.objects.filter(pk=OuterRef("last_job_id")).values("status")[:1]
+        return super().get_queryset(request).annotate(database_now=Now(), last_job_status=Subquery(status))
+
+    def changelist_view(self, request, extra_context=None):
+        known = set(Schedule.objects.values_list("name", flat=True))
+        waiting = sorted(t.name for t in schedules.periodic_types() if t.name not in known)
+        extra = {"subtitle": f"Not enqueued yet (no worker has looked since they were registered): "
+                             f"{', '.join(waiting)}"} if waiting else {}
+        return super().changelist_view(request, {**extra, **(extra_context or {})})
+
+    @staticmethod
+    def job_type(row):
+        job_type = registry.all_types().get(row.name)
+        return job_type if job_type is not None and job_type.periodic else None
+
+    @admin.display(description="repeats")
+    def repeats(self, row):
+        job_type = self.job_type(row)
+        return schedules.describe(job_type) if job_type else "not a periodic type here (removed or renamed?)"
+
+    @admin.display(description="last job")
+    def last_job(self, row):
+        if row.last_job_id is None:
+            return EMPTY
+        url = reverse("admin:jobs_job_change", args=[row.last_job_id])
+        return format_html('<a href="{}">…{}</a> {}', url, str(row.last_job_id)[-8:],
+                           row.last_job_status or "(deleted)")
+
+    @admin.display(description="next run")
+    def next_run(self, row):
+        """The next period's start by the schedule's own rule (``schedules.plan``) on the database's clock."""
+        job_type = self.job_type(row)
+        if job_type is None:
+            return EMPTY
+        try:
+            current = schedules.plan_for(job_type, row.last_period, row.database_now)
+        except ValueError as exc:
+            return f"unknown: {exc}"
+        if current.due is not None:
+            return f"due now: period {date_format(localtime(current.due), 'DATETIME_FORMAT')}, at a worker's next look"
+        if current.next is None:
+            return "never (the cron expression fires no more)"
+        return format_html('<span title="in {}">{}</span>', readable_duration(current.next - row.database_now),
+                           date_format(localtime(current.next), "DATETIME_FORMAT"))

@@ -25,7 +25,7 @@ from outbox.models import Entry
 from mailpoll.models import Attachment, AttachmentStatus, FolderCursor, Mailbox, Request
 from seoinsight.checks import check_every_admin_is_org_scoped
 from seoinsight.models import ApiToken, Membership, Org, Page, Site, SiteTarget
-from seoinsight.orgscope import OrgScopedAdmin, org_path, unscoped_admins
+from seoinsight.orgscope import OrgScopedAdmin, SuperuserOnlyAdmin, org_path, unscoped_admins
 from tests.core.test_admin import KEY
 from tests.factories import (
     ImportFactory,
@@ -46,6 +46,9 @@ User = get_user_model()
 
 SCOPED = sorted((m for m, a in admin.site._registry.items() if isinstance(a, OrgScopedAdmin)),
                 key=lambda m: m._meta.label)
+# Rows of no org, or of every org at once (the process list, the schedules): no org's staff reaches them.
+SUPERUSER_ONLY = sorted((m for m, a in admin.site._registry.items() if isinstance(a, SuperuserOnlyAdmin)),
+                        key=lambda m: m._meta.label)
 AUTOCOMPLETES = sorted(
     {(model, name) for model, model_admin in admin.site._registry.items()
      for name in model_admin.autocomplete_fields}
@@ -320,6 +323,13 @@ def test_a_forged_post_cannot_attach_another_orgs_rows(staff_client, alpha, brav
     joined = staff_client.post(url(Membership, "add"), {"user": alpha[User].pk, "org": bravo[Org].pk})
     assert joined.status_code == 200 and "org" in joined.context["adminform"].form.errors
     assert not Membership.objects.filter(user=alpha[User], org=bravo[Org]).exists()
+
+
+@pytest.mark.parametrize("model", SUPERUSER_ONLY, ids=label)
+def test_a_superuser_only_list_is_refused_to_staff_holding_every_permission(model, staff_client, admin_client):
+    assert staff_client.get(url(model, "changelist")).status_code == 403
+    assert url(model, "changelist") not in staff_client.get(reverse("admin:index")).content.decode()
+    assert admin_client.get(url(model, "changelist")).status_code == 200
 
 
 def test_users_and_groups_are_for_superusers_only(staff_client, admin_client, staff, bravo):

@@ -31,6 +31,8 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    # ArrayField (jobs.worker_ids): Django 6.1's check postgres.E005 requires the app.
+    "django.contrib.postgres",
     "seoinsight",
     "jobs",
     "imports",

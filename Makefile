@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed-stamp
 PYTEST_WORKERS ?= 4
 PYTEST := $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist load
 
-.PHONY: setup run test test-fast bench bench-imports bench-mail bench-mail-api bench-live bench-outbox bench-mail-scale bench-prune migrate stopdb clean
+.PHONY: setup run test test-fast test-django6 bench bench-imports bench-mail bench-mail-api bench-live bench-outbox bench-mail-scale bench-prune migrate stopdb clean
 
 setup: $(STAMP)
 
@@ -31,6 +31,12 @@ test: setup
 	$(BIN)/ruff check .
 	$(BIN)/python manage.py makemigrations --check --dry-run
 	$(PYTEST)
+	sh scripts/test_django6.sh
+
+# The task-backend tests on Django 6.1 (built-in django.tasks) in a venv of their own, .venv-django6, on the
+# newest Python >= 3.12 found; skipped with one line when there is none. `make test` ends with it.
+test-django6: setup
+	sh scripts/test_django6.sh
 
 # For local work: without the tests that start real processes (kill -9, outages) or a browser. CI runs `make test`.
 test-fast: setup
@@ -69,4 +75,4 @@ stopdb: setup
 	$(BIN)/python -c "from pathlib import Path; from seoinsight.embedded_db import stop; print('stopped' if stop(Path('.data/postgres').resolve()) else 'not running')"
 
 clean:
-	rm -rf $(VENV) *.egg-info
+	rm -rf $(VENV) .venv-django6 *.egg-info

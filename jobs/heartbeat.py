@@ -1,15 +1,21 @@
-"""The running job's heartbeat, and the fence that stops a run which could not heartbeat.
+"""The running jobs' heartbeat, and the fence that stops a run which could not heartbeat.
 
 The heartbeat thread keeps ``progress.updated_at`` fresh, so ``stale_after``
-means "its worker is gone", not "the handler was quiet". The other half of
-the bargain is the worker's: when its heartbeats have not landed for nearly
-``stale_after`` (an outage, a partition, a stuck connection), the sweep of
-another worker may have judged the job dead. From then on, before each
-statement the handler runs, the worker proves the job is still its own with a
-fenced heartbeat on the handler's connection; if it is not, the statement
-raises ``JobLost`` instead of running. A run that lost its job therefore never
-writes to the database again, whatever the handler does between its
-``report_progress`` calls.
+means "its worker is gone", not "the handler was quiet". One thread per
+process heartbeats every job the process runs (one with ``--concurrency 1``,
+up to N with ``--concurrency N``), one ``queue.heartbeat(job)`` each, so
+whatever that call learns about a job (lost, cancelled) is learnt per job.
+
+The other half of the bargain is each run's: when its heartbeats have not
+landed for nearly ``stale_after`` (an outage, a partition, a stuck connection),
+the sweep of another worker may have judged the job dead. From then on, before
+each statement the handler runs, the worker proves the job is still its own
+with a fenced heartbeat on the handler's connection; if it is not, the
+statement raises ``JobLost`` instead of running. A run that lost its job
+therefore never writes to the database again, whatever the handler does
+between its ``report_progress`` calls. The fence is per job and per thread:
+it sits on the handler thread's own connection, and one slot's lost job never
+stops another's statements.
 """
 
 from __future__ import annotations
@@ -37,24 +43,45 @@ def fence_after(stale_after: float, heartbeat_interval: float) -> float:
     return float(max(stale_after - heartbeat_interval, stale_after / 2))
 
 
+class Run:
+    """What the heartbeat knows of one watched job: when a heartbeat last landed, whether one was refused.
+
+    ``last_landed`` and ``lost`` are written under the heartbeat's lock; the
+    fence's fast path reads them without it (each a single attribute).
+    """
+
+    __slots__ = ("job", "last_landed", "lost")
+
+    def __init__(self, job: Job, since: float):
+        self.job = job
+        self.last_landed = since  # monotonic send time of the latest heartbeat that landed
+        self.lost = False
+
+
 class Heartbeat(threading.Thread):
-    """Heartbeats the watched job every ``interval`` seconds from its own thread and connection."""
+    """Heartbeats every watched job each ``interval`` seconds from its own thread and connection.
+
+    A job is watched from the thread that runs its handler (``watch``/``unwatch``),
+    which is what puts the fence on that thread's connection.
+    """
 
     def __init__(self, interval: float):
         super().__init__(name="job-heartbeat", daemon=True)
         self.interval = interval
-        self._job: Job | None = None
         self._lock = threading.Lock()
         self._halt = threading.Event()
-        self._claim_sent = None
-        self._last_landed = 0.0  # monotonic send time of the latest heartbeat that landed
-        self._lost = False
-        self._fence: RunFence | None = None
+        self._runs: dict[int, Run] = {}  # handler thread ident -> its run
+        self._fences: dict[int, RunFence] = {}
+        self._claim_sent: dict[int, float] = {}  # thread ident -> when the claim of its next job was sent
 
-    # -- called by the worker's main thread --------------------------------------
-    def claiming(self) -> None:
-        """Note the moment a claim is sent: its started_at is the run's first sign of life."""
-        self._claim_sent = time.monotonic()
+    # -- called by the worker's threads ----------------------------------------------
+    def claiming(self, sent: float | None = None) -> None:
+        """Note when the claim of this thread's next job was sent: its started_at is the run's first sign of life.
+
+        A slot thread passes the send time of the batched claim its job came
+        from: the fence must never believe a job fresher than the database does.
+        """
+        self._claim_sent[threading.get_ident()] = time.monotonic() if sent is None else sent
 
     def watch(self, job: Job) -> None:
         """Heartbeat ``job`` from now on, and fence the calling thread's statements for it."""
@@ -62,22 +89,24 @@ class Heartbeat(threading.Thread):
             stale_after = registry.get(job.type).stale_after
         except registry.UnknownJobType:
             stale_after = registry.default_stale_after()
+        ident = threading.get_ident()
+        since = self._claim_sent.get(ident)
         with self._lock:
-            self._job = job
-            self._last_landed = self._claim_sent if self._claim_sent is not None else time.monotonic()
-            self._lost = False
-        self._fence = RunFence(self, job, fence_after(stale_after, self.interval))
-        connection.execute_wrappers.append(self._fence)
+            run = self._runs[ident] = Run(job, time.monotonic() if since is None else since)
+        fence = self._fences[ident] = RunFence(self, run, fence_after(stale_after, self.interval))
+        connection.execute_wrappers.append(fence)
         dbsession.set_label(f"job={job.id}")
 
     def unwatch(self) -> None:
-        if self._fence is not None and self._fence in connection.execute_wrappers:
-            connection.execute_wrappers.remove(self._fence)
-        self._fence = None
+        """The calling thread's job is over: no more heartbeats for it, no more fence on its connection."""
+        ident = threading.get_ident()
+        fence = self._fences.pop(ident, None)
+        if fence is not None and fence in connection.execute_wrappers:
+            connection.execute_wrappers.remove(fence)
         dbsession.set_label(None)
+        self._claim_sent.pop(ident, None)
         with self._lock:
-            self._job = None
-            self._claim_sent = None
+            self._runs.pop(ident, None)
 
     def stop(self) -> None:
         self._halt.set()
@@ -85,61 +114,78 @@ class Heartbeat(threading.Thread):
             self.join(timeout=5)
 
     # -- shared state ----------------------------------------------------------------
-    def landed(self, job: Job, sent: float) -> None:
+    def landed(self, run: Run, sent: float) -> None:
         with self._lock:
-            if self._job is job:
-                self._last_landed = max(self._last_landed, sent)
+            run.last_landed = max(run.last_landed, sent)
 
-    def refused(self, job: Job) -> None:
+    def refused(self, run: Run) -> None:
         with self._lock:
-            if self._job is job:
-                self._lost = True
+            run.lost = True
 
-    def state(self) -> tuple[bool, float]:
-        """(lost, seconds since the latest landed heartbeat was sent)."""
+    def state(self, run: Run) -> tuple[bool, float]:
+        """(lost, seconds since the run's latest landed heartbeat was sent)."""
         with self._lock:
-            return self._lost, time.monotonic() - self._last_landed
+            return run.lost, time.monotonic() - run.last_landed
+
+    def _watching(self, run: Run) -> bool:
+        with self._lock:
+            return any(watched is run for watched in self._runs.values())
 
     # -- the thread ----------------------------------------------------------------
     def run(self) -> None:
         try:
             while not self._halt.wait(self.interval):
                 with self._lock:
-                    job = self._job
-                if job is None:
-                    continue
-                sent = time.monotonic()
-                dbsession.set_label(f"job={job.id} heartbeat")
-                try:
-                    if queue.heartbeat(job):
-                        self.landed(job, sent)
-                    else:
-                        self.refused(job)
-                        log.warning("job=%s heartbeat found the job no longer ours", job.id)
-                except DatabaseError as exc:
-                    log.warning("job=%s heartbeat failed: %s: %s", job.id, type(exc).__name__, dbsession.first_line(exc))
-                    dbsession.close_quietly()
+                    runs = list(self._runs.values())
+                for run in runs:
+                    if self._halt.is_set() or not self._beat(run):
+                        break
         finally:
             dbsession.close_quietly()
+
+    def _beat(self, run: Run) -> bool:
+        """One heartbeat for one job. False when the database failed: the other jobs wait for the next round.
+
+        A connection that just failed would only make each of them wait out its
+        own connect timeout in turn; their fences cover the gap.
+        """
+        job = run.job
+        sent = time.monotonic()
+        dbsession.set_label(f"job={job.id} heartbeat")
+        try:
+            if queue.heartbeat(job):
+                self.landed(run, sent)
+            else:
+                self.refused(run)
+                if self._watching(run):  # else the run just ended: its own finish moved the row
+                    log.warning("job=%s heartbeat found the job no longer ours", job.id)
+        except DatabaseError as exc:
+            log.warning("job=%s heartbeat failed: %s: %s", job.id, type(exc).__name__, dbsession.first_line(exc))
+            dbsession.close_quietly()
+            return False
+        except Exception:
+            # One job's surprise must not stop the heartbeats of the others (nor of the next job).
+            log.exception("job=%s heartbeat failed", job.id)
+        return True
 
 
 class RunFence:
     """A Django execute wrapper on the handler's connection; see the module docstring."""
 
-    def __init__(self, heartbeat: Heartbeat, job: Job, after: float):
-        self.heartbeat, self.job, self.after = heartbeat, job, after
+    def __init__(self, heartbeat: Heartbeat, run: Run, after: float):
+        self.heartbeat, self.run, self.job, self.after = heartbeat, run, run.job, after
         self._proving = False
 
     def __call__(self, execute, sql, params, many, context):
-        # The normal case, read without the lock (each a single attribute): a
-        # heartbeat landed lately and none was refused. _check reads under it.
-        heartbeat = self.heartbeat
-        if (heartbeat._lost or time.monotonic() - heartbeat._last_landed > self.after) and not self._proving:
+        # The normal case, read without the lock: a heartbeat landed lately and
+        # none was refused. _check reads under it.
+        run = self.run
+        if (run.lost or time.monotonic() - run.last_landed > self.after) and not self._proving:
             self._check()
         return execute(sql, params, many, context)
 
     def _check(self) -> None:
-        lost, silent_for = self.heartbeat.state()
+        lost, silent_for = self.heartbeat.state(self.run)
         if lost:
             raise queue.JobLost(f"job {self.job.id} attempt {self.job.attempts} is no longer running here")
         if silent_for <= self.after:
@@ -152,9 +198,9 @@ class RunFence:
             self._proving = False
         if ours:
             log.info("job=%s no heartbeat landed for %.1fs; the job is still ours, going on", self.job.id, silent_for)
-            self.heartbeat.landed(self.job, sent)
+            self.heartbeat.landed(self.run, sent)
             return
-        self.heartbeat.refused(self.job)
+        self.heartbeat.refused(self.run)
         log.warning("job=%s no heartbeat landed for %.1fs and the job is no longer ours: "
                     "the handler's writes stop here", self.job.id, silent_for)
         raise queue.JobLost(f"job {self.job.id} attempt {self.job.attempts}: no heartbeat for {silent_for:.0f}s, "

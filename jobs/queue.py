@@ -26,7 +26,7 @@ from .registry import DedupScope
 from .rows import EnqueueRace
 from .storable import MAX_REPORT_BYTES, storable
 
-__all__ = ["EnqueueRace", "JobLost", "claim", "claim_plan", "enqueue", "enqueue_many", "finish_done",
+__all__ = ["EnqueueRace", "JobLost", "claim", "claim_many", "claim_plan", "enqueue", "enqueue_many", "finish_done",
            "finish_failed", "finish_retry", "heartbeat", "interrupt", "mark_failed", "report_progress", "requeue"]
 
 log = logging.getLogger(__name__)
@@ -170,6 +170,44 @@ def claim(queues: list[str] | None = None, worker_id: str | None = None) -> Job 
             # was taken: give this one back and choose again.
             transaction.set_rollback(True)
             log.info("job=%s claim yielded: a %s with the same %s started meanwhile", job.id, job.type, key)
+
+
+def claim_many(limit: int, queues: list[str] | None = None, worker_id: str | None = None) -> list[Job]:
+    """Claim up to ``limit`` due jobs, as ``claim`` would one by one, for a worker with ``limit`` free slots.
+
+    In claim order; [] if nothing is claimable. Without one_running_per types
+    it is one statement (``sql.CLAIM_MANY_UNGUARDED``). With them it is one
+    guarded ``claim`` per slot, each committed before the next: a batched
+    statement's snapshot sees neither the other rows of its batch nor claims
+    committed while it runs, so it could take two jobs of one value, or one
+    whose value just started; the guard's advisory-lock recheck is per job.
+    That way the guard holds exactly as it does for ``limit`` one-slot workers.
+    """
+    if limit < 1:
+        raise ValueError(f"limit must be at least 1, not {limit!r}")
+    plan = claim_plan()
+    if plan.guarded is not None or limit == 1:
+        claimed = []
+        while len(claimed) < limit:
+            job = claim(queues, worker_id)
+            if job is None:
+                break
+            claimed.append(job)
+        return claimed
+    params = {**plan.params, "queues": list(queues) if queues else None, "worker_id": worker_id, "limit": limit}
+    with connection.cursor() as cursor:
+        cursor.execute(sql.CLAIM_MANY_UNGUARDED, params)
+        found = cursor.fetchall()
+    return [_as_job(row) for row in found]
+
+
+def _as_job(row) -> Job:
+    """A row in ``sql.JOB_COLUMNS`` order as a Job, converted as ``rows.one`` converts its one row."""
+    values = list(row)
+    for i, convert in rows._converters():
+        if values[i] is not None:
+            values[i] = convert(values[i], None, connection)
+    return Job.from_db(connection.alias, rows._JOB_FIELDS, values)
 
 
 def seconds_to_next_due(queues: list[str] | None = None) -> float | None:

@@ -97,6 +97,29 @@ RETURNING {_RETURNING}
 # For a registry without one_running_per types: one statement, one index scan.
 CLAIM_UNGUARDED = _CANDIDATE + _CLAIM
 
+# claim_many: up to %(limit)s jobs in one statement, for a worker with that many
+# free slots (runjobs --concurrency N): CLAIM_UNGUARDED's rule (due, its types
+# and queues, SKIP LOCKED) taking the first %(limit)s rows in claim order instead
+# of the first one. Only for registries without one_running_per types: this
+# snapshot sees neither a claim committed while it runs nor the other rows of
+# its own batch, so it could take two jobs of one site (queue.claim_many).
+# MATERIALIZED: the locked rows are chosen once, whatever join the planner
+# picks for the UPDATE. RETURNING comes in no order; the outer SELECT gives the
+# claim order back, so the slots start the most urgent jobs first.
+CLAIM_MANY_UNGUARDED = """
+WITH candidate AS MATERIALIZED (
+    SELECT j.id
+    FROM jobs AS j
+    WHERE j.status = 'queued' AND j.type = ANY(%(types)s::text[]) AND {DUE}
+    ORDER BY j.priority DESC, j.created_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+),
+claimed AS (""".replace("{DUE}", DUE) + _CLAIM.rstrip() + f""", jobs.priority AS claim_priority
+)
+SELECT {JOB_COLUMNS} FROM claimed ORDER BY claim_priority DESC, created_at
+"""
+
 # With one_running_per types, first the cheap way: the first job (claim order:
 # priority, then age) in the first GUARD_WINDOW due queued rows that no running
 # job blocks (values compared as jsonb, see below). When one is there it is the

@@ -1,9 +1,11 @@
 """The worker loop behind ``manage.py runjobs``: claim one job, run it, record it.
 
-One job at a time per process; scale out with more processes. The loop never
+One job at a time per process by default; scale out with more processes, or
+run up to N jobs at once in threads with ``concurrency=N`` (``jobs.pool``: the
+loop claims for all free slots in one statement). The loop never
 dies of a job (a handler's exception fails that job) nor of the database (an
 outage is waited out with backoff). SIGTERM/SIGINT stop claiming, let the
-current job finish and exit; a handler sees that stop request as
+running job (with slots, every running one) finish and exit; a handler sees that stop request as
 ``job.stop_requested`` (a ``threading.Event``), so one that loops over many
 units of work (the outbox's sender) can end after the current one. A
 long-running worker also runs the periodic duties (``jobs.duties``) from a
@@ -30,6 +32,7 @@ from . import conf, dbsession, duties, processes, queue, registry, storable
 from .errors import Retry
 from .heartbeat import Heartbeat
 from .models import Job
+from .pool import Slots
 from .sweep import Sweeper
 
 log = logging.getLogger(__name__)
@@ -54,7 +57,10 @@ class Worker:
         heartbeat_interval: float | None = None,
         sweep_interval: float | None = None,
         queues: list[str] | None = None,
+        concurrency: int = 1,
     ):
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, not {concurrency!r}")
         self.burst = burst
         self.queues = list(queues) if queues else None  # None: every queue
         # Recorded in each claimed job's worker_ids, the same "host:pid" the process list shows.
@@ -69,7 +75,14 @@ class Worker:
         self.duties = None if burst else duties.Duties()
         self.processed = 0
         self._stop = threading.Event()
+        self._local = threading.local()
         self._failures = 0  # consecutive turns of the loop that failed; the backoff doubles with each
+        # concurrency 1: no slots, the handler runs in the loop's thread (seed 001's one job at a time).
+        self.concurrency = concurrency
+        self.slots = Slots(concurrency, self._run_in_slot) if concurrency > 1 else None
+        self.claimed = 0  # jobs handed to the slots
+        self._counting = threading.Lock()
+        self._loop_thread: threading.Thread | None = None
 
     # -- control ---------------------------------------------------------------
     def install_signal_handlers(self) -> None:
@@ -81,7 +94,8 @@ class Worker:
             log.warning("second %s: exiting now; a running job is left to the zombie sweep",
                         signal.Signals(signum).name)
             raise SystemExit(1)
-        log.info("%s received: finishing the current job, then exiting", signal.Signals(signum).name)
+        log.info("%s received: finishing the %s, then exiting", signal.Signals(signum).name,
+                 "current job" if self.slots is None else "running jobs")
         self._stop.set()
 
     def stop(self) -> None:
@@ -91,12 +105,23 @@ class Worker:
     def stopping(self) -> bool:
         return self._stop.is_set()
 
+    @property
+    def _failures(self) -> int:
+        # Per thread: a slot waiting out an outage while recording its job has a backoff of its own.
+        return getattr(self._local, "failures", 0)
+
+    @_failures.setter
+    def _failures(self, value: int) -> None:
+        self._local.failures = value
+
     # -- the loop --------------------------------------------------------------
     def run(self) -> int:
         """Work until stopped (or the queue is empty with ``burst``); returns jobs processed."""
-        log.info("worker started: listen=%s poll=%.1fs heartbeat=%.1fs sweep=%.0fs types=%s",
-                 self.listen, self.poll_interval, self.heartbeat.interval, self.sweep_interval,
+        log.info("worker started: concurrency=%s listen=%s poll=%.1fs heartbeat=%.1fs sweep=%.0fs types=%s",
+                 self.concurrency, self.listen, self.poll_interval, self.heartbeat.interval, self.sweep_interval,
                  ",".join(sorted(registry.all_types())))
+        self._loop_thread = threading.current_thread()
+        step = self._step if self.slots is None else self._step_slots
         self.heartbeat.start()
         self.sweeper.start()
         if self.duties is not None:
@@ -106,10 +131,13 @@ class Worker:
         # Zombies left by an earlier crash go back before this worker's first claim.
         while not (self.sweeper.first_pass.wait(STOP_CHECK_INTERVAL) or self.stopping):
             pass
+        if self.slots is not None:
+            self.slots.start()
+        drain = self.slots is not None
         try:
             while not self.stopping:
                 try:
-                    if not self._step():
+                    if not step():
                         break
                     self._failures = 0
                 except CONNECTION_ERRORS as exc:
@@ -118,13 +146,22 @@ class Worker:
                     # A bug in the loop itself, not in a job: keep the process alive.
                     log.exception("worker loop error; retrying")
                     self._sleep(self._next_backoff())
+        except BaseException:
+            drain = False  # the second signal: exit now, the sweep takes what was left running
+            raise
         finally:
-            entry.stop()
-            if self.duties is not None:
-                self.duties.stop()
-            self.sweeper.stop()
-            self.heartbeat.stop()
-            self.waker.close()
+            try:
+                if drain:
+                    # Every running job finishes first, its heartbeat still beating; a second
+                    # signal ends this wait as well.
+                    self.slots.close()
+            finally:
+                entry.stop()
+                if self.duties is not None:
+                    self.duties.stop()
+                self.sweeper.stop()
+                self.heartbeat.stop()
+                self.waker.close()
         log.info("worker stopped after %s job(s)", self.processed)
         return self.processed
 
@@ -150,6 +187,46 @@ class Worker:
             self._run(job)
         self.processed += 1
         return not (self.max_jobs and self.processed >= self.max_jobs)
+
+    def _step_slots(self) -> bool:
+        """One turn of the loop with slots: wait for a free slot, claim for every free one in one go, hand over.
+
+        False when the worker should exit; the jobs handed over still run (``run`` waits for them).
+        """
+        if self.listen:
+            self.waker.ensure_listening()
+        if not self.slots.wait_free(self._stop):
+            return False
+        connection.ensure_connection()  # as in _step: a slow connect may outlast a SIGTERM
+        if self.stopping:
+            return False
+        limit = self.slots.free()
+        if self.max_jobs:
+            limit = min(limit, self.max_jobs - self.claimed)
+        sent = time.monotonic()
+        jobs = queue.claim_many(limit, self.queues, self.worker_id)
+        if not jobs:
+            busy = self.slots.busy()
+            if self.burst:
+                if not busy:
+                    return False
+                # A running job may queue more (an import queues its map_reconcile): look again when one ends.
+                self.slots.wait_ended(busy, self._stop)
+                return True
+            self.waker.wait(self._idle_wait(), self._stop)
+            return True
+        self.claimed += len(jobs)
+        self.slots.hand(jobs, sent)
+        return not (self.max_jobs and self.claimed >= self.max_jobs)
+
+    def _run_in_slot(self, job: Job, claim_sent: float) -> None:
+        """A slot thread's job: the same run as the one-slot worker's, in this thread, on its connection."""
+        self.heartbeat.claiming(claim_sent)
+        self._failures = 0
+        with processes.doing(job=job.id, job_type=job.type, org=job.org_id):
+            self._run(job)
+        with self._counting:
+            self.processed += 1
 
     def _run(self, job: Job) -> None:
         # With DEBUG on, Django keeps every statement's SQL: a long-lived worker must drop it per job.
@@ -264,7 +341,9 @@ class Worker:
         log.warning("database unavailable (%s: %s%s); retrying in %.1fs", type(exc).__name__,
                     dbsession.first_line(exc), f"; {fired} fired" if fired else "", delay)
         dbsession.close_quietly()
-        self.waker.close()
+        if self.slots is None or threading.current_thread() is self._loop_thread:
+            # The LISTEN connection is the loop's: a slot must not close it under the loop's wait.
+            self.waker.close()
         self._sleep(delay)
 
     def _next_backoff(self) -> float:

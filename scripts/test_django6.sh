@@ -41,7 +41,7 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
     echo "test-django6: building $VENV with $PYTHON"
     rm -rf "$VENV"
     "$PYTHON" -m venv "$VENV"
-    "$VENV/bin/python" -m pip install --quiet --upgrade pip
+    "$VENV/bin/python" -m pip install --quiet --upgrade pip > "$VENV/install.log" 2>&1 || { cat "$VENV/install.log" >&2; exit 1; }
     # The project's requirements (and its test tools), with Django 6.1 and without pgserver.
     "$VENV/bin/python" - > "$VENV/requirements.txt" <<'EOF'
 import re
@@ -56,8 +56,14 @@ for requirement in project["dependencies"] + project["optional-dependencies"]["d
     elif name not in skip:
         print(requirement)
 EOF
-    "$VENV/bin/python" -m pip install --quiet -r "$VENV/requirements.txt"
-    "$VENV/bin/python" -m pip install --quiet --no-deps -e .
+    # pip's warnings (an index folder this machine lacks, setuptools on editable installs) go to a log,
+    # shown if the install fails.
+    if ! { "$VENV/bin/python" -m pip install --quiet -r "$VENV/requirements.txt" &&
+           "$VENV/bin/python" -m pip install --quiet --no-deps -e .; } > "$VENV/install.log" 2>&1; then
+        cat "$VENV/install.log" >&2
+        echo "test-django6: installing into $VENV failed (log above)" >&2
+        exit 1
+    fi
     echo "$WANT" > "$STAMP"
 fi
 

@@ -57,6 +57,19 @@ def test_tasks_sync_and_async_run_in_runjobs(tasks, processes):
     assert coroutine.return_value == {"sum": 42, "loop_thread": "jobs-event-loop"}
 
 
+def test_async_tasks_of_concurrent_slots_share_the_processes_one_loop(tasks, processes):
+    worker = processes(task_worker, "--concurrency", "3")
+    wait_for(lambda: "worker started" in worker.output(), timeout=30, message="the worker to start")
+    with transaction.atomic():  # one commit: the idle worker claims for its three free slots at once
+        results = [tasks.nap.enqueue(1.0) for _ in range(3)]
+
+    wait_for(lambda: all(finished(r) for r in results), timeout=30, message="the three naps to finish")
+    naps = [default_task_backend.get_result(r.id).return_value for r in results]
+    assert {n["pid"] for n in naps} == {worker.pid}
+    assert {n["thread"] for n in naps} == {"jobs-event-loop"} and len({n["loop"] for n in naps}) == 1
+    assert max(n["started"] for n in naps) < min(n["ended"] for n in naps), f"the naps did not overlap: {naps}"
+
+
 def test_a_rolled_back_enqueue_never_runs(tasks, processes, executions):
     processes(task_worker)
     with pytest.raises(RuntimeError), transaction.atomic():

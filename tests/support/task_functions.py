@@ -58,6 +58,15 @@ def _thread_name():
 
 
 @task
+async def nap(seconds):
+    """Sleeps on the event loop; says which loop, thread and process, and when."""
+    started = time.time()
+    await asyncio.sleep(seconds)
+    return {"loop": id(asyncio.get_running_loop()), "thread": _thread_name(), "pid": os.getpid(), "started": started,
+            "ended": time.time()}
+
+
+@task
 def failing_task_value_error():
     raise ValueError("This task failed due to ValueError")
 

@@ -10,10 +10,12 @@ import os
 import socket
 
 import pytest
+from django.urls import reverse
 
 from jobs import queue
 from jobs.models import Job, JobStatus
 from jobs.tasks_compat import TaskResultStatus, default_task_backend, task_finished, task_started
+from tests.factories import OrgFactory, UserFactory
 from tests.support.processes import run_burst
 from tests.support.task_registry import loaded_tasks
 
@@ -183,8 +185,6 @@ def test_registered_job_types_and_tasks_share_the_queue(tasks):
 
 
 def test_a_task_job_is_shown_to_its_org_like_any_job(tasks, client):
-    from tests.factories import OrgFactory, UserFactory
-
     client.force_login(UserFactory(org=OrgFactory(id="acme")))
     mine = tasks.calculate_meaning_of_life.using(org_id="acme").enqueue()
     system = tasks.calculate_meaning_of_life.enqueue()
@@ -196,3 +196,16 @@ def test_a_task_job_is_shown_to_its_org_like_any_job(tasks, client):
     assert (body["type"], body["status"], body["report"]) == (
         "tests.support.task_functions.calculate_meaning_of_life", "done", {"return_value": 42})
     assert client.get(f"/jobs/{system.id}").status_code == 404
+
+
+def test_the_admin_shows_a_task_job_and_its_traceback_to_staff(tasks, admin_client):
+    OrgFactory(id="acme")
+    result = tasks.failing_task_value_error.using(org_id="acme").enqueue()
+    run_burst()
+
+    listing = admin_client.get(reverse("admin:jobs_job_changelist"))
+    assert listing.status_code == 200
+    assert result.id in {str(job.pk) for job in listing.context["cl"].result_list}
+    page = admin_client.get(reverse("admin:jobs_job_change", args=[result.id])).content.decode()
+    assert "tests.support.task_functions.failing_task_value_error" in page
+    assert "Traceback" in page and "task exception class: builtins.ValueError" in page

@@ -17,6 +17,8 @@ import threading
 from collections.abc import Coroutine
 
 THREAD_NAME = "jobs-event-loop"
+# Seconds between two looks of a waiting caller at an exception raised into its thread.
+WAIT_SLICE = 0.1
 
 _lock = threading.Lock()
 _loop: asyncio.AbstractEventLoop | None = None
@@ -26,8 +28,8 @@ _thread: threading.Thread | None = None
 def run(coro: Coroutine):
     """Run ``coro`` on the process's loop and return its result (or raise its exception).
 
-    If the caller stops waiting (an exception raised into its thread), the coroutine is
-    cancelled rather than left running unobserved. Calling this from the loop's own thread would
+    If the caller stops waiting (a signal's or another thread's exception raised into its
+    thread), the coroutine is cancelled rather than left running unobserved. Calling this from the loop's own thread would
     wait on itself forever, so that is a RuntimeError.
     """
     loop = _running_loop()
@@ -36,7 +38,15 @@ def run(coro: Coroutine):
         raise RuntimeError("jobs.event_loop.run() called from the event loop's own thread; await the coroutine")
     future = asyncio.run_coroutine_threadsafe(coro, loop)
     try:
-        return future.result()
+        while True:
+            # Waiting in slices, not in one blocking call: an exception raised into this thread
+            # from another (the timeout watchdog's, jobs.timeouts) is delivered only between two
+            # bytecodes, never inside a lock's wait.
+            try:
+                return future.result(timeout=WAIT_SLICE)
+            except TimeoutError:
+                if future.done():
+                    return future.result()  # done meanwhile, or the coroutine's own TimeoutError
     except BaseException:
         future.cancel()
         raise

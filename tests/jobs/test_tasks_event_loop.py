@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import signal
 import threading
 
@@ -89,3 +90,41 @@ def test_running_from_the_loops_own_thread_is_refused():
         return "refused"
 
     assert event_loop.run(nested()) == "refused"
+
+
+def test_an_exception_raised_into_the_waiting_thread_from_another_stops_the_wait():
+    """As jobs.timeouts stops a handler's thread: PyThreadState_SetAsyncExc, from the watchdog's thread."""
+    cancelled = threading.Event()
+
+    async def long():
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    class Told(Exception):
+        pass
+
+    waiter = threading.get_ident()
+
+    def tell():
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(waiter), ctypes.py_object(Told))
+
+    timer = threading.Timer(0.3, tell)
+    timer.start()
+    try:
+        with pytest.raises(Told):
+            event_loop.run(long())
+    finally:
+        timer.cancel()
+    assert cancelled.wait(5), "the coroutine kept running after its caller was told to stop"
+
+
+def test_a_coroutines_own_timeout_error_is_its_result_not_a_wait_slice():
+    async def times_out():
+        await asyncio.sleep(event_loop.WAIT_SLICE * 2)
+        raise TimeoutError("the coroutine's own")
+
+    with pytest.raises(TimeoutError, match="the coroutine's own"):
+        event_loop.run(times_out())

@@ -18,7 +18,7 @@ import pytest
 from django.db import transaction
 
 from jobs import queue
-from jobs.models import Job, JobStatus
+from jobs.models import Job, JobStatus, Process
 from jobs.queue import enqueue
 from tests.support.processes import runjobs, wait_for
 
@@ -166,6 +166,13 @@ def test_one_heartbeat_thread_keeps_every_running_job_fresh(executions, processe
         return all(now[i] is not None and now[i] != first_seen[i] for i in ids)
 
     wait_for(every_heartbeat_moved, timeout=10, message="a newer heartbeat on each of the three jobs")
+
+    def listed() -> str:
+        row = Process.objects.filter(kind="runjobs", pid=worker.pid).first()
+        return row.doing if row is not None else ""
+
+    # The process list names every job the process runs, not only one.
+    wait_for(lambda: all(f"job={i}" in listed() for i in ids), timeout=10, message="the three jobs in the process list")
     wait_for(lambda: set(statuses(ids).values()) == {JobStatus.DONE}, timeout=30, message="the jobs to be done")
     assert set(Job.objects.filter(pk__in=ids).values_list("attempts", flat=True)) == {1}
     assert all(len(job_runs) == 1 for job_runs in runs(executions, ids).values())

@@ -15,12 +15,12 @@ import subprocess
 from collections import defaultdict
 
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
 
 from jobs import queue
 from jobs.models import Job, JobStatus, Process
 from jobs.queue import enqueue
-from tests.support.processes import runjobs, wait_for
+from tests.support.processes import database_url, runjobs, wait_for
 
 pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("test_types")]
 
@@ -215,3 +215,21 @@ def test_with_a_guarded_type_the_slots_never_run_two_jobs_of_one_site_at_once(ex
         assert first[1] < second[0], f"two jobs of site {site} ran at once: {first} and {second}"
     a, b = by_site["a"][0], by_site["b"][0]
     assert max(a[0], b[0]) < min(a[1], b[1]), "the two sites did not run side by side"
+
+
+def test_an_idle_worker_with_slots_is_woken_by_notify_not_its_poll(executions, processes):
+    name = "idle-slots"
+    worker = processes(slots, 2, "--poll-interval", "30", DATABASE_URL=f"{database_url()}?application_name={name}")
+
+    def listening() -> bool:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s"
+                           " AND datname = current_database() AND query ILIKE 'LISTEN%%'", [name])
+            return cursor.fetchone()[0] == 1
+
+    wait_for(listening, timeout=20, message="the worker to LISTEN")
+    # A notification sent before its wait begins is kept for it: no race with its first claim.
+    job_id = enqueue_batch("test_record", [{}])[0]
+    # Its poll is 20-40 s away: done well before means the NOTIFY woke it.
+    wait_for(lambda: Job.objects.get(pk=job_id).status == JobStatus.DONE, timeout=10, message="the job to be done")
+    assert runs(executions, [job_id])[job_id][0][1] == worker.pid

@@ -233,3 +233,27 @@ def test_an_idle_worker_with_slots_is_woken_by_notify_not_its_poll(executions, p
     # Its poll is 20-40 s away: done well before means the NOTIFY woke it.
     wait_for(lambda: Job.objects.get(pk=job_id).status == JobStatus.DONE, timeout=10, message="the job to be done")
     assert runs(executions, [job_id])[job_id][0][1] == worker.pid
+
+
+def test_slots_whose_sessions_are_terminated_put_their_jobs_back_and_run_them_again(executions, processes):
+    ids = enqueue_batch("test_record", [{"sleep": 1.5}] * 2)
+    worker = processes(slots, 2)
+    wait_for(lambda: all_started(executions, ids), timeout=30, message="the two jobs to start")
+
+    with connection.cursor() as cursor:
+        # Every session of the worker: its slots', its claims', its heartbeat's...
+        cursor.execute("SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity"
+                       " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                       " AND backend_type = 'client backend'")
+        assert cursor.fetchone()[0] >= 2
+
+    wait_for(lambda: set(statuses(ids).values()) == {JobStatus.DONE}, timeout=60, message="both jobs done")
+    for job_id, job_runs in runs(executions, ids).items():
+        (first, second) = job_runs
+        assert (first[0], first[3]) == (1, None), f"job {job_id}: attempt 1 should have lost its connection"
+        assert second[0] == 2 and second[3] is not None, f"job {job_id}: {job_runs}"
+        assert f"job={job_id} type=test_record interrupted by lost database connection" in worker.output()
+    # Cut off by the database, not failed: those runs are not charged to max_attempts.
+    charged = Job.objects.filter(pk__in=ids).values_list("outages", "attempts", "uncounted_attempts")
+    assert sorted(charged) == [(1, 2, 1), (1, 2, 1)]
+    assert worker.alive()

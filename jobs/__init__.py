@@ -11,7 +11,8 @@ __all__ = ["JobCancelled", "JobTimedOut", "Retry", "cancel"]
 
 def __getattr__(name):
     if name == "cancel":
-        from .cancel import cancel
+        # Not a module named cancel: importing it would bind jobs.cancel to the module, not the verb.
+        from .cancellation import cancel
 
         return cancel
     raise AttributeError(f"module 'jobs' has no attribute {name!r}")

@@ -23,6 +23,7 @@ from seoinsight.models import Org
 from seoinsight.orgscope import ReadOnly, ReadOnlyAdmin, SuperuserOnlyAdmin
 
 from . import operator_actions, processes, registry, schedules, sql
+from .cancellation import NOT_LIVE, cancel_jobs
 from .models import Job, JobStatus, Process, Schedule, ZombieJob
 
 STATUS_COLOURS = {
@@ -190,7 +191,7 @@ class JobAdmin(ReadOnlyAdmin):
     ordering = ["-created_at"]
     show_full_result_count = False
     empty_value_display = EMPTY
-    actions = ["requeue_jobs", "requeue_jobs_with_fresh_budget", "mark_jobs_failed"]
+    actions = ["requeue_jobs", "requeue_jobs_with_fresh_budget", "mark_jobs_failed", "cancel_selected_jobs"]
     readonly_fields = ["id", "type", "org_id", "status_badge", "attempts_of_max", "dedup_key", "priority",
                        "queue_name", "created_at", "run_after", "started_at", "finished_at", "duration",
                        "heartbeat_age", "cancel_requested_at", "ran_on", "progress_bar",
@@ -323,6 +324,16 @@ class JobAdmin(ReadOnlyAdmin):
         changed = operator_actions.mark_failed(ids, f"marked failed by {request.user.get_username()}")
         self.report(request, f"{plural_jobs(len(changed))} marked failed", len(ids) - len(changed),
                     "only queued or running jobs can be failed")
+
+    @admin.action(description="Cancel selected jobs (queued: never start; running: told to stop)",
+                  permissions=["operate"])
+    def cancel_selected_jobs(self, request, queryset):
+        """``jobs.cancel`` on the selected rows of the user's orgs: queued ones fail now, running ones are asked."""
+        result = cancel_jobs(list(queryset.values_list("pk", flat=True)))
+        done = f"{plural_jobs(len(result.cancelled))} cancelled before starting"
+        if result.asked:
+            done += f"; {plural_jobs(len(result.asked))} running asked to stop (at the next heartbeat or progress report)"
+        self.report(request, done, len(result.refused), NOT_LIVE)
 
     def report(self, request, done: str, skipped: int, why: str) -> None:
         """Say what changed and what the guarded transition left alone (it moved meanwhile, or never could)."""

@@ -35,6 +35,9 @@ SETTINGS = Declarations(
             "seconds before the first retry of a run that raised jobs.Retry or a retry_on exception (doubling, "
             "jittered)"),
     Setting("JOBS_RETRY_MAX", float, 600.0, "longest wait in seconds between two retries of a job"),
+    Setting("JOBS_TIMEOUT_GRACE", float, 5.0,
+            "seconds a handler past its type's timeout has, once told (JobTimedOut), to stop; one still running "
+            "then cannot be stopped: its worker records the timeout and exits (code 75) to be restarted"),
     Setting("JOBS_SCHEDULE_CHECK_INTERVAL", float, 5.0,
             "seconds between each worker's looks for a due period of the periodic job types"),
     Setting("JOBS_SCHEDULE_TIMEZONE", str, "UTC", "time zone cron= schedules are read in (every= is always UTC)"),

@@ -18,7 +18,7 @@ from datetime import datetime
 
 from django.db import connection, transaction
 
-from . import conf, registry, rows, sql
+from . import conf, registry, rows, sql, timeouts
 from .finish import finish_done, finish_failed, finish_retry, interrupt
 from .models import Job
 from .operator_actions import mark_failed, requeue
@@ -234,7 +234,9 @@ def report_progress(job: Job, done: int | None = None, total: int | None = None,
 
     Call it per batch or step, never per row. Raises ``JobLost`` if this run no
     longer owns the job (swept as a zombie and re-claimed, or failed by an
-    operator), so a handler stops instead of racing its successor.
+    operator), so a handler stops instead of racing its successor; after the
+    write, ``JobCancelled`` if the job's cancel was requested, ``JobTimedOut``
+    if the run is past its type's timeout.
     """
     if done is not None:
         fields["done"] = done
@@ -244,9 +246,12 @@ def report_progress(job: Job, done: int | None = None, total: int | None = None,
     encoded = rows.to_json(storable(fields))
     if len(encoded) > MAX_REPORT_BYTES:
         raise ValueError(f"progress of {len(encoded)} bytes is over the {MAX_REPORT_BYTES} byte limit")
-    if not rows.update(sql.PROGRESS, job, fields=encoded):
+    ours, cancelled = _progress(job, encoded)
+    if not ours:
         raise JobLost(f"job {job.id} attempt {job.attempts} is no longer running here")
     job.progress = {**(job.progress or {}), **fields}
+    # Written first: a checkpoint is kept for whoever resumes the job.
+    timeouts.check(job, cancelled=cancelled)
 
 
 # Handlers call it as a method of the job they are given (README): the queue
@@ -256,5 +261,21 @@ Job.report_progress = report_progress
 
 
 def heartbeat(job: Job) -> bool:
-    """Refresh ``progress.updated_at`` only. False if the job is no longer ours."""
-    return rows.update(sql.PROGRESS, job, fields="{}")
+    """Refresh ``progress.updated_at`` only. False if the job is no longer ours.
+
+    A cancel requested meanwhile is passed on to the run's handler
+    (``timeouts.cancel_requested``): ``JobCancelled`` is raised in its thread,
+    here if that is the calling thread (the run's fence).
+    """
+    ours, cancelled = _progress(job, "{}")
+    if cancelled:
+        timeouts.cancel_requested(job)
+    return ours
+
+
+def _progress(job: Job, fields: str) -> tuple[bool, bool]:
+    """Run the fenced PROGRESS write: (still this run's job, its cancel requested)."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql.PROGRESS, {"id": job.id, "attempt": job.attempts, "fields": fields})
+        row = cursor.fetchone()
+    return row is not None, row is not None and row[0] is not None

@@ -299,12 +299,14 @@ SELECT EXISTS (
 # so neither clobbers the other's keys. Every write of a run is fenced on
 # (status = 'running', attempts = the attempt it claimed): attempts grows at
 # every claim and nothing lowers it, so no earlier run of the job holds a token
-# that passes.
+# that passes. RETURNING tells the run, in the same round trip, whether its
+# cancel was requested (jobs.cancel): no row means the job is no longer its own.
 PROGRESS = """
 UPDATE jobs
 SET progress = COALESCE(progress, '{}'::jsonb) || %(fields)s::jsonb
                || jsonb_build_object('updated_at', now())
 WHERE id = %(id)s AND status = 'running' AND attempts = %(attempt)s
+RETURNING cancel_requested_at
 """
 
 # finish: the handler returned.
@@ -465,4 +467,26 @@ UPDATE jobs
 SET status = 'failed', error = %(error)s, finished_at = now(), dedup_key = NULL
 WHERE id = ANY(%(ids)s::uuid[]) AND status IN ('queued', 'running')
 RETURNING id
+"""
+
+# Cancellation (jobs.cancel, the admin's Cancel): one statement for both live
+# states, each row judged on its current version under its lock, so a job
+# claimed, put back or finished while the cancel runs is cancelled by the rule
+# of the state it is then in, never by two rules or none:
+# - queued: it never starts. Failed now, as an operator's mark-failed, with
+#   error 'cancelled' and the moment asked; key released; the caller runs
+#   on_fail in this transaction. SET reads the row as it was (status before).
+# - running: only asked (cancel_requested_at, the first ask kept); the run
+#   learns it from PROGRESS's RETURNING and ends itself failed 'cancelled'. A
+#   run that finishes before it learns it stays as it finished.
+# Finished jobs are not touched. RETURNING the new status says which rule applied.
+CANCEL = """
+UPDATE jobs
+SET status = CASE WHEN status = 'queued' THEN 'failed' ELSE status END,
+    error = CASE WHEN status = 'queued' THEN 'cancelled' ELSE error END,
+    finished_at = CASE WHEN status = 'queued' THEN now() ELSE finished_at END,
+    dedup_key = CASE WHEN status = 'queued' THEN NULL ELSE dedup_key END,
+    cancel_requested_at = COALESCE(cancel_requested_at, now())
+WHERE id = ANY(%(ids)s::uuid[]) AND status IN ('queued', 'running')
+RETURNING id, status
 """

@@ -28,8 +28,8 @@ from django.db import DatabaseError, InterfaceError, OperationalError, connectio
 
 from seoinsight.backoff import doubling
 
-from . import conf, dbsession, duties, processes, queue, registry, storable
-from .errors import Retry
+from . import conf, dbsession, duties, processes, queue, registry, storable, timeouts
+from .errors import JobCancelled, JobTimedOut, Retry
 from .heartbeat import Heartbeat
 from .models import Job
 from .pool import Slots
@@ -240,10 +240,14 @@ class Worker:
             return
         self.heartbeat.watch(job)
         job.stop_requested = self._stop
+        # This thread runs the handler: it is the one a cancel or the type's timeout tells to stop.
+        run = timeouts.watch(job, job_type.timeout)
         try:
-            outcome = Outcome.done(job_type.handler(job))
+            outcome = Outcome.done(run.call(job_type.handler, job))
         except queue.JobLost as exc:
             outcome = Outcome.lost(storable.describe(exc))
+        except (JobCancelled, JobTimedOut) as exc:
+            outcome = Outcome.stopped(timeouts.stop_verdict(exc, run.told), _format_traceback())
         except Retry as exc:
             outcome = Outcome.retry(storable.describe(exc), _format_traceback(), exc.after)
         except job_type.retry_on as exc:
@@ -267,7 +271,15 @@ class Worker:
             else:
                 outcome = Outcome.failed(storable.describe(exc), _format_traceback())
         finally:
+            run.close()
             self.heartbeat.unwatch()
+        if run.told is not None:
+            if outcome.status in ("failed", "retry", "interrupted"):
+                # Told to stop, the handler raised something else on its way out: it ends as told.
+                outcome = Outcome.stopped(run.told, outcome.traceback)
+            if not connection.in_atomic_block:
+                # The exception may have landed inside a statement: record on a fresh connection.
+                dbsession.close_quietly()
         self._record(job, outcome, started)
 
     def _record(self, job: Job, outcome: Outcome, started: float) -> None:
@@ -395,6 +407,13 @@ class Outcome:
     @classmethod
     def lost(cls, error):
         return cls("lost", error=error)
+
+    @classmethod
+    def stopped(cls, verdict, tb):
+        """A run told to stop (``jobs.timeouts``): a cancel fails, a timeout is retried while attempts remain."""
+        if verdict == timeouts.CANCELLED:
+            return cls("failed", error=timeouts.CANCELLED, traceback=tb)
+        return cls("retry", error=timeouts.TIMED_OUT, traceback=tb)
 
 
 class Waker:

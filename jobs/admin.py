@@ -24,6 +24,7 @@ from seoinsight.orgscope import ReadOnly, ReadOnlyAdmin, SuperuserOnlyAdmin
 
 from . import operator_actions, processes, registry, schedules, sql
 from .cancellation import NOT_LIVE, cancel_jobs
+from .errors import CANCELLED, TIMED_OUT
 from .models import Job, JobStatus, Process, Schedule, ZombieJob
 
 STATUS_COLOURS = {
@@ -83,11 +84,6 @@ def plural_jobs(n: int) -> str:
     return f"{n} job" if n == 1 else f"{n} jobs"
 
 
-# The errors issue 21 gives a cancelled and a timed-out job (a timeout may say more after it).
-CANCELLED_ERROR = "cancelled"
-TIMED_OUT_ERROR = "timed out"
-
-
 class Fact:
     """What the status alone does not say, each a badge beside it and a choice of ``FactFilter``."""
 
@@ -108,9 +104,9 @@ def job_facts(job, now) -> list[tuple[str, str]]:
     live = job.status in (JobStatus.QUEUED, JobStatus.RUNNING)
     if live and job.cancel_requested_at is not None:
         facts.append((Fact.CANCEL_REQUESTED, f"asked at {job.cancel_requested_at:%Y-%m-%d %H:%M:%S %Z}"))
-    if job.status == JobStatus.FAILED and (job.cancel_requested_at is not None or job.error == CANCELLED_ERROR):
+    if job.status == JobStatus.FAILED and (job.cancel_requested_at is not None or job.error == CANCELLED):
         facts.append((Fact.CANCELLED, job.error or ""))
-    if (job.error or "").startswith(TIMED_OUT_ERROR):
+    if (job.error or "").startswith(TIMED_OUT):
         facts.append((Fact.TIMED_OUT, job.error))
     return facts
 
@@ -175,8 +171,8 @@ class FactFilter(admin.SimpleListFilter):
             Fact.CANCEL_REQUESTED: Q(status__in=[JobStatus.QUEUED, JobStatus.RUNNING],
                                      cancel_requested_at__isnull=False),
             Fact.CANCELLED: Q(status=JobStatus.FAILED) & (Q(cancel_requested_at__isnull=False)
-                                                          | Q(error=CANCELLED_ERROR)),
-            Fact.TIMED_OUT: Q(error__startswith=TIMED_OUT_ERROR),
+                                                          | Q(error=CANCELLED)),
+            Fact.TIMED_OUT: Q(error__startswith=TIMED_OUT),
         }
         return queryset.filter(rules[self.value()]) if self.value() in rules else queryset
 

@@ -7,6 +7,12 @@ Plain exceptions with no Django import, so ``jobs`` can offer them at the top of
 from __future__ import annotations
 
 
+# The ``error`` of a run that was cancelled, or ran past its type's timeout (a timeout may say more
+# after it): what the admin's facts and the task backend read.
+CANCELLED = "cancelled"
+TIMED_OUT = "timed out"
+
+
 class Retry(Exception):
     """Raised by a handler: this attempt did not fail for good, run the job again later.
 

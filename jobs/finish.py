@@ -15,6 +15,7 @@ from django.db import IntegrityError, connection, transaction
 from seoinsight.backoff import doubling
 
 from . import conf, registry, rows, sql
+from .errors import CANCELLED
 from .models import Job
 from .storable import MAX_ERROR_CHARS, MAX_TRACEBACK_CHARS, storable_report, storable_text
 
@@ -62,7 +63,8 @@ def finish_retry(job: Job, max_attempts: int, error: str, traceback: str | None 
                  after: float | None = None) -> str | None:
     """Queue the job again after ``after`` seconds (None: ``retry_delay``), or fail it if its attempts are spent.
 
-    The failure is ``finish_failed``'s, with the run's own error and ``on_fail``.
+    The failure is ``finish_failed``'s, with the run's own error and ``on_fail``; a job whose
+    cancel was requested meanwhile fails ``'cancelled'`` instead of coming back.
     Returns the new status, or None if this run no longer owned the job.
     """
     with transaction.atomic():
@@ -71,7 +73,9 @@ def finish_retry(job: Job, max_attempts: int, error: str, traceback: str | None 
             row = cursor.fetchone()
         if row is None:
             return None
-        attempts, uncounted, _ = row
+        attempts, uncounted, _, cancel_requested = row
+        if cancel_requested:  # asked to stop before the run was told: not run again
+            return "failed" if finish_failed(job, CANCELLED, traceback) else None
         if retry_or_fail(attempts - uncounted, max_attempts) == "failed":
             return "failed" if finish_failed(job, error, traceback) else None
         if after is None:
@@ -131,7 +135,8 @@ def interrupt(job: Job, max_attempts: int, *, by_database: bool = False) -> str 
     ``by_database``: the worker itself saw the database cut the run off (see
     ``after_interruption``). Back in the queue, the job holds its key again; if a
     newer queued job holds it, this one is folded into that one (``done``,
-    ``report.superseded_by``). A failure runs ``on_fail`` in the same transaction.
+    ``report.superseded_by``). A job whose cancel was requested fails ``'cancelled'``
+    instead. A failure runs ``on_fail`` in the same transaction.
     Returns the new status, or None if the run no longer owned the job.
     """
     with transaction.atomic():
@@ -140,7 +145,9 @@ def interrupt(job: Job, max_attempts: int, *, by_database: bool = False) -> str 
             row = cursor.fetchone()
         if row is None:
             return None
-        attempts, uncounted, outages = row
+        attempts, uncounted, outages, cancel_requested = row
+        if cancel_requested:  # its worker vanished (or lost the database) before telling the run
+            return "failed" if finish_failed(job, CANCELLED) else None
         outcome, spared = after_interruption(attempts, uncounted, outages, max_attempts, by_database=by_database)
         outage = 1 if by_database else 0
         if outcome == "failed":

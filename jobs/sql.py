@@ -339,9 +339,10 @@ WHERE id = %(id)s AND status = 'running' AND attempts = %(attempt)s
 """
 
 # An interrupted run, read under its fence before deciding its fate
-# (finish.after_interruption). FOR UPDATE: nothing else moves it meanwhile.
+# (finish.after_interruption). FOR UPDATE: nothing else moves it meanwhile,
+# a cancel included, so a job asked to stop is never put back to run again.
 INTERRUPTED_RUN = """
-SELECT attempts, uncounted_attempts, outages FROM jobs
+SELECT attempts, uncounted_attempts, outages, cancel_requested_at IS NOT NULL FROM jobs
 WHERE id = %(id)s AND status = 'running' AND attempts = %(attempt)s
 FOR UPDATE
 """

@@ -36,13 +36,9 @@ import time
 import traceback
 
 from . import conf, dbsession, finish, processes, registry
-from .errors import JobCancelled, JobTimedOut
+from .errors import CANCELLED, TIMED_OUT, JobCancelled, JobTimedOut
 
 log = logging.getLogger(__name__)
-
-# What ends a run told to stop: its job's ``error`` (the admin's facts read these).
-CANCELLED = "cancelled"
-TIMED_OUT = "timed out"
 
 # A worker that ended itself because a handler could not be stopped (sysexits' EX_TEMPFAIL: start
 # it again). scripts/run_all.py restarts a worker that exits with it; systemd's Restart=always does.

@@ -251,3 +251,24 @@ def test_the_admin_cancel_needs_the_change_permission(client):
 
     assert "cancel_selected_jobs" not in response.content.decode()
     assert Job.objects.get(pk=queued.pk).status == JobStatus.QUEUED
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("ending", ["retry", "swept", "database lost"])
+def test_a_run_asked_to_stop_that_ends_before_it_is_told_is_not_put_back(ending, failures):
+    """A retry, the sweep or a lost connection would queue the job again: asked to stop, it fails 'cancelled'."""
+    from jobs import finish
+
+    job = JobFactory(running=True, type="test_cancellable")
+    assert cancellation.cancel(job.id) is True
+
+    if ending == "retry":
+        status = finish.finish_retry(job, 3, "remote busy")
+    else:
+        status = finish.interrupt(job, 3, by_database=ending == "database lost")
+
+    job.refresh_from_db()
+    assert status == "failed"
+    assert (job.status, job.error, job.run_after) == (JobStatus.FAILED, "cancelled", None)
+    assert failures == [job.id]
+    assert run_burst() == 0

@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed-stamp
 PYTEST_WORKERS ?= 4
 PYTEST := $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist load
 
-.PHONY: setup run test test-fast test-django6 bench bench-imports bench-mail bench-mail-api bench-live bench-outbox bench-mail-scale bench-prune migrate stopdb clean
+.PHONY: setup run test test-fast test-django6 bench bench-imports bench-mail bench-mail-api bench-live bench-outbox bench-mail-scale bench-prune bench-schema migrate stopdb clean
 
 setup: $(STAMP)
 
@@ -70,6 +70,9 @@ bench-mail-scale: migrate
 
 bench-prune: migrate
 	$(BIN)/python -m bench.prune
+
+bench-schema: setup
+	$(BIN)/python -m bench.schema_cost
 
 stopdb: setup
 	$(BIN)/python -c "from pathlib import Path; from seoinsight.embedded_db import stop; print('stopped' if stop(Path('.data/postgres').resolve()) else 'not running')"

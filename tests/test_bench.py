@@ -20,7 +20,8 @@ PROFILED = sorted({(suffix, function) for _group, suffix, function, _caller in G
                   | {("mailpoll/sync/poller.py", "poll")})
 
 
-@pytest.mark.parametrize("module", ["bench.queue", "bench.imports", "bench.mail", "bench.mail_api"])
+@pytest.mark.parametrize("module", ["bench.queue", "bench.imports", "bench.mail", "bench.mail_api",
+                                    "bench.concurrency", "bench.schema_cost"])
 def test_a_benchmark_starts_as_a_module_of_the_package(module):
     result = subprocess.run([sys.executable, "-m", module, "--help"], cwd=ROOT, capture_output=True, text=True,
                             timeout=60)

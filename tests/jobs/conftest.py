@@ -1,7 +1,7 @@
 import pytest
 
 from jobs import registry
-from tests.support import handlers
+from tests.support import handlers, stoppable_types as stoppable
 
 
 @pytest.fixture
@@ -15,6 +15,13 @@ def test_types():
 def guarded_type(test_types):
     """Also ``test_guarded`` (one_running_per="site_id"): this test's claims take the guarded path."""
     with registry.registered(handlers.GUARDED):
+        yield
+
+
+@pytest.fixture
+def stoppable_types():
+    """The types only a cancel or a timeout ends (tests/support/stoppable_types.py), for this test only."""
+    with registry.registered(*stoppable.TYPES):
         yield
 
 

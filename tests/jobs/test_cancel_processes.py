@@ -8,21 +8,16 @@ patience: a run that ends was stopped.
 import pytest
 
 import jobs
-from jobs import queue, registry
+from jobs import queue
 from jobs.models import Job, JobStatus
 from tests.support import stoppable_types
 from tests.support.processes import runjobs, wait_for
 from tests.support.stoppable_types import REPORTS, SLEEPS
 
-pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("test_types")]
+pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True),
+              pytest.mark.usefixtures("test_types", "stoppable_types")]
 
-MODULES = "tests.support.worker_types,tests.support.stoppable_worker_types"
-
-
-@pytest.fixture(autouse=True)
-def stoppable():
-    with registry.registered(*stoppable_types.TYPES):
-        yield
+MODULES = stoppable_types.WORKER_MODULES
 
 
 def worker(processes, **env):

@@ -5,22 +5,17 @@ jobs.timeouts.EXIT_TIMED_OUT for its process manager to restart it.
 
 import pytest
 
-from jobs import queue, registry
+from jobs import queue
 from jobs.models import Job, JobStatus, Process
 from jobs.timeouts import EXIT_TIMED_OUT
 from tests.support import stoppable_types
 from tests.support.processes import runjobs, wait_for
 from tests.support.stoppable_types import BLOCKED_TIMEOUT, PYTHON_TIMEOUT, REPORTS_TIMEOUT
 
-pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("test_types")]
+pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True),
+              pytest.mark.usefixtures("test_types", "stoppable_types")]
 
-MODULES = "tests.support.worker_types,tests.support.stoppable_worker_types"
-
-
-@pytest.fixture(autouse=True)
-def stoppable():
-    with registry.registered(*stoppable_types.TYPES):
-        yield
+MODULES = stoppable_types.WORKER_MODULES
 
 
 def status(job) -> str:

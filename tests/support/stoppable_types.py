@@ -16,6 +16,9 @@ from django.db import connection
 from jobs.registry import JobType
 from tests.support.handlers import record_start
 
+# What a worker subprocess loads (JOBS_HANDLER_MODULES) to know these types and the usual test types.
+WORKER_MODULES = "tests.support.worker_types,tests.support.stoppable_worker_types"
+
 # Longer than any test waits: a run that ends before this was stopped.
 PATIENCE = 60.0
 

@@ -30,7 +30,7 @@ test: setup
 	sh scripts/install_dovecot.sh
 	$(BIN)/ruff check .
 	$(BIN)/python manage.py makemigrations --check --dry-run
-	$(PYTEST)
+	$(PYTEST) --durations=20
 	sh scripts/test_django6.sh
 
 # The task-backend tests on Django 6.1 (built-in django.tasks) in a venv of their own, .venv-django6, on the

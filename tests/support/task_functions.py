@@ -165,3 +165,17 @@ def per_site(context, site_id, seconds=0.0):
 @task(max_attempts=5, timeout=30, stale_after=90)
 def with_options():
     return None
+
+
+@task(takes_context=True, timeout=0.5, max_attempts=1)
+def overrun(context):
+    """Reports progress for up to 20 s: its timeout (0.5 s) ends it at a report."""
+    for step in range(400):
+        context.report_progress(done=step)
+        time.sleep(0.05)
+
+
+@task(timeout=0.5, max_attempts=1)
+async def overrun_async():
+    """Sleeps 20 s on the event loop, past its timeout: stopped while its worker thread waits for it."""
+    await asyncio.sleep(20)

@@ -195,19 +195,7 @@ def claim_many(limit: int, queues: list[str] | None = None, worker_id: str | Non
             claimed.append(job)
         return claimed
     params = {**plan.params, "queues": list(queues) if queues else None, "worker_id": worker_id, "limit": limit}
-    with connection.cursor() as cursor:
-        cursor.execute(sql.CLAIM_MANY_UNGUARDED, params)
-        found = cursor.fetchall()
-    return [_as_job(row) for row in found]
-
-
-def _as_job(row) -> Job:
-    """A row in ``sql.JOB_COLUMNS`` order as a Job, converted as ``rows.one`` converts its one row."""
-    values = list(row)
-    for i, convert in rows._converters():
-        if values[i] is not None:
-            values[i] = convert(values[i], None, connection)
-    return Job.from_db(connection.alias, rows._JOB_FIELDS, values)
+    return rows.many(sql.CLAIM_MANY_UNGUARDED, params)
 
 
 def seconds_to_next_due(queues: list[str] | None = None) -> float | None:

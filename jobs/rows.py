@@ -47,8 +47,17 @@ def one(statement: str, params: dict) -> Job | None:
     with connection.cursor() as cursor:
         cursor.execute(statement, params)
         row = cursor.fetchone()
-    if row is None:
-        return None
+    return None if row is None else _as_job(row)
+
+
+def many(statement: str, params: dict) -> list[Job]:
+    """Every row a statement returns, in order, each as ``one`` returns its row."""
+    with connection.cursor() as cursor:
+        cursor.execute(statement, params)
+        return [_as_job(row) for row in cursor.fetchall()]
+
+
+def _as_job(row) -> Job:
     values = list(row)
     for i, convert in _converters():
         if values[i] is not None:

@@ -27,7 +27,7 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from . import event_loop, registry
-from .errors import Retry
+from .errors import CANCELLED, TIMED_OUT, JobCancelled, JobTimedOut, Retry
 from .storable import MAX_REPORT_BYTES
 from .system import SYSTEM_ORG
 from .tasks_compat import (
@@ -72,7 +72,7 @@ class TaskRunFailed(Exception):
 
 RUN_FAILED = f"{TaskRunFailed.__module__}.{TaskRunFailed.__qualname__}"
 # Errors the queue itself writes (jobs.cancel, timeouts) and the exception each stands for.
-QUEUE_ERRORS = {"cancelled": "jobs.errors.JobCancelled", "timed out": "jobs.errors.JobTimedOut"}
+QUEUE_ERRORS = {error: f"{cls.__module__}.{cls.__qualname__}" for error, cls in ((CANCELLED, JobCancelled), (TIMED_OUT, JobTimedOut))}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -34,6 +34,13 @@ def runs_of(executions, job) -> list[str]:
     return [t for (t,) in executions("SELECT type FROM test_executions WHERE job_id = %s ORDER BY id", [job.id])]
 
 
+def assert_runs_the_next_job(proc) -> None:
+    """The same worker process goes on: a job enqueued now is done, by its pid."""
+    after = queue.enqueue("test_record", org_id="demo")
+    wait_for(lambda: status(after) == JobStatus.DONE, message="the next job done")
+    assert Job.objects.get(pk=after.pk).report == {"pid": proc.pid}
+
+
 def test_a_cancelled_queued_job_never_starts_and_its_on_fail_runs(processes, executions):
     job = queue.enqueue(REPORTS, org_id="demo", dedup_key="stop:once")
     assert jobs.cancel(job.id) is True
@@ -65,9 +72,7 @@ def test_a_running_job_that_reports_is_cancelled_at_its_next_report_and_its_work
     assert (job.error, job.attempts) == ("cancelled", 1)
     assert "report_progress" in job.traceback and "jobs.errors.JobCancelled" in job.traceback
     assert runs_of(executions, job) == [REPORTS, "on_fail"]
-    after = queue.enqueue("test_record", org_id="demo")
-    wait_for(lambda: status(after) == JobStatus.DONE, message="the next job done")
-    assert Job.objects.get(pk=after.pk).report == {"pid": proc.pid}
+    assert_runs_the_next_job(proc)
     assert proc.alive()
 
 
@@ -84,6 +89,4 @@ def test_a_running_job_that_never_reports_is_told_by_the_heartbeat(processes, ex
     # Raised into the handler's own loop, from the heartbeat's thread.
     assert "sleeps_in_python" in job.traceback and "jobs.timeouts.Cancelled" in job.traceback
     assert runs_of(executions, job) == [SLEEPS, "on_fail"]
-    after = queue.enqueue("test_record", org_id="demo")
-    wait_for(lambda: status(after) == JobStatus.DONE, message="the next job done")
-    assert Job.objects.get(pk=after.pk).report == {"pid": proc.pid}
+    assert_runs_the_next_job(proc)

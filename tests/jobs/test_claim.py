@@ -13,6 +13,7 @@ from django.utils import timezone
 from jobs import queue, registry, sql
 from jobs.models import Job, JobStatus
 from tests.factories import JobFactory
+from tests.support.job_rows import add_finished_jobs
 from tests.support.processes import database_url
 
 pytestmark = pytest.mark.django_db
@@ -206,15 +207,7 @@ def test_a_site_behind_a_full_window_of_blocked_jobs_is_still_found_in_created_o
 def test_the_claim_production_uses_reads_the_partial_index_not_the_table():
     """The apps register no guarded type, so their workers claim with CLAIM_UNGUARDED alone:
     on a table of finished jobs it must read the small partial index of queued jobs in claim order."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            INSERT INTO jobs (org_id, type, status, attempts, started_at, finished_at, created_at)
-            SELECT 'demo', 'noop', 'done', 1, now(), now(), now() - make_interval(secs => g)
-            FROM generate_series(1, 20000) AS g
-            """
-        )
-        cursor.execute("ANALYZE jobs")
+    add_finished_jobs()
     queued(type="noop")
     plan = queue.claim_plan()
     assert plan.guarded is None, "an app registered a guarded type: this test no longer checks production's claim"

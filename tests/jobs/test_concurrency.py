@@ -25,6 +25,7 @@ from jobs.models import Job, JobStatus
 from jobs.pool import Slots
 from jobs.worker import Worker
 from tests.factories import JobFactory
+from tests.support.job_rows import add_finished_jobs
 from tests.support.processes import database_url, run_burst, wait_for
 
 WORKER = "host-a:4242"
@@ -134,15 +135,7 @@ def test_a_batch_skips_the_rows_another_worker_has_locked(transactional_db):
 
 @pytest.mark.django_db
 def test_the_batched_claim_reads_the_partial_index_not_the_table():
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            INSERT INTO jobs (org_id, type, status, attempts, started_at, finished_at, created_at)
-            SELECT 'demo', 'noop', 'done', 1, now(), now(), now() - make_interval(secs => g)
-            FROM generate_series(1, 20000) AS g
-            """
-        )
-        cursor.execute("ANALYZE jobs")
+    add_finished_jobs()
     queued()
     plan = queue.claim_plan()
     assert plan.guarded is None

@@ -54,8 +54,8 @@ def test_the_coroutines_exception_reaches_the_caller():
     assert event_loop.run(where_am_i())[0] == event_loop.THREAD_NAME, "the loop survives a failed coroutine"
 
 
-def test_a_caller_that_stops_waiting_cancels_its_coroutine():
-    cancelled = threading.Event()
+def sleeps_until_cancelled(cancelled: threading.Event):
+    """A coroutine function that sleeps 30 s, setting ``cancelled`` if it is cancelled meanwhile."""
 
     async def long():
         try:
@@ -63,6 +63,13 @@ def test_a_caller_that_stops_waiting_cancels_its_coroutine():
         except asyncio.CancelledError:
             cancelled.set()
             raise
+
+    return long
+
+
+def test_a_caller_that_stops_waiting_cancels_its_coroutine():
+    cancelled = threading.Event()
+    long = sleeps_until_cancelled(cancelled)
 
     class Interrupt(Exception):
         pass
@@ -95,13 +102,7 @@ def test_running_from_the_loops_own_thread_is_refused():
 def test_an_exception_raised_into_the_waiting_thread_from_another_stops_the_wait():
     """As jobs.timeouts stops a handler's thread: PyThreadState_SetAsyncExc, from the watchdog's thread."""
     cancelled = threading.Event()
-
-    async def long():
-        try:
-            await asyncio.sleep(30)
-        except asyncio.CancelledError:
-            cancelled.set()
-            raise
+    long = sleeps_until_cancelled(cancelled)
 
     class Told(Exception):
         pass

@@ -67,6 +67,8 @@ def test_kill_9_mid_import_resumes_with_identical_counts(processes, media, tmp_p
     wait_for(lambda: Import.objects.get(pk=imp.pk).status == ImportStatus.DONE
              and Job.objects.get(pk=imp.job_id).status == JobStatus.DONE, timeout=90,
              message="the resumed import to finish")
+    # Its map_reconcile too: a worker stopped in the middle of it holds the test's teardown (its flush) up.
+    wait_for(lambda: reconciled(target), timeout=90, message="the resumed import's map_reconcile to finish")
 
     job = Job.objects.get(pk=imp.job_id)
     assert job.attempts == 2

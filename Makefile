@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed-stamp
 PYTEST_WORKERS ?= 6
 PYTEST := $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist load
 
-.PHONY: setup run test test-fast test-django6 bench bench-imports bench-mail bench-mail-api bench-live bench-outbox bench-mail-scale bench-prune bench-schema migrate stopdb clean
+.PHONY: setup run test test-fast test-django6 bench bench-imports bench-mail bench-mail-api bench-live bench-outbox bench-mail-scale bench-prune bench-schema bench-profile migrate stopdb clean
 
 setup: $(STAMP)
 
@@ -76,6 +76,10 @@ bench-prune: migrate
 
 bench-schema: setup
 	$(BIN)/python -m bench.schema_cost
+
+bench-profile: setup
+	sh scripts/install_postgres_profiling.sh
+	$(BIN)/python -m bench.queue_profile
 
 stopdb: setup
 	$(BIN)/python -c "from pathlib import Path; from seoinsight.embedded_db import stop; print('stopped' if stop(Path('.data/postgres').resolve()) else 'not running')"

@@ -1,10 +1,12 @@
-"""Queue benchmark: enqueue rate, drain rate, wake-up latency, and the ceiling they are judged by.
+"""Queue benchmark: enqueue rate, drain rate, wake-up latency, and the raw loops they are judged by.
 
-    .venv/bin/python -m bench.queue [--jobs 10000] [--latency-samples 200]
+    .venv/bin/python -m bench.queue [--jobs 10000] [--rounds 3] [--latency-samples 200]
 
 Not a test: it prints figures and exits 0 unless something crashed. Everything
 runs in a throw-away database (``seoinsight_bench``) on the same server as the
 app — the embedded one, or the one ``DATABASE_URL`` names — dropped at the end.
+Every drain runs ``--rounds`` times, interleaved (one of each per round, so a
+slow spell of the machine hits all of them), and the report gives medians.
 docs/benchmarks.md says what each figure means and keeps a recorded run.
 """
 
@@ -12,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import multiprocessing
 import random
 import statistics
 import sys
@@ -21,92 +22,40 @@ import time
 import psycopg
 from psycopg import sql
 
+from bench import raw_queue
 from bench.common import (
     TIMEOUT,
     AppProcess,
     app_bench_database,
     connect,
     headline,
-    ratio_goal,
     server_version,
     settle,
     table,
-    verdict,
 )
 
 BENCH_DB = "seoinsight_bench"
-BATCH = 100
-DRAIN_GOAL = 0.6  # drain ≥ 0.6 × ceiling (issue goal)
-LATENCY_GOAL_MS = 5.0  # LISTEN/NOTIFY p50 ≤ 5 ms (issue goal)
+BATCH = 100  # enqueue() calls per transaction
+BULK = 1000  # rows per enqueue_many() call, and per raw bulk INSERT
+CONCURRENCY = 8  # runjobs --concurrency of the batched drains
 
-# The ceiling: what the same server does with no framework at all — a one-statement
-# SKIP LOCKED claim, then a fenced finish, each in autocommit, on a table with the
-# jobs table's columns, constraints and indexes (the partial one included).
-CEILING_CLAIM = """
-UPDATE bench_ceiling
-SET status = 'running', started_at = now(), attempts = attempts + 1
-WHERE id = (
-    SELECT id FROM bench_ceiling
-    WHERE status = 'queued'
-    ORDER BY created_at
-    LIMIT 1
-    FOR UPDATE SKIP LOCKED
-)
-RETURNING id, attempts, payload
-"""
-CEILING_FINISH = """
-UPDATE bench_ceiling
-SET status = 'done', finished_at = now()
-WHERE id = %s AND status = 'running' AND attempts = %s
-"""
+# Goals (issue 22), each a ratio to a raw loop measured in the same run.
+DRAIN_GOAL = 0.6  # runjobs, one job at a time, against the minimal claim-1 loop
+BATCHED_GOAL = 0.5  # runjobs --concurrency 8 against the minimal claim-10 loop
+ENQUEUE_GOAL = 0.8  # enqueue() against the raw INSERT loop
+BULK_GOAL = 0.5  # enqueue_many() against the raw bulk INSERT
+LATENCY_GOAL_MS = 2.0  # LISTEN/NOTIFY p50
 
-# Distinct created_at per row, as enqueue() one at a time would give.
-FILL = """
-INSERT INTO {} (org_id, type, payload, created_at)
-SELECT 'bench', 'noop', '{{}}', clock_timestamp() FROM generate_series(1, %s)
-"""
+RAW_INSERT = f"INSERT INTO {raw_queue.MINIMAL} (payload) VALUES (%s::jsonb)"
+RAW_BULK = f"INSERT INTO {raw_queue.MINIMAL} (payload) SELECT p::jsonb FROM unnest(%s::text[]) AS p"
 
 
 def reset_table(db: psycopg.Connection, table_name: str, rows: int) -> None:
     """Empty ``table_name``, queue ``rows`` noop jobs, and give every run the same starting state."""
-    ident = sql.Identifier(table_name)
-    db.execute(sql.SQL("TRUNCATE {} CASCADE").format(ident))  # other apps' tables point at jobs: empty here
+    db.execute(sql.SQL("TRUNCATE {} CASCADE").format(sql.Identifier(table_name)))  # other apps' tables point at jobs
     if rows:
-        db.execute(sql.SQL(FILL).format(ident), (rows,))
+        raw_queue.fill(db, table_name, rows)
     settle(db, table_name)
-
-
-# -- the consumers -----------------------------------------------------------------------------
-
-class Ceiling:
-    """A ceiling consumer in a fresh interpreter (spawn: nothing inherited from this one)."""
-
-    def __init__(self, server: dict):
-        self.proc = multiprocessing.get_context("spawn").Process(target=ceiling_loop, args=(server,))
-        self.proc.start()
-
-    def alive(self) -> bool:
-        return self.proc.is_alive()
-
-    def wait(self) -> None:
-        self.proc.join(TIMEOUT)
-        if self.proc.exitcode != 0:
-            raise RuntimeError(f"ceiling process exited with {self.proc.exitcode}")
-
-    def kill(self) -> None:
-        if self.proc.is_alive():
-            self.proc.kill()
-            self.proc.join()
-
-
-def ceiling_loop(server: dict) -> None:
-    """One ceiling process: claim, finish, until the table has nothing queued."""
-    with connect(server, BENCH_DB) as conn:
-        while True:
-            row = conn.execute(CEILING_CLAIM).fetchone()
-            if row is None:
-                return
-            conn.execute(CEILING_FINISH, (row[0], row[1]))
 
 
 def wait_for(condition, message: str, timeout: float = TIMEOUT, interval: float = 0.01):
@@ -123,8 +72,8 @@ def drain(server: dict, db: psycopg.Connection, table_name: str, start, processe
 
     The lock keeps process start-up (Django's ~0.5 s) out of the figure and lets
     two processes begin at the same instant: a runjobs worker blocks in its first
-    sweep, a ceiling process in its first claim. The rate comes from the
-    database's own clock, first claim to last finish.
+    sweep, a raw loop in its first claim. The rate comes from the database's own
+    clock, first claim to last finish.
     """
     reset_table(db, table_name, jobs)
     gate = connect(server, BENCH_DB, autocommit=False)
@@ -132,6 +81,7 @@ def drain(server: dict, db: psycopg.Connection, table_name: str, start, processe
     try:
         gate.execute(sql.SQL("LOCK TABLE {} IN EXCLUSIVE MODE").format(sql.Identifier(table_name)))
         consumers = [start() for _ in range(processes)]
+
         def at_gate() -> bool:
             for consumer in consumers:
                 if not consumer.alive():
@@ -159,7 +109,7 @@ def drain(server: dict, db: psycopg.Connection, table_name: str, start, processe
     return {"rate": jobs / window, "window": window, "wall": wall}
 
 
-# -- enqueue and latency (in this process, through jobs.queue) ------------------------------
+# -- enqueue: jobs.queue in this process, against raw psycopg on the minimal table ---------------
 
 def enqueue_rate(count: int, per_transaction: int) -> float:
     from django.db import transaction
@@ -175,6 +125,31 @@ def enqueue_rate(count: int, per_transaction: int) -> float:
                 for _ in range(per_transaction):
                     enqueue("noop", org_id="bench")
     return (count // per_transaction * per_transaction) / (time.perf_counter() - started)
+
+
+def enqueue_many_rate(count: int) -> float:
+    from jobs.queue import enqueue_many
+
+    items = [({}, None)] * BULK
+    started = time.perf_counter()
+    for _ in range(count // BULK):
+        enqueue_many("noop", org_id="bench", items=items)  # autocommit: one statement, one COMMIT
+    return (count // BULK * BULK) / (time.perf_counter() - started)
+
+
+def raw_insert_rate(server: dict, count: int, bulk: bool) -> float:
+    """The same rows into the minimal table: one INSERT per job, or BULK per INSERT, each in autocommit."""
+    with connect(server, BENCH_DB) as conn:
+        started = time.perf_counter()
+        if bulk:
+            payloads = ["{}"] * BULK
+            for _ in range(count // BULK):
+                conn.execute(RAW_BULK, (payloads,))
+            count = count // BULK * BULK
+        else:
+            for _ in range(count):
+                conn.execute(RAW_INSERT, ("{}",))
+        return count / (time.perf_counter() - started)
 
 
 def latency(db: psycopg.Connection, url: str, samples: int, gap: tuple, *worker_args: str) -> list[float]:
@@ -223,6 +198,25 @@ def latency(db: psycopg.Connection, url: str, samples: int, gap: tuple, *worker_
     return [(started[i] - t) * 1000 for i, t in sent[warmup:]]
 
 
+# -- the drains ----------------------------------------------------------------------------
+
+def consumers(server: dict, url: str) -> dict:
+    """Each drain's table and how to start one of its consumer processes, by the report's key."""
+    def raw(table_name, batch):
+        return lambda: raw_queue.RawConsumer(server, BENCH_DB, table_name, batch)
+
+    def runjobs(*args):
+        return lambda: AppProcess(url, "runjobs", "--burst", *args)
+
+    return {
+        "minimal_1": (raw_queue.MINIMAL, raw(raw_queue.MINIMAL, 1)),
+        "minimal_10": (raw_queue.MINIMAL, raw(raw_queue.MINIMAL, 10)),
+        "schema_1": (raw_queue.SCHEMA, raw(raw_queue.SCHEMA, 1)),
+        "runjobs": ("jobs", runjobs()),
+        "runjobs_batched": ("jobs", runjobs("--concurrency", str(CONCURRENCY))),
+    }
+
+
 # -- report --------------------------------------------------------------------------------
 
 def percentile(values: list[float], q: int) -> float:
@@ -233,65 +227,112 @@ def plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "es" if word.endswith("s") else "s")
 
 
+def goal(ratio: float, wanted: float) -> str:
+    return f">= {wanted}x  {'PASS' if ratio >= wanted else 'SHORT'}"
+
+
+LABELS = {
+    "minimal_1": "raw loop, minimal table, claim 1",
+    "minimal_10": "raw loop, minimal table, claim 10",
+    "schema_1": "raw loop, jobs schema, claim 1",
+    "runjobs": "runjobs --burst",
+    "runjobs_batched": f"runjobs --burst --concurrency {CONCURRENCY}",
+}
+# Which raw loop each drain is judged against, and the goal.
+JUDGED = {
+    "schema_1": ("minimal_1", None),
+    "runjobs": ("minimal_1", DRAIN_GOAL),
+    "runjobs_batched": ("minimal_10", BATCHED_GOAL),
+}
+
+
 def report(r: dict, args, version: str) -> str:
-    row, head = table(40, 20, 96)
+    row, head = table(52, 16, 100)
 
     def rate(x):
         return f"{x:,.0f} job/s"
 
+    def median(key):
+        return statistics.median(run["rate"] for run in r["drains"][key])
+
     lines = [
         headline("queue", version),
-        f"jobs per drain: {args.jobs:,}  latency samples: {args.latency_samples} (listen), "
-        f"{r['poll_samples']} (poll)",
+        f"jobs per drain: {args.jobs:,}  rounds: {args.rounds} (medians)  latency samples: "
+        f"{args.latency_samples} (listen), {r['poll_samples']} (poll)",
         "",
         *head,
-        row("enqueue, 1 per transaction", rate(r["enqueue_1"])),
-        row(f"enqueue, {BATCH} per transaction", rate(r["enqueue_batch"])),
     ]
     for n in (1, 2):
-        lines.append(row(f"ceiling: raw psycopg, {plural(n, 'process')}", rate(r[f"ceiling_{n}"]["rate"]), "1.00x"))
-    for n in (1, 2):
-        ratio = r[f"drain_{n}"]["rate"] / r[f"ceiling_{n}"]["rate"]
-        lines.append(row(f"drain: runjobs --burst, {plural(n, 'worker')}", rate(r[f"drain_{n}"]["rate"]),
-                         f"{ratio:.2f}x", ratio_goal(ratio, DRAIN_GOAL)))
+        for key in LABELS:
+            value = median((key, n))
+            if key in JUDGED:
+                base, wanted = JUDGED[key]
+                ratio = value / median((base, n))
+                lines.append(row(f"{LABELS[key]}, {plural(n, 'process')}", rate(value),
+                                 f"{ratio:.2f}x {base.split('_')[1]}", goal(ratio, wanted) if wanted else ""))
+            else:
+                lines.append(row(f"{LABELS[key]}, {plural(n, 'process')}", rate(value), "1.00x"))
+        lines.append("")
+    one, bulk = r["enqueue_1"] / r["raw_insert_1"], r["enqueue_bulk"] / r["raw_insert_bulk"]
+    lines += [
+        row("raw INSERT, 1 per transaction (minimal table)", rate(r["raw_insert_1"]), "1.00x"),
+        row("enqueue(), 1 per transaction", rate(r["enqueue_1"]), f"{one:.2f}x", goal(one, ENQUEUE_GOAL)),
+        row(f"enqueue(), {BATCH} per transaction", rate(r["enqueue_batch"])),
+        row(f"raw bulk INSERT, {BULK:,} rows per statement", rate(r["raw_insert_bulk"]), "1.00x"),
+        row(f"enqueue_many(), {BULK:,} per call", rate(r["enqueue_bulk"]), f"{bulk:.2f}x", goal(bulk, BULK_GOAL)),
+        "",
+    ]
     for key, label in (("listen", "LISTEN/NOTIFY"), ("poll", "polling, --no-listen")):
         p50, p95 = percentile(r[f"latency_{key}"], 50), percentile(r[f"latency_{key}"], 95)
-        goal = f"p50 <= {LATENCY_GOAL_MS:g} ms  {verdict(p50 <= LATENCY_GOAL_MS)}" if key == "listen" else ""
-        lines.append(row(f"latency p50 / p95, {label}", f"{p50:.1f} / {p95:.1f} ms", "", goal))
-    lines += ["", "drain wall time (gate release to last process exited), window (first claim to last finish):"]
-    for key in ("ceiling_1", "drain_1", "ceiling_2", "drain_2"):
-        lines.append(f"  {key:<10} wall {r[key]['wall']:6.2f} s   window {r[key]['window']:6.2f} s")
+        wanted = (f"p50 <= {LATENCY_GOAL_MS:g} ms  {'PASS' if p50 <= LATENCY_GOAL_MS else 'SHORT'}"
+                  if key == "listen" else "")
+        lines.append(row(f"start latency p50 / p95, {label}", f"{p50:.1f} / {p95:.1f} ms", "", wanted))
+    lines += ["", "each drain's rate per round (job/s):"]
+    for (key, n), runs in r["drains"].items():
+        lines.append(f"  {LABELS[key] + ', ' + plural(n, 'process'):<52} "
+                     + "  ".join(f"{run['rate']:8,.0f}" for run in runs))
     return "\n".join(lines)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=10_000, help="jobs per drain run (default: 10000)")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds of every drain (default: 3)")
     parser.add_argument("--latency-samples", type=int, default=200,
                         help="enqueue-to-start samples with LISTEN/NOTIFY (default: 200; polling takes a tenth)")
     args = parser.parse_args()
-    if args.jobs < BATCH or args.latency_samples < 10:
-        parser.error("--jobs must be at least 100 and --latency-samples at least 10")
+    if args.jobs < BULK or args.latency_samples < 10 or args.rounds < 1:
+        parser.error(f"--jobs must be at least {BULK}, --latency-samples at least 10, --rounds at least 1")
 
     # This process enqueues through jobs.queue too, into the bench database only.
     with app_bench_database(BENCH_DB, "queue-bench-") as (server, url, _media):
         from jobs import conf
 
-        results = {}
+        results = {"drains": {}}
         with connect(server, BENCH_DB) as db:
             version = server_version(db)
-            db.execute("CREATE TABLE bench_ceiling (LIKE jobs INCLUDING ALL)")
+            raw_queue.create_minimal(db)
+            db.execute(f"CREATE TABLE {raw_queue.SCHEMA} (LIKE jobs INCLUDING ALL)")
             enqueues = min(args.jobs, 2000)  # one fsync each: enough for a stable figure
-            print(f"enqueue: {enqueues:,} one per transaction, {args.jobs:,} in batches of {BATCH} ...", flush=True)
-            reset_table(db, "jobs", 0)
-            results["enqueue_1"] = enqueue_rate(enqueues, 1)
-            reset_table(db, "jobs", 0)
-            results["enqueue_batch"] = enqueue_rate(args.jobs, BATCH)
-            for n in (1, 2):  # ceiling and runjobs back to back, so both see the same machine
-                print(f"drain: {args.jobs:,} jobs, ceiling then runjobs, {plural(n, 'process')} ...", flush=True)
-                results[f"ceiling_{n}"] = drain(server, db, "bench_ceiling", lambda: Ceiling(server), n, args.jobs)
-                results[f"drain_{n}"] = drain(server, db, "jobs", lambda: AppProcess(url, "runjobs", "--burst"),
-                                              n, args.jobs)
+            print(f"enqueue: {enqueues:,} one per transaction, {args.jobs:,} in batches of {BATCH} "
+                  f"and of {BULK:,}, raw and through jobs.queue ...", flush=True)
+            for key, measure, table_name in (
+                ("raw_insert_1", lambda: raw_insert_rate(server, enqueues, bulk=False), raw_queue.MINIMAL),
+                ("enqueue_1", lambda: enqueue_rate(enqueues, 1), "jobs"),
+                ("enqueue_batch", lambda: enqueue_rate(args.jobs, BATCH), "jobs"),
+                ("raw_insert_bulk", lambda: raw_insert_rate(server, args.jobs, bulk=True), raw_queue.MINIMAL),
+                ("enqueue_bulk", lambda: enqueue_many_rate(args.jobs), "jobs"),
+            ):
+                reset_table(db, table_name, 0)
+                results[key] = measure()
+            drains = consumers(server, url)
+            for round_ in range(1, args.rounds + 1):
+                for n in (1, 2):
+                    print(f"drain, round {round_} of {args.rounds}: {args.jobs:,} jobs, {plural(n, 'process')}, "
+                          f"{len(drains)} consumers ...", flush=True)
+                    for key, (table_name, start) in drains.items():
+                        run = drain(server, db, table_name, start, n, args.jobs)
+                        results["drains"].setdefault((key, n), []).append(run)
             # Polling samples take ~2 s each at the default interval: a tenth as many.
             results["poll_samples"] = max(10, args.latency_samples // 10)
             poll_interval = conf.get("JOBS_POLL_INTERVAL")

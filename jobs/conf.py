@@ -10,6 +10,9 @@ SETTINGS = Declarations(
     Setting("JOBS_HANDLER_MODULES", list, [], "extra modules that register job types (comma-separated)"),
     Setting("JOBS_LISTEN_NOTIFY", bool, True,
             "wake workers with LISTEN/NOTIFY (0 behind PgBouncer in transaction mode; workers then poll)"),
+    Setting("JOBS_PREPARED_STATEMENTS", bool, True,
+            "prepare the queue's own statements (claim, finish, enqueue, progress) once per connection instead "
+            "of planning them at every call (0 behind PgBouncer in transaction mode before 1.21)"),
     Setting("JOBS_POLL_INTERVAL", float, 1.5, "seconds between polls when idle (jittered ±33 %)"),
     Setting("JOBS_HEARTBEAT_INTERVAL", float, 10.0, "seconds between the worker's heartbeats on a running job"),
     Setting("JOBS_STALE_AFTER", float, 60.0, "default seconds without heartbeat before a running job is a zombie"),

@@ -11,7 +11,8 @@ LISTEN connection built from the same parameters):
 - ``statement_timeout`` and ``lock_timeout`` (JOBS_DB_STATEMENT_TIMEOUT,
   JOBS_DB_LOCK_TIMEOUT), set at connect through the startup ``options``: a
   statement stuck behind a table lock, or running away, is cancelled by the
-  server with an error that names the timeout;
+  server with an error that names the timeout; ``plan_cache_mode`` too, so the
+  queue's prepared statements are planned once per connection (JOBS_PREPARED_STATEMENTS);
 - a client-side deadline for a server that stops answering altogether (a
   stopped process, a proxy that swallows packets), which no server-side timeout
   and no keepalive can see: a connection still waiting for an answer
@@ -69,6 +70,12 @@ def connection_options() -> dict:
         seconds = float(conf.get(setting))
         if seconds > 0:
             server.append(f"-c {name}={int(seconds * 1000)}")
+    if conf.get("JOBS_PREPARED_STATEMENTS"):
+        # The queue's prepared statements (jobs.rows) keep one plan per connection instead of planning
+        # again at each call, as the planner's own choice did for the claim (docs/benchmarks.md);
+        # tests/jobs/test_lean_path.py holds that generic plan to the claim's index. Only those are
+        # prepared: Django binds its own queries on the client.
+        server.append("-c plan_cache_mode=force_generic_plan")
     if server:
         options["options"] = " ".join(server)
     return options

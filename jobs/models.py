@@ -76,7 +76,8 @@ class JobQuerySet(models.QuerySet):
 
 class Job(models.Model):
     id = models.UUIDField(primary_key=True, db_default=models.Func(function="uuidv7"), editable=False)
-    org_id = models.TextField(db_index=True)
+    # Looked up through jobs_org_type_created, which starts with it: no index of its own.
+    org_id = models.TextField()
     type = models.TextField()
     status = models.TextField(choices=JobStatus.choices, default=JobStatus.QUEUED, db_default=JobStatus.QUEUED)
     # Claims so far: + 1 at every claim and never lowered, so it is the fencing
@@ -87,9 +88,9 @@ class Job(models.Model):
     uncounted_attempts = models.IntegerField(default=0, db_default=0)
     # Runs cut off by the database (connection lost, server shut down).
     outages = models.IntegerField(default=0, db_default=0)
-    # The key while it blocks enqueues (unique); released at claim ('queue'
-    # scope) or at the end.
-    dedup_key = models.TextField(null=True, blank=True, unique=True)
+    # The key while it blocks enqueues (unique among the jobs holding one: jobs_dedup_key_live);
+    # released at claim ('queue' scope) or at the end.
+    dedup_key = models.TextField(null=True, blank=True)
     # The key the job was enqueued with, for good: a job put back in the queue
     # takes it back.
     enqueued_key = models.TextField(null=True, blank=True)
@@ -131,6 +132,11 @@ class Job(models.Model):
             ),
         ]
         constraints = [
+            # Partial: most jobs never hold a key and a finished one has released it, so the index
+            # holds the live keys only, not an entry per row version of the whole table. The
+            # enqueue's ON CONFLICT names this predicate (jobs.sql.ENQUEUE).
+            models.UniqueConstraint(fields=["dedup_key"], condition=Q(dedup_key__isnull=False),
+                                    name="jobs_dedup_key_live"),
             models.CheckConstraint(
                 condition=Q(status__in=["queued", "running", "done", "failed"]), name="jobs_status_valid"
             ),

@@ -107,7 +107,7 @@ def enqueue_many(type: str, *, org_id: str, items: list[tuple[dict, str | None]]
         "channel": conf.NOTIFY_CHANNEL,
         **placement,
     }
-    with connection.cursor() as cursor:
+    with rows.queue_cursor() as cursor:
         cursor.execute(sql.ENQUEUE_MANY, params)
         return len(cursor.fetchall())
 
@@ -263,7 +263,7 @@ def heartbeat(job: Job) -> bool:
 
 def _progress(job: Job, fields: str) -> tuple[bool, bool]:
     """Run the fenced PROGRESS write: (still this run's job, its cancel requested)."""
-    with connection.cursor() as cursor:
+    with rows.queue_cursor() as cursor:
         cursor.execute(sql.PROGRESS, {"id": job.id, "attempt": job.attempts, "fields": fields})
         row = cursor.fetchone()
     return row is not None, row is not None and row[0] is not None

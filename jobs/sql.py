@@ -18,7 +18,8 @@ JOB_COLUMNS = (
     "payload, progress, report, error, created_at, started_at, finished_at"
 )
 
-# enqueue: insert unless a live job holds the same dedup_key. pg_notify() in
+# enqueue: insert unless a live job holds the same dedup_key (the partial unique
+# index jobs_dedup_key_live is the arbiter: the WHERE lets PostgreSQL infer it). pg_notify() in
 # RETURNING costs no extra round trip; PostgreSQL delivers it on COMMIT, so a
 # worker is never woken for a job it cannot see yet (or one that rolled back).
 # enqueued_key keeps the key for the job's whole life: a job put back in the
@@ -27,7 +28,7 @@ ENQUEUE = f"""
 INSERT INTO jobs (org_id, type, payload, dedup_key, enqueued_key, run_after, priority, queue_name)
 VALUES (%(org_id)s, %(type)s, %(payload)s::jsonb, %(dedup_key)s, %(dedup_key)s,
         %(run_after)s, %(priority)s, %(queue_name)s)
-ON CONFLICT (dedup_key) DO NOTHING
+ON CONFLICT (dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
 RETURNING {JOB_COLUMNS}, pg_notify(%(channel)s, '')
 """
 
@@ -41,7 +42,7 @@ SELECT %(org_id)s, %(type)s, item.payload::jsonb, item.dedup_key, item.dedup_key
        %(run_after)s, %(priority)s, %(queue_name)s
 FROM unnest(%(payloads)s::text[], %(dedup_keys)s::text[]) WITH ORDINALITY AS item(payload, dedup_key, n)
 ORDER BY item.n
-ON CONFLICT (dedup_key) DO NOTHING
+ON CONFLICT (dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
 RETURNING id, pg_notify(%(channel)s, '')
 """
 

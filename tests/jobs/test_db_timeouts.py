@@ -16,11 +16,11 @@ from tests.support.processes import ManagedProcess, database_url, process_env, r
 @pytest.mark.parametrize("overrides, expected", [
     ({}, {"connect_timeout": 10, "keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10,
           "keepalives_count": 3, "tcp_user_timeout": 60000,
-          "options": "-c statement_timeout=300000 -c lock_timeout=30000"}),
+          "options": "-c statement_timeout=300000 -c lock_timeout=30000 -c plan_cache_mode=force_generic_plan"}),
     ({"JOBS_DB_CONNECT_TIMEOUT": 0, "JOBS_DB_KEEPALIVES_IDLE": 0, "JOBS_DB_STATEMENT_TIMEOUT": 0,
-      "JOBS_DB_LOCK_TIMEOUT": 0}, {}),
+      "JOBS_DB_LOCK_TIMEOUT": 0, "JOBS_PREPARED_STATEMENTS": False}, {}),
     ({"JOBS_DB_STATEMENT_TIMEOUT": 2.5, "JOBS_DB_LOCK_TIMEOUT": 0, "JOBS_DB_KEEPALIVES_IDLE": 0},
-     {"connect_timeout": 10, "options": "-c statement_timeout=2500"}),
+     {"connect_timeout": 10, "options": "-c statement_timeout=2500 -c plan_cache_mode=force_generic_plan"}),
 ])
 def test_connection_options(settings, overrides, expected):
     for name, value in overrides.items():

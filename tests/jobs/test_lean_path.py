@@ -1,0 +1,102 @@
+"""The queue's hot path stays lean: only indexes a query reads, prepared statements, and plans that use the index.
+
+docs/benchmarks.md measures what each of these saves per job; these tests keep them from coming back.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from jobs import queue, sql
+from jobs.models import Job, JobStatus
+from tests.factories import JobFactory
+from tests.support.job_rows import add_finished_jobs
+
+pytestmark = pytest.mark.django_db
+
+# Every index of jobs, and what reads it. A new one costs every job an entry at each of its writes
+# (a claim or a finish is never a HOT update): add it here with its reader, measured (make bench-profile).
+READERS = {
+    "jobs_pkey": "every fenced write (WHERE id = …)",
+    "jobs_dedup_key_live": "enqueue's ON CONFLICT arbiter, FIND_BY_DEDUP_KEY",
+    "jobs_org_type_created": "the admin and the API: an org's jobs of a type, newest first",
+    "jobs_live_status_created": "the sweep and the admin: running jobs",
+    "jobs_queued_priority_created": "the claim, in claim order",
+    "jobs_queued_type_created": "the guarded claim, type by type",
+    "jobs_queued_guard_site_id": "the guarded claim's skip scan over sites",
+    "jobs_queued_run_after": "an idle worker's wait for the next scheduled job",
+}
+
+
+def indexes() -> dict[str, str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indexrelid::regclass::text, pg_get_indexdef(indexrelid) FROM pg_index "
+                       "WHERE indrelid = 'jobs'::regclass")
+        return dict(cursor.fetchall())
+
+
+def prepared_claims() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE '%%FOR UPDATE SKIP LOCKED%%'")
+        return cursor.fetchone()[0]
+
+
+def test_every_index_of_jobs_has_a_reader():
+    assert set(indexes()) == set(READERS)
+
+
+def test_the_dedup_key_is_unique_among_live_keys_only():
+    definition = indexes()["jobs_dedup_key_live"]
+    assert definition.startswith("CREATE UNIQUE INDEX") and "WHERE (dedup_key IS NOT NULL)" in definition
+    first = queue.enqueue("noop", org_id="demo", dedup_key="noop:one")
+    assert queue.enqueue("noop", org_id="demo", dedup_key="noop:one").id == first.id
+    keyless = [queue.enqueue("noop", org_id="demo") for _ in range(2)]
+    assert len({job.id for job in keyless}) == 2
+
+
+@pytest.mark.django_db(transaction=True)  # a fresh connection: none of its statements prepared yet
+def test_the_queue_prepares_its_statements_once_per_connection():
+    connection.close()
+    JobFactory.create_batch(3, type="noop")
+    with CaptureQueriesContext(connection) as captured:
+        claimed = [queue.claim() for _ in range(3)]
+    assert all(claimed)
+    # Through Django's cursor wrapper still: the run fences (execute_wrappers) and query logging see them.
+    assert sum("FOR UPDATE SKIP LOCKED" in q["sql"] for q in captured.captured_queries) == 3
+    assert prepared_claims() == 1
+    assert queue.finish_done(claimed[0], {"ok": True})
+    assert Job.objects.get(pk=claimed[0].pk).status == JobStatus.DONE
+
+
+@pytest.mark.django_db(transaction=True)
+def test_with_prepared_statements_off_nothing_is_prepared(settings):
+    settings.JOBS_PREPARED_STATEMENTS = False
+    connection.close()
+    JobFactory(type="noop")
+    assert queue.claim() is not None
+    assert prepared_claims() == 0
+
+
+def test_the_prepared_claims_generic_plan_reads_the_partial_index():
+    """A prepared statement may be run with a plan made for no particular values: it must still take
+    the first due row off the queued index, not scan a table of finished jobs."""
+    add_finished_jobs()
+    JobFactory(type="noop")
+    plan = queue.claim_plan()
+    assert plan.guarded is None
+    names = list(dict.fromkeys(re.findall(r"%\((\w+)\)s", sql.CLAIM_UNGUARDED)))
+    numbered = re.sub(r"%\((\w+)\)s", lambda m: f"${names.index(m.group(1)) + 1}", sql.CLAIM_UNGUARDED)
+    params = {**plan.params, "queues": None, "worker_id": "test:1"}
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        cursor.execute(f"PREPARE generic_claim AS {numbered}")
+        cursor.execute("EXPLAIN EXECUTE generic_claim(" + ", ".join(["%s"] * len(names)) + ")",
+                       [params[name] for name in names])
+        explained = "\n".join(row[0] for row in cursor.fetchall())
+        cursor.execute("DEALLOCATE generic_claim")
+    assert "jobs_queued_priority_created" in explained, explained
+    assert "Seq Scan on jobs" not in explained, explained

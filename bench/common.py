@@ -256,9 +256,9 @@ def table(label_width: int, value_width: int, rule: int):
     return row, [row("figure", "value", "vs ceiling", "goal"), "-" * rule]
 
 
-def verdict(ok: bool) -> str:
-    return "PASS" if ok else "MISS"
+def verdict(ok: bool, miss: str = "MISS") -> str:
+    return "PASS" if ok else miss
 
 
-def ratio_goal(ratio: float, goal: float) -> str:
-    return f">= {goal}x  {verdict(ratio >= goal)}"
+def ratio_goal(ratio: float, goal: float, miss: str = "MISS") -> str:
+    return f">= {goal}x  {verdict(ratio >= goal, miss)}"

@@ -29,9 +29,10 @@ from bench.common import (
     app_bench_database,
     connect,
     headline,
+    ratio_goal,
     server_version,
-    settle,
     table,
+    verdict,
 )
 
 BENCH_DB = "seoinsight_bench"
@@ -48,14 +49,6 @@ LATENCY_GOAL_MS = 2.0  # LISTEN/NOTIFY p50
 
 RAW_INSERT = f"INSERT INTO {raw_queue.MINIMAL} (payload) VALUES (%s::jsonb)"
 RAW_BULK = f"INSERT INTO {raw_queue.MINIMAL} (payload) SELECT p::jsonb FROM unnest(%s::text[]) AS p"
-
-
-def reset_table(db: psycopg.Connection, table_name: str, rows: int) -> None:
-    """Empty ``table_name``, queue ``rows`` noop jobs, and give every run the same starting state."""
-    db.execute(sql.SQL("TRUNCATE {} CASCADE").format(sql.Identifier(table_name)))  # other apps' tables point at jobs
-    if rows:
-        raw_queue.fill(db, table_name, rows)
-    settle(db, table_name)
 
 
 def wait_for(condition, message: str, timeout: float = TIMEOUT, interval: float = 0.01):
@@ -75,7 +68,7 @@ def drain(server: dict, db: psycopg.Connection, table_name: str, start, processe
     sweep, a raw loop in its first claim. The rate comes from the database's own
     clock, first claim to last finish.
     """
-    reset_table(db, table_name, jobs)
+    raw_queue.reset(db, table_name, jobs)
     gate = connect(server, BENCH_DB, autocommit=False)
     consumers = []
     try:
@@ -100,13 +93,8 @@ def drain(server: dict, db: psycopg.Connection, table_name: str, start, processe
         gate.close()
         for consumer in consumers:
             consumer.kill()  # only if something failed: by now they have exited
-    done, window = db.execute(sql.SQL(
-        "SELECT count(*) FILTER (WHERE status = 'done'), "
-        "extract(epoch FROM max(finished_at) - min(started_at))::float8 FROM {}").format(sql.Identifier(table_name))
-    ).fetchone()
-    if done != jobs:
-        raise RuntimeError(f"{table_name}: {done} of {jobs} jobs done after the drain")
-    return {"rate": jobs / window, "window": window, "wall": wall}
+    rate, window = raw_queue.drained(db, table_name, jobs)
+    return {"rate": rate, "window": window, "wall": wall}
 
 
 # -- enqueue: jobs.queue in this process, against raw psycopg on the minimal table ---------------
@@ -171,7 +159,7 @@ def latency(db: psycopg.Connection, url: str, samples: int, gap: tuple, *worker_
 
     from jobs.queue import enqueue
 
-    reset_table(db, "jobs", 0)
+    raw_queue.reset(db, "jobs", 0)
     worker = AppProcess(url, "runjobs", *worker_args)
     warmup = 3
     sent = []
@@ -227,10 +215,6 @@ def plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "es" if word.endswith("s") else "s")
 
 
-def goal(ratio: float, wanted: float) -> str:
-    return f">= {wanted}x  {'PASS' if ratio >= wanted else 'SHORT'}"
-
-
 LABELS = {
     "minimal_1": "raw loop, minimal table, claim 1",
     "minimal_10": "raw loop, minimal table, claim 10",
@@ -269,23 +253,22 @@ def report(r: dict, args, version: str) -> str:
                 base, wanted = JUDGED[key]
                 ratio = value / median((base, n))
                 lines.append(row(f"{LABELS[key]}, {plural(n, 'process')}", rate(value),
-                                 f"{ratio:.2f}x {base.split('_')[1]}", goal(ratio, wanted) if wanted else ""))
+                                 f"{ratio:.2f}x {base.split('_')[1]}", ratio_goal(ratio, wanted, "SHORT") if wanted else ""))
             else:
                 lines.append(row(f"{LABELS[key]}, {plural(n, 'process')}", rate(value), "1.00x"))
         lines.append("")
     one, bulk = r["enqueue_1"] / r["raw_insert_1"], r["enqueue_bulk"] / r["raw_insert_bulk"]
     lines += [
         row("raw INSERT, 1 per transaction (minimal table)", rate(r["raw_insert_1"]), "1.00x"),
-        row("enqueue(), 1 per transaction", rate(r["enqueue_1"]), f"{one:.2f}x", goal(one, ENQUEUE_GOAL)),
+        row("enqueue(), 1 per transaction", rate(r["enqueue_1"]), f"{one:.2f}x", ratio_goal(one, ENQUEUE_GOAL, "SHORT")),
         row(f"enqueue(), {BATCH} per transaction", rate(r["enqueue_batch"])),
         row(f"raw bulk INSERT, {BULK:,} rows per statement", rate(r["raw_insert_bulk"]), "1.00x"),
-        row(f"enqueue_many(), {BULK:,} per call", rate(r["enqueue_bulk"]), f"{bulk:.2f}x", goal(bulk, BULK_GOAL)),
+        row(f"enqueue_many(), {BULK:,} per call", rate(r["enqueue_bulk"]), f"{bulk:.2f}x", ratio_goal(bulk, BULK_GOAL, "SHORT")),
         "",
     ]
     for key, label in (("listen", "LISTEN/NOTIFY"), ("poll", "polling, --no-listen")):
         p50, p95 = percentile(r[f"latency_{key}"], 50), percentile(r[f"latency_{key}"], 95)
-        wanted = (f"p50 <= {LATENCY_GOAL_MS:g} ms  {'PASS' if p50 <= LATENCY_GOAL_MS else 'SHORT'}"
-                  if key == "listen" else "")
+        wanted = f"p50 <= {LATENCY_GOAL_MS:g} ms  {verdict(p50 <= LATENCY_GOAL_MS, 'SHORT')}" if key == "listen" else ""
         lines.append(row(f"start latency p50 / p95, {label}", f"{p50:.1f} / {p95:.1f} ms", "", wanted))
     lines += ["", "each drain's rate per round (job/s):"]
     for (key, n), runs in r["drains"].items():
@@ -323,7 +306,7 @@ def main() -> int:
                 ("raw_insert_bulk", lambda: raw_insert_rate(server, args.jobs, bulk=True), raw_queue.MINIMAL),
                 ("enqueue_bulk", lambda: enqueue_many_rate(args.jobs), "jobs"),
             ):
-                reset_table(db, table_name, 0)
+                raw_queue.reset(db, table_name, 0)
                 results[key] = measure()
             drains = consumers(server, url)
             for round_ in range(1, args.rounds + 1):

@@ -33,7 +33,6 @@ import tempfile
 import time
 from pathlib import Path
 
-from psycopg import sql
 
 from bench import raw_queue
 from bench.common import (
@@ -44,10 +43,10 @@ from bench.common import (
     database_url,
     headline,
     server_version,
-    settle,
     worker_env,
 )
-from bench.own_postgres import Unavailable, debian_server, server_cpu_seconds
+from bench.own_postgres import Unavailable, binaries, debian_server, server_cpu_seconds
+from bench.schema_cost import wal_position
 
 BENCH_DB = "seoinsight_bench_profile"
 TOP_STATEMENTS = 8
@@ -63,17 +62,6 @@ def table_counters(db, table: str) -> tuple[int, int, int]:
     db.execute("SELECT pg_stat_clear_snapshot()")
     return db.execute("SELECT n_tup_ins, n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = %s",
                       (table,)).fetchone()
-
-
-def wal_position(db) -> int:
-    return db.execute("SELECT pg_current_wal_insert_lsn() - '0/0'::pg_lsn").fetchone()[0]
-
-
-def reset(db, table: str, rows: int) -> None:
-    db.execute(sql.SQL("TRUNCATE {} CASCADE").format(sql.Identifier(table)))
-    if rows:
-        raw_queue.fill(db, table, rows)
-    settle(db, table)
 
 
 def statements_of(db, jobs: int) -> list[dict]:
@@ -92,9 +80,9 @@ def statements_of(db, jobs: int) -> list[dict]:
              "dirtied": d / c, "wal": float(w) / c, "fpi": f / c} for q, c, t, p, b, d, w, f in found if c]
 
 
-def drain(server: dict, postgres_bin: Path, db, table: str, start, jobs: int, startup_cpu: float) -> dict:
+def drain(postgres_bin: Path, db, table: str, start, jobs: int, startup_cpu: float) -> dict:
     """Queue ``jobs`` in ``table``, run one consumer to the end, and read every counter around it."""
-    reset(db, table, jobs)
+    raw_queue.reset(db, table, jobs)
     db.execute("SELECT pg_stat_statements_reset()")
     before = table_counters(db, table)
     wal, server0, client0 = wal_position(db), server_cpu_seconds(postgres_bin), children_cpu()
@@ -105,15 +93,10 @@ def drain(server: dict, postgres_bin: Path, db, table: str, start, jobs: int, st
     server_cpu = server_cpu_seconds(postgres_bin) - server0
     wal = wal_position(db) - wal
     after = table_counters(db, table)
-    done, window = db.execute(sql.SQL(
-        "SELECT count(*) FILTER (WHERE status = 'done'), "
-        "extract(epoch FROM max(finished_at) - min(started_at))::float8 FROM {}").format(sql.Identifier(table))
-    ).fetchone()
-    if done != jobs:
-        raise RuntimeError(f"{table}: {done} of {jobs} jobs done after the drain")
+    rate, _ = raw_queue.drained(db, table, jobs)
     found = statements_of(db, jobs)
     return {
-        "rate": jobs / window,
+        "rate": rate,
         "server_ms": server_cpu * 1000 / jobs,
         "client_ms": client * 1000 / jobs,
         "wal": wal / jobs,
@@ -142,7 +125,7 @@ def explain(db, statement: str, params: dict) -> str:
 def plans(db, jobs: int) -> str:
     from jobs import queue, sql as jobs_sql
 
-    reset(db, "jobs", jobs)
+    raw_queue.reset(db, "jobs", jobs)
     claim_params = {**queue.claim_plan().params, "queues": None, "worker_id": "bench:1"}
     claim_plan = explain(db, jobs_sql.CLAIM_UNGUARDED, claim_params)
     with db.transaction():
@@ -164,7 +147,7 @@ def indexes(db) -> list[tuple[str, str]]:
 
 def worker_profile(url: str, media: Path, db, jobs: int) -> str:
     """cProfile of ``runjobs --burst`` over ``jobs`` jobs: the loop's functions by own time, per job."""
-    reset(db, "jobs", jobs)
+    raw_queue.reset(db, "jobs", jobs)
     with tempfile.TemporaryDirectory(prefix="queue-profile-") as directory:
         out = Path(directory) / "runjobs.prof"
         subprocess.run([sys.executable, "-m", "cProfile", "-o", str(out), "manage.py", "runjobs", "--burst"],
@@ -197,49 +180,35 @@ def report_drain(label: str, r: dict, ceiling: float) -> list[str]:
     return lines
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs", type=int, default=10_000, help="jobs per drain (default: 10000)")
-    parser.add_argument("--profile-jobs", type=int, default=3_000, help="jobs under cProfile (default: 3000)")
-    args = parser.parse_args()
-    if args.jobs < 100 or args.profile_jobs < 100:
-        parser.error("--jobs and --profile-jobs must be at least 100")
-    try:
-        own = debian_server()
-        server, postgres_bin = own.__enter__()
-    except Unavailable as exc:
-        print(f"queue_profile: {exc}", file=sys.stderr)
-        return 1
-    try:
-        # The app's processes and this one's Django go to this cluster, nowhere else.
-        os.environ["DATABASE_URL"] = database_url(server, "postgres")
-        with app_bench_database(BENCH_DB, "queue-profile-") as (_, url, media):
-            with connect(server, BENCH_DB) as db:
-                version = server_version(db)
-                db.execute("CREATE EXTENSION pg_stat_statements")
-                raw_queue.create_minimal(db)
-                db.execute(f"CREATE TABLE {raw_queue.SCHEMA} (LIKE jobs INCLUDING ALL)")
-                consumers = [
-                    ("raw loop, minimal table, claim 1", raw_queue.MINIMAL,
-                     lambda: raw_queue.RawConsumer(server, BENCH_DB, raw_queue.MINIMAL, 1)),
-                    ("raw loop, minimal table, claim 10", raw_queue.MINIMAL,
-                     lambda: raw_queue.RawConsumer(server, BENCH_DB, raw_queue.MINIMAL, 10)),
-                    ("raw loop, jobs schema, claim 1", raw_queue.SCHEMA,
-                     lambda: raw_queue.RawConsumer(server, BENCH_DB, raw_queue.SCHEMA, 1)),
-                    ("runjobs --burst", "jobs", lambda: AppProcess(url, "runjobs", "--burst", media=media)),
-                ]
-                results = {}
-                for label, table, start in consumers:
-                    print(f"drain: {args.jobs:,} jobs, {label} ...", flush=True)
-                    reset(db, table, 0)
-                    results[label] = drain(server, postgres_bin, db, table, start, args.jobs, startup(start))
-                print("plans ...", flush=True)
-                explained = plans(db, args.jobs)
-                print(f"cProfile: runjobs --burst over {args.profile_jobs:,} jobs ...", flush=True)
-                profiled = worker_profile(url, media, db, args.profile_jobs)
-                listed = indexes(db)
-    finally:
-        own.__exit__(None, None, None)
+def measure(args, server: dict, postgres_bin: Path) -> str:
+    """Every figure of the report, on the cluster ``server`` (its binary ``postgres_bin``)."""
+    # The app's processes and this one's Django go to this cluster, nowhere else.
+    os.environ["DATABASE_URL"] = database_url(server, "postgres")
+    with app_bench_database(BENCH_DB, "queue-profile-") as (_, url, media), connect(server, BENCH_DB) as db:
+        version = server_version(db)
+        db.execute("CREATE EXTENSION pg_stat_statements")
+        raw_queue.create_minimal(db)
+        db.execute(f"CREATE TABLE {raw_queue.SCHEMA} (LIKE jobs INCLUDING ALL)")
+
+        def raw(table, batch):
+            return lambda: raw_queue.RawConsumer(server, BENCH_DB, table, batch)
+
+        consumers = [
+            ("raw loop, minimal table, claim 1", raw_queue.MINIMAL, raw(raw_queue.MINIMAL, 1)),
+            ("raw loop, minimal table, claim 10", raw_queue.MINIMAL, raw(raw_queue.MINIMAL, 10)),
+            ("raw loop, jobs schema, claim 1", raw_queue.SCHEMA, raw(raw_queue.SCHEMA, 1)),
+            ("runjobs --burst", "jobs", lambda: AppProcess(url, "runjobs", "--burst", media=media)),
+        ]
+        results = {}
+        for label, table, start in consumers:
+            print(f"drain: {args.jobs:,} jobs, {label} ...", flush=True)
+            raw_queue.reset(db, table, 0)
+            results[label] = drain(postgres_bin, db, table, start, args.jobs, startup(start))
+        print("plans ...", flush=True)
+        explained = plans(db, args.jobs)
+        print(f"cProfile: runjobs --burst over {args.profile_jobs:,} jobs ...", flush=True)
+        profiled = worker_profile(url, media, db, args.profile_jobs)
+        listed = indexes(db)
 
     ceiling = results[consumers[0][0]]["rate"]
     lines = [headline("queue profile", version), f"jobs per drain: {args.jobs:,}, one consumer process", ""]
@@ -249,8 +218,25 @@ def main() -> int:
     lines += [f"  {name}: {definition.split(' USING ', 1)[1]}" for name, definition in listed]
     lines += ["", f"runjobs --burst under cProfile, {args.profile_jobs:,} jobs (cProfile slows it ~2x; read ratios):",
               profiled]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=10_000, help="jobs per drain (default: 10000)")
+    parser.add_argument("--profile-jobs", type=int, default=3_000, help="jobs under cProfile (default: 3000)")
+    args = parser.parse_args()
+    if args.jobs < 100 or args.profile_jobs < 100:
+        parser.error("--jobs and --profile-jobs must be at least 100")
+    try:
+        binaries()
+    except Unavailable as exc:
+        print(f"queue_profile: {exc}", file=sys.stderr)
+        return 1
+    with debian_server() as (server, postgres_bin):
+        report = measure(args, server, postgres_bin)
     print()
-    print("\n".join(lines))
+    print(report)
     return 0
 
 

@@ -19,7 +19,7 @@ import multiprocessing
 import psycopg
 from psycopg import sql
 
-from bench.common import TIMEOUT, connect
+from bench.common import TIMEOUT, connect, settle
 
 MINIMAL = "bench_minimal"
 SCHEMA = "bench_ceiling"
@@ -127,3 +127,25 @@ def fill(db: psycopg.Connection, table: str, rows: int) -> None:
             "INSERT INTO {} (org_id, type, payload, created_at) "
             "SELECT 'bench', 'noop', '{{}}', clock_timestamp() FROM generate_series(1, %s)").format(ident)
     db.execute(statement, (rows,))
+
+
+def reset(db: psycopg.Connection, table: str, rows: int) -> None:
+    """Empty ``table``, queue ``rows`` noop jobs, and give every drain the same starting state."""
+    db.execute(sql.SQL("TRUNCATE {} CASCADE").format(sql.Identifier(table)))  # other apps' tables point at jobs
+    if rows:
+        fill(db, table, rows)
+    settle(db, table)
+
+
+def drained(db: psycopg.Connection, table: str, jobs: int) -> tuple[float, float]:
+    """(rate, window) of a finished drain, on the database's clock: first claim to last finish.
+
+    Raises unless all ``jobs`` are done.
+    """
+    done, window = db.execute(sql.SQL(
+        "SELECT count(*) FILTER (WHERE status = 'done'), "
+        "extract(epoch FROM max(finished_at) - min(started_at))::float8 FROM {}").format(sql.Identifier(table))
+    ).fetchone()
+    if done != jobs:
+        raise RuntimeError(f"{table}: {done} of {jobs} jobs done after the drain")
+    return jobs / window, window

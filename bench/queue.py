@@ -22,7 +22,7 @@ import time
 import psycopg
 from psycopg import sql
 
-from bench import raw_queue
+from bench import peers, raw_queue
 from bench.common import (
     TIMEOUT,
     AppProcess,
@@ -60,15 +60,17 @@ def wait_for(condition, message: str, timeout: float = TIMEOUT, interval: float 
     return value
 
 
-def drain(server: dict, db: psycopg.Connection, table_name: str, start, processes: int, jobs: int) -> dict:
+def drain(server: dict, db: psycopg.Connection, table_name: str, start, processes: int, jobs: int,
+          reset=raw_queue.reset, drained=raw_queue.drained) -> dict:
     """Queue ``jobs`` in ``table_name``, start ``processes`` consumers behind a lock, release them together.
 
     The lock keeps process start-up (Django's ~0.5 s) out of the figure and lets
     two processes begin at the same instant: a runjobs worker blocks in its first
     sweep, a raw loop in its first claim. The rate comes from the database's own
-    clock, first claim to last finish.
+    clock, first claim to last finish. ``reset`` and ``drained`` fill the table and read the rate: a
+    peer's own (``bench.peers``) for its table.
     """
-    raw_queue.reset(db, table_name, jobs)
+    reset(db, table_name, jobs)
     gate = connect(server, BENCH_DB, autocommit=False)
     consumers = []
     try:
@@ -93,7 +95,7 @@ def drain(server: dict, db: psycopg.Connection, table_name: str, start, processe
         gate.close()
         for consumer in consumers:
             consumer.kill()  # only if something failed: by now they have exited
-    rate, window = raw_queue.drained(db, table_name, jobs)
+    rate, window = drained(db, table_name, jobs)
     return {"rate": rate, "window": window, "wall": wall}
 
 
@@ -243,6 +245,7 @@ def report(r: dict, args, version: str) -> str:
         headline("queue", version),
         f"jobs per drain: {args.jobs:,}  rounds: {args.rounds} (medians)  latency samples: "
         f"{args.latency_samples} (listen), {r['poll_samples']} (poll)",
+        *peers.header(r.get("peers")),
         "",
         *head,
     ]
@@ -256,6 +259,8 @@ def report(r: dict, args, version: str) -> str:
                                  f"{ratio:.2f}x {base.split('_')[1]}", ratio_goal(ratio, wanted, "SHORT") if wanted else ""))
             else:
                 lines.append(row(f"{LABELS[key]}, {plural(n, 'process')}", rate(value), "1.00x"))
+        lines += peers.drain_rows(r.get("peers"), n, plural(n, "process"), row, rate,
+                                  lambda key, n=n: median((key, n)))
         lines.append("")
     one, bulk = r["enqueue_1"] / r["raw_insert_1"], r["enqueue_bulk"] / r["raw_insert_bulk"]
     lines += [
@@ -270,10 +275,12 @@ def report(r: dict, args, version: str) -> str:
         p50, p95 = percentile(r[f"latency_{key}"], 50), percentile(r[f"latency_{key}"], 95)
         wanted = f"p50 <= {LATENCY_GOAL_MS:g} ms  {verdict(p50 <= LATENCY_GOAL_MS, 'SHORT')}" if key == "listen" else ""
         lines.append(row(f"start latency p50 / p95, {label}", f"{p50:.1f} / {p95:.1f} ms", "", wanted))
+    lines += peers.other_rows(r.get("peers"), row, rate, r["raw_insert_1"], r["raw_insert_bulk"], percentile)
     lines += ["", "each drain's rate per round (job/s):"]
     for (key, n), runs in r["drains"].items():
         lines.append(f"  {LABELS[key] + ', ' + plural(n, 'process'):<52} "
                      + "  ".join(f"{run['rate']:8,.0f}" for run in runs))
+    lines += peers.round_lines(r.get("peers"), lambda n: plural(n, "process"))
     return "\n".join(lines)
 
 
@@ -283,6 +290,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds of every drain (default: 3)")
     parser.add_argument("--latency-samples", type=int, default=200,
                         help="enqueue-to-start samples with LISTEN/NOTIFY (default: 200; polling takes a tenth)")
+    parser.add_argument("--peers", action=argparse.BooleanOptionalAction, default=True,
+                        help="also run procrastinate and django-tasks-db when installed (make bench installs them)")
     args = parser.parse_args()
     if args.jobs < BULK or args.latency_samples < 10 or args.rounds < 1:
         parser.error(f"--jobs must be at least {BULK}, --latency-samples at least 10, --rounds at least 1")
@@ -296,6 +305,8 @@ def main() -> int:
             version = server_version(db)
             raw_queue.create_minimal(db)
             db.execute(f"CREATE TABLE {raw_queue.SCHEMA} (LIKE jobs INCLUDING ALL)")
+            peer_bench = peers.prepare(server, BENCH_DB, url) if args.peers else None
+            results["peers"] = peer_bench and peer_bench.results
             enqueues = min(args.jobs, 2000)  # one fsync each: enough for a stable figure
             print(f"enqueue: {enqueues:,} one per transaction, {args.jobs:,} in batches of {BATCH} "
                   f"and of {BULK:,}, raw and through jobs.queue ...", flush=True)
@@ -308,6 +319,8 @@ def main() -> int:
             ):
                 raw_queue.reset(db, table_name, 0)
                 results[key] = measure()
+            if peer_bench:
+                peer_bench.enqueue(db, enqueues, args.jobs)
             drains = consumers(server, url)
             for round_ in range(1, args.rounds + 1):
                 for n in (1, 2):
@@ -316,6 +329,8 @@ def main() -> int:
                     for key, (table_name, start) in drains.items():
                         run = drain(server, db, table_name, start, n, args.jobs)
                         results["drains"].setdefault((key, n), []).append(run)
+                    if peer_bench:
+                        peer_bench.drains(drain, db, n, args.jobs)
             # Polling samples take ~2 s each at the default interval: a tenth as many.
             results["poll_samples"] = max(10, args.latency_samples // 10)
             poll_interval = conf.get("JOBS_POLL_INTERVAL")
@@ -324,6 +339,8 @@ def main() -> int:
             results["latency_listen"] = latency(db, url, args.latency_samples, (0.005, 0.015))
             results["latency_poll"] = latency(db, url, results["poll_samples"], (0, poll_interval * 4 / 3),
                                               "--no-listen")
+            if peer_bench:
+                peer_bench.latency(db, args.latency_samples)
     print()
     print(report(results, args, version))
     return 0

@@ -26,7 +26,7 @@ from .registry import DedupScope
 from .rows import EnqueueRace
 from .storable import MAX_REPORT_BYTES, storable
 
-__all__ = ["EnqueueRace", "JobLost", "claim", "claim_many", "claim_plan", "enqueue", "enqueue_many", "finish_done",
+__all__ = ["EnqueueRace", "JobLost", "claim", "claim_many", "claim_plan", "finish_and_claim", "enqueue", "enqueue_many", "finish_done",
            "finish_failed", "finish_retry", "heartbeat", "interrupt", "mark_failed", "report_progress", "requeue"]
 
 log = logging.getLogger(__name__)
@@ -34,6 +34,12 @@ log = logging.getLogger(__name__)
 
 class JobLost(Exception):
     """This run no longer owns its job: it was swept and re-claimed, or failed by an operator."""
+
+
+def _check_org(org_id) -> None:
+    """A job belongs to an org, named by a non-empty string (the column is text): checked before anything is queued."""
+    if not org_id or not isinstance(org_id, str):
+        raise ValueError(f"org_id is required: a non-empty string, not {org_id!r}")
 
 
 def _placement(type: str, run_after: datetime | None, priority: int | None, queue_name: str | None) -> dict:
@@ -64,22 +70,27 @@ def enqueue(type: str, *, org_id: str, payload: dict | None = None, dedup_key: s
     the key, that job is returned instead of a new one. If the holder finishes
     between our conflict and our re-read, the key is free again: insert again
     (seed 001: bounded, 3 tries) rather than report an error.
+
+    One statement, one round trip (``sql.ENQUEUE``); the job returned is built
+    from what it returns and what it was given (``rows.queued_job``), every
+    field set as a read of the row would give it.
     """
     placement = _placement(type, run_after, priority, queue_name)
-    if not org_id:
-        raise ValueError("org_id is required")
+    _check_org(org_id)
+    if dedup_key is not None and not isinstance(dedup_key, str):
+        raise ValueError(f"dedup_key must be a string or None, not {dedup_key!r}")
     params = {
         "org_id": org_id,
         "type": type,
-        "payload": rows.to_json(payload or {}),
+        "payload": rows.to_json(payload) if payload else "{}",
         "dedup_key": dedup_key,
         "channel": conf.NOTIFY_CHANNEL,
         **placement,
     }
     for _ in range(rows.ENQUEUE_TRIES):
-        job = rows.one(sql.ENQUEUE, params)
-        if job is not None:
-            return job
+        row = rows.first(sql.ENQUEUE, params)
+        if row is not None:
+            return rows.queued_job(row, params)
         job = rows.one(sql.FIND_BY_DEDUP_KEY, params)
         if job is not None:
             return job
@@ -93,23 +104,32 @@ def enqueue_many(type: str, *, org_id: str, items: list[tuple[dict, str | None]]
     For producers that create many rows in one transaction. An item whose key a
     live job holds is skipped (that job already covers it); unlike ``enqueue``
     there is no re-read, so nothing is returned for it.
+
+    One round trip: ``sql.ENQUEUE_MANY``, or ``sql.ENQUEUE_MANY_KEYLESS`` when no
+    item has a key (no ``ON CONFLICT`` to pay for). ``COPY`` measured no faster
+    (bench.enqueue_paths, docs/benchmarks.md).
     """
     placement = _placement(type, run_after, priority, queue_name)
-    if not org_id:
-        raise ValueError("org_id is required")
+    _check_org(org_id)
     if not items:
         return 0
+    encode = rows.to_json
+    dedup_keys = [dedup_key for _, dedup_key in items]
     params = {
         "org_id": org_id,
         "type": type,
-        "payloads": [rows.to_json(payload or {}) for payload, _ in items],
-        "dedup_keys": [dedup_key for _, dedup_key in items],
+        # A line per payload: to_json writes JSON without a line break of its own (sql.ENQUEUE_MANY).
+        "payloads": "\n".join([encode(payload) if payload else "{}" for payload, _ in items]),
         "channel": conf.NOTIFY_CHANNEL,
         **placement,
     }
-    with rows.queue_cursor() as cursor:
-        cursor.execute(sql.ENQUEUE_MANY, params)
-        return len(cursor.fetchall())
+    if any(key is not None for key in dedup_keys):
+        params["dedup_keys"] = encode(dedup_keys)
+        statement = sql.ENQUEUE_MANY
+    else:
+        statement = sql.ENQUEUE_MANY_KEYLESS
+    row = rows.first(statement, params)
+    return 0 if row is None else row[0]
 
 
 @dataclass(frozen=True)
@@ -196,6 +216,35 @@ def claim_many(limit: int, queues: list[str] | None = None, worker_id: str | Non
         return claimed
     params = {**plan.params, "queues": list(queues) if queues else None, "worker_id": worker_id, "limit": limit}
     return rows.many(sql.CLAIM_MANY_UNGUARDED, params)
+
+
+def finish_and_claim(finished: list[tuple[Job, str | None]], limit: int, queues: list[str] | None = None,
+                     worker_id: str | None = None) -> tuple[set, list[Job]]:
+    """Record done runs and claim up to ``limit`` jobs (0: none), in one statement (``sql.FINISH_AND_CLAIM``).
+
+    ``finished``: ``(job, report)`` per run, the report as ``storable_report``
+    made it. Returns the ids of the runs recorded (one missing no longer owned
+    its job, as ``finish_done`` returning False) and the jobs claimed, in claim
+    order, as ``claim_many`` would claim them. With one_running_per types the
+    claim is ``claim_many``'s own, after the finishes: their guard needs its
+    own transactions.
+    """
+    if limit < 0:
+        raise ValueError(f"limit must not be negative, not {limit!r}")
+    plan = claim_plan()
+    params = {
+        **plan.params,
+        "queues": list(queues) if queues else None,
+        "worker_id": worker_id,
+        "limit": limit if plan.guarded is None else 0,
+        "finish_ids": [job.id for job, _ in finished],
+        "finish_attempts": [job.attempts for job, _ in finished],
+        "finish_reports": [report for _, report in finished],
+    }
+    recorded, claimed = rows.finished_and_claimed(sql.FINISH_AND_CLAIM, params)
+    if plan.guarded is not None and limit:
+        claimed = claim_many(limit, queues, worker_id)
+    return recorded, claimed
 
 
 def seconds_to_next_due(queues: list[str] | None = None) -> float | None:

@@ -5,7 +5,8 @@ decision is taken here. The statements go through Django's cursor wrapper (its e
 mapping, ``execute_wrappers`` — the run fences — and query logging), on a cursor that binds
 parameters on the server and prepares each statement once per connection
 (``JOBS_PREPARED_STATEMENTS``): a claim or a finish is then executed, not parsed and planned,
-at every call. Django's own cursors bind on the client and never prepare.
+at every call. Django's own cursors bind on the client and never prepare. A closed one is kept
+for the connection's next statement (``PreparingCursor.close``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import functools
 import json
 
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.backends.postgresql.base import ServerBindingCursor
 
 from . import conf, sql
@@ -26,6 +27,8 @@ ENQUEUE_TRIES = 3
 # cursors bind on the client and never ask.
 ONLY_ON_REQUEST = 2**31 - 1
 UNIQUE_VIOLATION = "23505"
+# The attribute of a psycopg connection that lists its free PreparingCursors.
+FREE_CURSORS = "_seoinsight_free_cursors"
 
 
 class EnqueueRace(Exception):
@@ -33,7 +36,21 @@ class EnqueueRace(Exception):
 
 
 class PreparingCursor(ServerBindingCursor):
-    """A psycopg cursor that prepares what it executes (psycopg keeps the last 100 per connection)."""
+    """A psycopg cursor that prepares what it executes (psycopg keeps the last 100 per connection).
+
+    Closing one puts it back among its connection's free cursors, which ``queue_cursor`` hands out
+    again: a new psycopg cursor starts with empty caches of the dumpers and loaders its statement
+    needs, about 0.02 ms of CPU per statement (docs/benchmarks.md, enqueue). One is never used by
+    two statements at once: a statement sent while another's cursor is out (a run fence's
+    heartbeat) takes another cursor.
+    """
+
+    def close(self) -> None:
+        free = getattr(self._conn, FREE_CURSORS, None)
+        if free is None:
+            free = []
+            setattr(self._conn, FREE_CURSORS, free)
+        free.append(self)
 
     def execute(self, query, params=None, *, prepare=None, binary=None):
         result = super().execute(query, params, prepare=True if prepare is None else prepare, binary=binary)
@@ -55,16 +72,20 @@ class _Sent:
 
 def queue_cursor():
     """A cursor for the queue's statements: Django's wrapper, around a preparing cursor when that is on."""
+    # The wrapper itself, once: every attribute read through django.db.connection looks the alias up
+    # again in the thread's connections (a few microseconds each, six of them per statement).
+    db = connections[DEFAULT_DB_ALIAS]
     if not conf.get("JOBS_PREPARED_STATEMENTS"):
-        return connection.cursor()
-    connection.close_if_health_check_failed()
-    connection.ensure_connection()
-    with connection.wrap_database_errors:
-        raw = connection.connection
+        return db.cursor()
+    db.close_if_health_check_failed()
+    db.ensure_connection()
+    with db.wrap_database_errors:
+        raw = db.connection
         if raw.prepare_threshold is None:
             raw.prepare_threshold = ONLY_ON_REQUEST
+        free = getattr(raw, FREE_CURSORS, None)
         # What connection.cursor() does, with our cursor class in place of the connection's.
-        return connection._prepare_cursor(PreparingCursor(raw))
+        return db._prepare_cursor(free.pop() if free else PreparingCursor(raw))
 
 
 def ids(statement: str, params: dict) -> list:
@@ -101,6 +122,18 @@ def many(statement: str, params: dict) -> list[Job]:
         return [_as_job(row) for row in cursor.fetchall()]
 
 
+def finished_and_claimed(statement: str, params: dict) -> tuple[set, list[Job]]:
+    """What ``sql.FINISH_AND_CLAIM`` answers: the ids of the runs it recorded, and the jobs it claimed, in order.
+
+    Each row is the recorded ids, then a claimed job's ``sql.JOB_COLUMNS`` (NULL when none was claimed).
+    """
+    with queue_cursor() as cursor:
+        cursor.execute(statement, params)
+        found = cursor.fetchall()
+    width = len(_JOB_FIELDS)
+    return set(found[0][0]), [_as_job(row[1:1 + width]) for row in found if row[1] is not None]
+
+
 def _as_job(row) -> Job:
     values = list(row)
     for i, convert in _converters():
@@ -116,5 +149,45 @@ def _converters() -> list:
     return [(i, f.from_db_value) for i, f in enumerate(fields) if hasattr(f, "from_db_value")]
 
 
+def first(statement: str, params: dict) -> tuple | None:
+    """The first row a statement returns, as the driver gives it, or None."""
+    with queue_cursor() as cursor:
+        cursor.execute(statement, params)
+        return cursor.fetchone()
+
+
+def queued_job(row: tuple, params: dict) -> Job:
+    """The job ``sql.ENQUEUE`` just inserted, from its row (id, created_at, payload) and the statement's ``params``.
+
+    The rest of the row is known without reading it: what enqueue gave, and the other columns'
+    defaults (``Job``'s ``db_default``, else NULL). Every field is set, none deferred (a Job from
+    ``sql.JOB_COLUMNS`` reads the six others with a query of its own when asked), as a read of the
+    row would give them: tests/jobs/test_enqueue_paths.py holds the two equal.
+    """
+    created_at, run_after = row[1], params["run_after"]
+    fresh = {
+        "id": row[0], "org_id": params["org_id"], "type": params["type"], "status": "queued",
+        "attempts": 0, "uncounted_attempts": 0, "outages": 0,
+        "dedup_key": params["dedup_key"], "enqueued_key": params["dedup_key"],
+        # The database's own value: jsonb orders keys and writes numbers its way.
+        "payload": json.loads(row[2]), "progress": None, "report": None, "error": None, "traceback": None,
+        "created_at": created_at, "started_at": None, "finished_at": None,
+        # In the zone the database answers in, as a read would give it.
+        "run_after": None if run_after is None else run_after.astimezone(created_at.tzinfo),
+        "priority": params["priority"], "queue_name": params["queue_name"], "cancel_requested_at": None,
+        "worker_ids": [],
+    }
+    return Job.from_db(DEFAULT_DB_ALIAS, None, [fresh[name] for name in _all_fields()])
+
+
+@functools.cache
+def _all_fields() -> list[str]:
+    return [f.attname for f in Job._meta.concrete_fields]
+
+
+# One encoder for every call: json.dumps(cls=...) builds one per call. Same text.
+_encoder = DjangoJSONEncoder()
+
+
 def to_json(value) -> str:
-    return json.dumps(value, cls=DjangoJSONEncoder)
+    return _encoder.encode(value)

@@ -229,10 +229,11 @@ def test_a_slot_outlives_an_error_that_escapes_a_run():
             raise RuntimeError("a bug in the worker")
         done.set()
 
-    slots = Slots(1, run)
+    ended = threading.Event()
+    slots = Slots(1, run, on_end=ended.set)
     slots.start()
     slots.hand([first], 0.0)
-    assert slots.wait_free(threading.Event())
+    assert ended.wait(10) and slots.free() == 1
     slots.hand([second], 0.0)
     assert done.wait(10)
     slots.close()
@@ -241,7 +242,12 @@ def test_a_slot_outlives_an_error_that_escapes_a_run():
 
 def test_slots_never_take_more_jobs_than_they_have_free():
     release = threading.Event()
-    slots = Slots(2, lambda job, sent: release.wait(10))
+
+    def run(job, sent):
+        release.wait(10)
+        return False  # the slot frees itself (no main thread recorded its run)
+
+    slots = Slots(2, run)
     slots.start()
     slots.hand([SimpleNamespace(id="a")], 0.0)
     assert slots.free() == 1

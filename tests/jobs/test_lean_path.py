@@ -81,6 +81,20 @@ def test_with_prepared_statements_off_nothing_is_prepared(settings):
     assert prepared_claims() == 0
 
 
+def generic_plan(statement: str, params: dict) -> str:
+    """EXPLAIN of ``statement`` prepared with a plan made for no particular values (plan_cache_mode)."""
+    names = list(dict.fromkeys(re.findall(r"%\((\w+)\)s", statement)))
+    numbered = re.sub(r"%\((\w+)\)s", lambda m: f"${names.index(m.group(1)) + 1}", statement)
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        cursor.execute(f"PREPARE generic_statement AS {numbered}")
+        cursor.execute("EXPLAIN EXECUTE generic_statement(" + ", ".join(["%s"] * len(names)) + ")",
+                       [params[name] for name in names])
+        explained = "\n".join(row[0] for row in cursor.fetchall())
+        cursor.execute("DEALLOCATE generic_statement")
+    return explained
+
+
 def test_the_prepared_claims_generic_plan_reads_the_partial_index():
     """A prepared statement may be run with a plan made for no particular values: it must still take
     the first due row off the queued index, not scan a table of finished jobs."""
@@ -88,15 +102,20 @@ def test_the_prepared_claims_generic_plan_reads_the_partial_index():
     JobFactory(type="noop")
     plan = queue.claim_plan()
     assert plan.guarded is None
-    names = list(dict.fromkeys(re.findall(r"%\((\w+)\)s", sql.CLAIM_UNGUARDED)))
-    numbered = re.sub(r"%\((\w+)\)s", lambda m: f"${names.index(m.group(1)) + 1}", sql.CLAIM_UNGUARDED)
-    params = {**plan.params, "queues": None, "worker_id": "test:1"}
-    with connection.cursor() as cursor:
-        cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
-        cursor.execute(f"PREPARE generic_claim AS {numbered}")
-        cursor.execute("EXPLAIN EXECUTE generic_claim(" + ", ".join(["%s"] * len(names)) + ")",
-                       [params[name] for name in names])
-        explained = "\n".join(row[0] for row in cursor.fetchall())
-        cursor.execute("DEALLOCATE generic_claim")
+    explained = generic_plan(sql.CLAIM_UNGUARDED, {**plan.params, "queues": None, "worker_id": "test:1"})
     assert "jobs_queued_priority_created" in explained, explained
+    assert "Seq Scan on jobs" not in explained, explained
+
+
+@pytest.mark.parametrize("statement", ["CLAIM_MANY_UNGUARDED", "FINISH_AND_CLAIM"])
+def test_a_claim_of_several_finds_its_rows_by_primary_key_in_the_generic_plan(statement):
+    """The generic plan cannot see the LIMIT: it must not scan the whole table to hash it and find the rows
+    it chose (2.5 ms instead of 0.05 on 5,000 jobs), nor to find the finished ones."""
+    add_finished_jobs()
+    JobFactory.create_batch(3, type="noop")
+    params = {**queue.claim_plan().params, "queues": None, "worker_id": "test:1", "limit": 8,
+              "finish_ids": [], "finish_attempts": [], "finish_reports": []}
+    explained = generic_plan(getattr(sql, statement), params)
+    assert "jobs_queued_priority_created" in explained, explained
+    assert "Index Cond: (id = ANY" in explained, explained
     assert "Seq Scan on jobs" not in explained, explained

@@ -2,7 +2,7 @@
 
 The worker's main thread claims (one batched claim for the free slots) and
 hands each job to a free slot; a slot runs it through the same
-``Worker._run`` as a one-slot worker, on a database connection of its own
+``Worker._execute`` as a one-slot worker, on a database connection of its own
 (Django's connections are per thread), closed when the slot ends. The slots
 never claim, so the claim's rules stay in one place, and a slot never dies of
 a job: whatever escapes a run is logged and the slot takes the next one.
@@ -111,7 +111,7 @@ class Slots:
                     else:
                         handed_over = self._run(*item)
                 except BaseException:
-                    # Worker._run records every outcome of a handler; what reaches here is a
+                    # The worker records every outcome of a handler; what reaches here is a
                     # bug of the worker's own. This slot stays, for the next job.
                     log.exception("slot error in %r; the slot goes on", item)
                 finally:

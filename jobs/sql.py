@@ -146,8 +146,8 @@ _CLAIM_CANDIDATES = _CLAIM.replace(
 # MATERIALIZED: the locked rows are chosen once, whatever join the planner
 # picks for the UPDATE. RETURNING comes in no order; the outer SELECT gives the
 # claim order back, so the slots start the most urgent jobs first.
-CLAIM_MANY_UNGUARDED = """
-WITH candidate AS MATERIALIZED (
+_CLAIMED_SEVERAL = """
+candidate AS MATERIALIZED (
     SELECT j.id
     FROM jobs AS j
     WHERE j.status = 'queued' AND j.type = ANY(%(types)s::text[]) AND {DUE}
@@ -155,7 +155,8 @@ WITH candidate AS MATERIALIZED (
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ),
-claimed AS (""".replace("{DUE}", DUE) + _CLAIM_CANDIDATES + f""")
+claimed AS (""".replace("{DUE}", DUE) + _CLAIM_CANDIDATES + ")"
+CLAIM_MANY_UNGUARDED = "WITH" + _CLAIMED_SEVERAL + f"""
 SELECT {JOB_COLUMNS} FROM claimed ORDER BY claim_priority DESC, created_at
 """
 
@@ -184,16 +185,7 @@ WITH finished AS (
     WHERE jobs.id = ANY(%(finish_ids)s::uuid[])  -- by primary key, not by a scan of the running rows
       AND jobs.id = f.id AND jobs.status = 'running' AND jobs.attempts = f.attempt
     RETURNING jobs.id
-),
-candidate AS MATERIALIZED (
-    SELECT j.id
-    FROM jobs AS j
-    WHERE j.status = 'queued' AND j.type = ANY(%(types)s::text[]) AND {DUE}
-    ORDER BY j.priority DESC, j.created_at
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
-),
-claimed AS (""".replace("{DUE}", DUE) + _CLAIM_CANDIDATES + f""")
+),""" + _CLAIMED_SEVERAL + f"""
 SELECT ARRAY(SELECT id FROM finished) AS finished, c.*
 FROM (SELECT) AS one
 LEFT JOIN LATERAL (SELECT {JOB_COLUMNS}, claim_priority FROM claimed) AS c ON true

@@ -2,7 +2,9 @@
 
 One job at a time per process by default; scale out with more processes, or
 run up to N jobs at once in threads with ``concurrency=N`` (``jobs.pool``: the
-loop claims for all free slots in one statement). The loop never
+loop claims for all free slots in one statement). A run that ends done is
+recorded by the statement that claims the next job (``queue.finish_and_claim``):
+one round trip per job, or per turn of the slots. The loop never
 dies of a job (a handler's exception fails that job) nor of the database (an
 outage is waited out with backoff). SIGTERM/SIGINT stop claiming, let the
 running job (with slots, every running one) finish and exit; a handler sees that stop request as
@@ -325,10 +327,6 @@ class Worker:
         with self._counting:
             self.processed += 1
         return handed_over
-
-    def _run(self, job: Job) -> None:
-        started = time.monotonic()
-        self._record(job, self._execute(job), started)
 
     def _execute(self, job: Job) -> Outcome:
         """Run ``job``'s handler, watched (heartbeat, fence, cancel, timeout); how it ended, not yet recorded."""

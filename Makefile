@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed-stamp
 PYTEST_WORKERS ?= 6
 PYTEST := $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist load
 
-.PHONY: setup run test test-fast test-django6 bench bench-imports bench-mail bench-mail-api bench-live bench-outbox bench-mail-scale bench-prune bench-schema bench-profile migrate stopdb clean
+.PHONY: setup run test test-fast test-django6 bench bench-imports bench-mail bench-mail-api bench-live bench-outbox bench-mail-scale bench-prune bench-schema bench-profile bench-snapshot bench-soak migrate stopdb clean
 
 setup: $(STAMP)
 
@@ -46,7 +46,15 @@ test-fast: setup
 	sh scripts/install_dovecot.sh
 	$(PYTEST) -m "not processes and not e2e"
 
-bench: migrate
+# The peers make bench runs beside runjobs (procrastinate, django-tasks-db; bench/peers.py): the pinned `bench`
+# extra, in this venv, installed here only. Without them `python -m bench.queue` says so and runs without them.
+BENCH_STAMP := $(VENV)/.bench-peers-stamp
+
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet -e '.[dev,bench]'
+	touch $(BENCH_STAMP)
+
+bench: migrate $(BENCH_STAMP)
 	$(BIN)/python -m bench.queue
 
 bench-imports: migrate
@@ -80,6 +88,14 @@ bench-schema: setup
 bench-profile: setup
 	sh scripts/install_postgres_profiling.sh
 	$(BIN)/python -m bench.queue_profile
+
+# The claim with a snapshot held open through 100,000 jobs, and one worker's RSS over 1,000,000 (issue 22;
+# docs/benchmarks.md). Each prints figures, takes 15-30 minutes and drops its own database.
+bench-snapshot: migrate
+	$(BIN)/python -m bench.held_snapshot
+
+bench-soak: migrate
+	$(BIN)/python -m bench.soak
 
 stopdb: setup
 	$(BIN)/python -c "from pathlib import Path; from seoinsight.embedded_db import stop; print('stopped' if stop(Path('.data/postgres').resolve()) else 'not running')"

@@ -53,6 +53,8 @@ STOP_CHECK_INTERVAL = 0.5
 # with 8 slots instead of 2,380, and the drain 15 % faster). A slot's run waits at most this long
 # for its record.
 GATHER_WINDOW = 0.002
+# How often a busy worker reads off the notifications its LISTEN connection was sent (Waker).
+DISCARD_EVERY = 0.25
 
 
 class Worker:
@@ -193,6 +195,7 @@ class Worker:
         job = queue.claim(self.queues, self.worker_id)
         looked = True  # the latest claim found nothing when it returned no job
         while job is not None:
+            self.waker.read_off()  # a busy worker's notifications
             with processes.doing(job=job.id, job_type=job.type, org=job.org_id):
                 started = time.monotonic()
                 outcome = self._execute(job)
@@ -547,9 +550,12 @@ class Waker:
         os.set_blocking(self._poked, False)
         os.set_blocking(self._poke, False)
         self._pipe_lock = threading.Lock()  # no poke writes to the pipe's number once it is closed
+        self._discarded_at = time.monotonic()
 
     def ensure_listening(self) -> None:
+        """Open the LISTEN connection if there is none, else ``read_off``; at every turn of the loop."""
         if self._conn is not None and not self._conn.closed:
+            self.read_off()
             return
         params = connection.get_connection_params()
         for key in ("cursor_factory", "context", "prepare_threshold"):
@@ -557,6 +563,26 @@ class Waker:
         self._conn = psycopg.connect(autocommit=True, **params)
         dbsession.watch(self._conn)
         self._conn.execute(f"LISTEN {conf.NOTIFY_CHANNEL}")
+
+    def read_off(self) -> None:
+        """Drop the notifications a busy worker was sent, at most every DISCARD_EVERY seconds; never raises.
+
+        A worker that stays busy never waits on the connection, and unread
+        notifications would fill its socket: the server process behind it then
+        blocks writing to it, holding up every DROP DATABASE of the server and
+        the queue all notifying commits write to (bench/soak.py found it: 13
+        minutes of a blocked server). A busy worker claims anyway. A connection
+        that fails here is closed, for ``ensure_listening`` to open again.
+        """
+        now = time.monotonic()
+        if self._conn is None or now - self._discarded_at < DISCARD_EVERY:
+            return
+        self._discarded_at = now
+        try:
+            for _ in self._conn.notifies(timeout=0):
+                pass
+        except psycopg.Error:
+            self.close()
 
     def poke(self) -> None:
         with self._pipe_lock:

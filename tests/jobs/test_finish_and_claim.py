@@ -18,7 +18,8 @@ from django.db import DataError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from jobs import queue
+from jobs import conf, queue
+from jobs import worker as worker_module
 from jobs.models import Job, JobStatus
 from jobs.pool import DoneRun, DoneRuns
 from jobs.worker import Waker
@@ -244,3 +245,22 @@ def test_a_poke_ends_the_wakers_wait_at_once(listen):
     finally:
         waker.shutdown()
     waker.poke()  # after the shutdown: nothing, no error
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_busy_worker_reads_off_the_notifications_it_does_not_wait_for(monkeypatch):
+    """Unread, they would fill the LISTEN connection's socket and block the server process behind it."""
+    monkeypatch.setattr(worker_module, "DISCARD_EVERY", 0.0)
+    waker = Waker(True)
+    waker.ensure_listening()
+    try:
+        with connection.cursor() as cursor:
+            for _ in range(200):
+                cursor.execute("SELECT pg_notify(%s, '')", [conf.NOTIFY_CHANNEL])
+        time.sleep(0.2)
+        waker.read_off()  # a turn of a busy loop: no wait, the pending ones read off
+        started = time.monotonic()
+        waker.wait(0.3, threading.Event())
+        assert time.monotonic() - started >= 0.3  # none was left to end the wait early
+    finally:
+        waker.shutdown()

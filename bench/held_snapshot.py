@@ -1,0 +1,387 @@
+"""The claim's cost while a transaction holds a snapshot open for the whole run (issue 22).
+
+    .venv/bin/python -m bench.held_snapshot [--churn 100000] [--points 0,25%,50%,100%] [--waiting 1000]
+
+Not a test: it prints figures and exits 0 unless something crashed. In a throw-away database
+(``seoinsight_bench_snapshot``) migrated by the app, ``--churn`` noop jobs are queued (``enqueue_many``,
+1,000 per call) and drained by real ``manage.py runjobs --burst`` processes, twice: once plain, once
+while another connection holds a REPEATABLE READ transaction that took its snapshot before the
+first job (``BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 1 FROM jobs LIMIT 1``, kept open to the
+end). At each of ``--points`` (jobs churned so far), with ``--waiting`` more jobs queued, it measures:
+
+- the claim (``jobs.sql.CLAIM_UNGUARDED``) and the batched claim (``CLAIM_MANY_UNGUARDED``, limit 8):
+  shared buffers (hit + read) and execution time of ``EXPLAIN (ANALYZE, BUFFERS)``, in a transaction
+  rolled back, with the parameters a worker sends (``jobs.queue.claim_plan()``) and the worker's
+  generic plan (``plan_cache_mode=force_generic_plan``, as ``jobs.dbsession`` sets it); median of
+  ``--samples``;
+- ``--real-claims`` real claims, prepared, each its own transaction and its job finished after, as a
+  worker does: wall ms per claim (this session commits with ``synchronous_commit=off``, so the
+  figure is the claim, not the disk's flush);
+- the prototypes of this module, alternative SQL that lives here only: a claim whose scan starts at
+  the key of the job the worker claimed last (``HINTED_*``, below), on the queued index as migrated
+  (P1) and on one more index that breaks created_at ties by id (P2, created in this database only).
+
+Before every drain and measurement the table is ANALYZEd, so the worker's generic plan is made from
+the queue it sees (docs/benchmarks.md: a plan made from an empty table's statistics sorts the whole
+queue at every claim). After the last point the snapshot is released and the claim measured again.
+The figures and what they mean: docs/benchmarks.md, "Held snapshot and a million jobs".
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import psycopg
+from psycopg import sql as pgsql
+
+from bench.common import ROOT, app_bench_database, connect, headline, server_version, settle, verdict
+from bench.soak import TreeProcess, tree_argument, tree_label
+
+BENCH_DB = "seoinsight_bench_snapshot"
+BULK = 1000  # jobs per enqueue_many() call
+GOAL = 2.0  # buffers per claim with a held snapshot, at most this many times those without
+DRAIN_TIMEOUT = 3600  # seconds one runjobs --burst may take
+HOLD = "SELECT 1 FROM jobs LIMIT 1"
+QUEUED_INDEX = "jobs_queued_priority_created"
+# P2's index: the claim order with id as the last key, so a bound on (created_at, id) is exact.
+KEY_INDEX = "jobs_bench_queued_key"
+KEY_INDEX_SQL = f"CREATE INDEX {KEY_INDEX} ON jobs (priority DESC, created_at, id) WHERE status = 'queued'"
+
+
+# -- the claim, as a worker sends it ----------------------------------------------------------------
+
+def claim_params(limit: int | None = None) -> dict:
+    from jobs import queue
+
+    params = {**queue.claim_plan().params, "queues": None, "worker_id": "bench:1"}
+    if limit is not None:
+        params["limit"] = limit
+    return params
+
+
+def explain(db: psycopg.Connection, statement: str, params: dict) -> tuple[int, float, str]:
+    """(shared buffers hit + read, execution ms, indexes the candidates come from) of one run, rolled back."""
+    with db.transaction(force_rollback=True):
+        result = db.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + statement, params).fetchone()[0][0]
+    plan = result["Plan"]
+    return (plan.get("Shared Hit Blocks", 0) + plan.get("Shared Read Blocks", 0), result["Execution Time"],
+            "+".join(sorted(set(scans(plan)))))
+
+
+def scans(node: dict):
+    """The indexes (or Seq Scan) the candidates are read by (alias j), not the UPDATE's probe of the pkey."""
+    if node.get("Alias") == "j" and "Scan" in node.get("Node Type", ""):
+        yield node.get("Index Name", node["Node Type"]).removeprefix("jobs_")
+    for child in node.get("Plans", []):
+        yield from scans(child)
+
+
+def explained(db: psycopg.Connection, statement: str, params: dict, samples: int) -> dict:
+    runs = [explain(db, statement, params) for _ in range(samples)]
+    return {"buffers": statistics.median(r[0] for r in runs), "ms": statistics.median(r[1] for r in runs),
+            "index": runs[0][2]}
+
+
+# -- the prototypes: a claim bounded below by the key of this worker's last claim ------------------
+#
+# Under a held snapshot the queued index keeps an entry for every row claimed since the snapshot, in
+# front of the live ones, and every claim walks them (and fetches their heap tuples) again. These
+# claims start the scan of the claim's own priority at the key of the job this worker claimed last,
+# so they walk only what was claimed since then. Claim order, the rule for due rows, types and
+# queues, and SKIP LOCKED are CLAIM_UNGUARDED's. Three branches (each a subquery: FOR UPDATE is not
+# allowed in a UNION's arms), read in order (an Append runs its children one after another and the
+# outer LIMIT stops it, so a later branch runs, and locks, only when the earlier ones yield too few):
+#   1. a higher priority than the hint's, from its start (one index descent when there is none);
+#   2. the hint's priority, from the hint on;
+#   3. lower priorities, from their start.
+# P1 bounds branch 2 by created_at >= the hint's, on the index as migrated: rows of one enqueue_many
+# share created_at (now() of its transaction), so it still walks the claimed rows of the hint's batch.
+# P2 orders by (priority DESC, created_at, id) (ids are uuidv7: time-ordered) on KEY_INDEX, so the
+# bound is strict: (created_at, id) > the hint's.
+# What a bound can miss, so a worker runs the exact claim every so often (every N claims or seconds)
+# and whenever the bounded one finds nothing: a row of the hint's priority that became queued
+# *behind* the hint after it was taken (an interrupted run put back with its created_at, an enqueue
+# whose transaction began before the hinted job's and committed after), or a row another
+# transaction held locked when this worker passed it and then left queued (a claim rolled back).
+_HINT_BRANCH = """
+    SELECT b.id FROM (
+        SELECT j.id FROM jobs AS j
+        WHERE j.status = 'queued' AND j.type = ANY(%(types)s::text[]) AND {due} AND {bound}
+        ORDER BY {order}
+        LIMIT {limit}
+        FOR UPDATE SKIP LOCKED
+    ) AS b"""
+HINT_BOUNDS = {
+    "P1": ("j.priority DESC, j.created_at", "j.priority = %(hint_priority)s AND j.created_at >= %(hint_created)s"),
+    "P2": ("j.priority DESC, j.created_at, j.id",
+           "j.priority = %(hint_priority)s AND (j.created_at, j.id) > (%(hint_created)s, %(hint_id)s)"),
+}
+HINT_RETURNING = ", jobs.priority AS hint_priority, jobs.created_at AS hint_created, jobs.id AS hint_id"
+
+
+def hinted_candidate(variant: str, limit: str) -> str:
+    from jobs import sql
+
+    order, bound = HINT_BOUNDS[variant]
+    bounds = ("j.priority > %(hint_priority)s", bound, "j.priority < %(hint_priority)s")
+    branches = "\n    UNION ALL".join(_HINT_BRANCH.format(due=sql.DUE, bound=b, order=order, limit=limit)
+                                      for b in bounds)
+    return f"""
+WITH candidate AS MATERIALIZED (
+    SELECT c.id FROM ({branches}
+    ) AS c
+    LIMIT {limit}
+)"""
+
+
+def hinted_claim(variant: str) -> str:
+    """The prototype's claim of one job; RETURNING ends with the next hint."""
+    from jobs import sql
+
+    update = sql.CLAIM_UNGUARDED[sql.CLAIM_UNGUARDED.index("UPDATE jobs"):]
+    return hinted_candidate(variant, "1") + "\n" + update.rstrip() + HINT_RETURNING
+
+
+def hinted_claim_many(variant: str) -> str:
+    from jobs import sql
+
+    claimed = sql.CLAIM_MANY_UNGUARDED[sql.CLAIM_MANY_UNGUARDED.index(",\nclaimed AS"):]
+    return hinted_candidate(variant, "%(limit)s") + claimed
+
+
+def exact_claim() -> str:
+    """CLAIM_UNGUARDED itself, with the hint its row gives in RETURNING."""
+    from jobs import sql
+
+    return sql.CLAIM_UNGUARDED.rstrip() + HINT_RETURNING
+
+
+def hinted_params(hint: tuple, limit: int | None = None) -> dict:
+    return {**claim_params(limit), "hint_priority": hint[0], "hint_created": hint[1], "hint_id": hint[2]}
+
+
+def real_claims(db: psycopg.Connection, count: int, variant: str | None = None, exact_every: int = 0) -> tuple:
+    """(ms per claim, last hint) of ``count`` real claims, prepared and autocommit, each job finished after.
+
+    ``variant``: the prototype, each claim bounded by the one before; the first one, and every
+    ``exact_every``-th, is the exact claim.
+    """
+    from jobs import sql
+
+    spent, hint = 0.0, None
+    for n in range(count):
+        if variant and hint and not (exact_every and n % exact_every == 0):
+            statement, params = hinted_claim(variant), hinted_params(hint)
+        else:
+            statement, params = exact_claim(), claim_params()
+        started = time.perf_counter()
+        row = db.execute(statement, params, prepare=True).fetchone()
+        spent += time.perf_counter() - started
+        if row is None:
+            raise RuntimeError("nothing to claim")
+        hint = row[-3:]
+        db.execute(sql.FINISH_DONE, {"id": row[0], "attempt": row[4], "report": "{}"}, prepare=True)
+    return spent / count * 1000, hint
+
+
+# -- churn: jobs queued, then drained by runjobs --burst --------------------------------------------
+
+def enqueue(db: psycopg.Connection, count: int) -> None:
+    """``count`` noop jobs, BULK per enqueue_many() (each its own transaction), then ANALYZE."""
+    from jobs.queue import enqueue_many
+
+    items = [({}, None)] * BULK
+    while count > 0:
+        enqueue_many("noop", org_id="bench", items=items[:count])
+        count -= BULK
+    db.execute("ANALYZE jobs")
+
+
+def drain(url: str, tree) -> float:
+    """Everything queued, drained by one runjobs --burst; its wall seconds (Django's start-up included)."""
+    return TreeProcess(tree, url, "runjobs", "--burst").wait(DRAIN_TIMEOUT)
+
+
+def counts(db: psycopg.Connection) -> tuple[int, int]:
+    return db.execute("SELECT count(*) FILTER (WHERE status = 'done'), count(*) FILTER (WHERE status = 'queued') "
+                      "FROM jobs").fetchone()
+
+
+def oldest_xid_elsewhere(db: psycopg.Connection) -> int:
+    """Age (in transactions) of the oldest xid open on the server, in any database.
+
+    A write transaction left open anywhere on the server stops kill_prior_tuple (and on-access
+    pruning) in every database, not only its own: an index entry is judged dead against the
+    oldest xid running in the whole cluster before the database's own horizon is looked at. On a
+    shared server that inflates the plain figures; VACUUM, whose horizon is per database, still cleans.
+    """
+    return db.execute("SELECT coalesce(max(age(backend_xid)), 0) FROM pg_stat_activity "
+                      "WHERE pid <> pg_backend_pid()").fetchone()[0]
+
+
+def index_pages(db: psycopg.Connection) -> int:
+    return db.execute("SELECT pg_relation_size(%s) / current_setting('block_size')::int", (QUEUED_INDEX,)).fetchone()[0]
+
+
+# -- one mode: plain, or with the snapshot held ------------------------------------------------------
+
+def measure(db: psycopg.Connection, args) -> dict:
+    """Every figure of one point; uses 2 x --real-claims of the queued jobs."""
+    from jobs import sql
+
+    f = {"index_pages": index_pages(db), "xid_age": oldest_xid_elsewhere(db)}
+    f["claim"] = explained(db, sql.CLAIM_UNGUARDED, claim_params(), args.samples)
+    f["many"] = explained(db, sql.CLAIM_MANY_UNGUARDED, claim_params(8), args.samples)
+    f["real_ms"], hint = real_claims(db, args.real_claims)
+    for variant in HINT_BOUNDS:
+        f[variant] = explained(db, hinted_claim(variant), hinted_params(hint), args.samples)
+        f[variant + " many"] = explained(db, hinted_claim_many(variant), hinted_params(hint, 8), args.samples)
+    f["P2 real_ms"], _ = real_claims(db, args.real_claims, "P2", args.exact_every)
+    return f
+
+
+def run_mode(server: dict, url: str, held: bool, args) -> dict:
+    """The churn, with every figure taken at each point; ``held``: a snapshot held open throughout."""
+    from jobs import sql
+
+    label = "held" if held else "plain"
+    with connect(server, BENCH_DB) as db:
+        db.execute("TRUNCATE jobs CASCADE")
+        settle(db, "jobs")
+    holder = connect(server, BENCH_DB) if held else None
+    result = {"points": {}, "drains": []}
+    try:
+        if holder is not None:
+            holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+            holder.execute(HOLD)
+        with connect(server, BENCH_DB) as db:
+            db.execute("SET plan_cache_mode = force_generic_plan")  # the worker's (jobs.dbsession)
+            db.execute("SET synchronous_commit = off")  # real claims: time the claim, not the flush
+            for point in args.points:
+                done, queued = counts(db)
+                if point > done:
+                    enqueue(db, point - done - queued)
+                    seconds = drain(url, args.tree)
+                    result["drains"].append((point - done, seconds))
+                enqueue(db, args.waiting)
+                figures = measure(db, args)
+                result["points"][point] = figures
+                print(f"  {label}: {point:,} churned: claim {figures['claim']['buffers']:,.0f} buffers "
+                      f"{figures['claim']['ms']:.2f} ms ({figures['claim']['index']}), P2 "
+                      f"{figures['P2']['buffers']:,.0f} buffers; last drain {result['drains'][-1][0] if result['drains'] else 0:,}"
+                      f" jobs in {result['drains'][-1][1] if result['drains'] else 0:.0f} s", flush=True)
+            if holder is not None:
+                holder.execute("COMMIT")
+                holder.close()
+                holder = None
+                # After the release, a second apart: the first claim walks the entries once more and marks
+                # them dead (kill_prior_tuple) unless an xid open anywhere on the server is older than they are.
+                result["released"] = []
+                for _ in range(3):
+                    result["released"].append((*explain(db, sql.CLAIM_UNGUARDED, claim_params())[:2],
+                                                oldest_xid_elsewhere(db)))
+                    time.sleep(1)
+                db.execute("VACUUM jobs")
+                result["vacuumed"] = explain(db, sql.CLAIM_UNGUARDED, claim_params())
+            return result
+    finally:
+        if holder is not None:
+            holder.close()
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--churn", type=int, default=100_000, help="jobs churned in each mode (default 100,000)")
+    parser.add_argument("--points", default="0,25%,50%,100%",
+                        help="jobs churned when the claim is measured: numbers or percentages of --churn")
+    parser.add_argument("--waiting", type=int, default=1000, help="jobs queued while the claim is measured")
+    parser.add_argument("--samples", type=int, default=5, help="EXPLAIN ANALYZE runs per figure (median)")
+    parser.add_argument("--real-claims", type=int, default=200, help="real claims timed per point and claim")
+    parser.add_argument("--exact-every", type=int, default=100,
+                        help="the prototype's worker runs the exact claim every N claims (default 100)")
+    parser.add_argument("--durable", action="store_true",
+                        help="keep synchronous_commit on for the churn (slower; the buffers are the same)")
+    tree_argument(parser)
+    args = parser.parse_args(argv)
+    args.points = sorted({round(args.churn * float(p[:-1]) / 100) if p.endswith("%") else int(p)
+                          for p in args.points.split(",")})
+    if args.waiting < 2 * args.real_claims:
+        parser.error("--waiting must be at least twice --real-claims")
+    with app_bench_database(BENCH_DB, "seoinsight-bench-snapshot-") as (server, url, _media):
+        with connect(server, BENCH_DB) as db:
+            print(headline("held snapshot", server_version(db)), flush=True)
+            print(tree_label(args.tree), flush=True)
+            print("claim statements measured: " + tree_label(ROOT).removeprefix("workers from "), flush=True)
+            db.execute(KEY_INDEX_SQL)
+            if not args.durable:
+                db.execute(pgsql.SQL("ALTER DATABASE {} SET synchronous_commit = off").format(pgsql.Identifier(BENCH_DB)))
+        results = {held: run_mode(server, url, held, args) for held in (False, True)}
+    report(results, args)
+    return 0
+
+
+# -- the report --------------------------------------------------------------------------------------
+
+def report(results: dict, args) -> None:
+    plain, held = results[False], results[True]
+    print(f"\n{args.churn:,} noop jobs churned (enqueue_many, runjobs --burst), {args.waiting:,} queued at each "
+          f"point; buffers = shared hit + read of EXPLAIN (ANALYZE, BUFFERS), median of {args.samples}; "
+          "plain / held")
+    print(f"{'churned':>9}  {'claim buffers':>17} {'ratio':>7}  {'claim ms':>13}  {'real claim ms':>13}  "
+          f"{'claim_many(8) buffers':>21} {'ratio':>7}  {'index pages':>13}")
+    worst = 0.0
+    for point in args.points:
+        p, h = plain["points"][point], held["points"][point]
+        ratio = h["claim"]["buffers"] / max(p["claim"]["buffers"], 1)
+        ratio_many = h["many"]["buffers"] / max(p["many"]["buffers"], 1)
+        worst = max(worst, ratio, ratio_many)
+        print(f"{point:>9,}  {pair(p['claim']['buffers'], h['claim']['buffers']):>17} {ratio:>6.1f}x  "
+              f"{pair(p['claim']['ms'], h['claim']['ms'], '.2f'):>13}  {pair(p['real_ms'], h['real_ms'], '.2f'):>13}  "
+              f"{pair(p['many']['buffers'], h['many']['buffers']):>21} {ratio_many:>6.1f}x  "
+              f"{pair(p['index_pages'], h['index_pages']):>13}")
+    indexes = sorted({f[k]["index"] for r in (plain, held) for f in r["points"].values() for k in ("claim", "many")})
+    print(f"the claims' plans read {', '.join(indexes)}")
+    for label, r in (("plain", plain), ("held", held)):
+        print(f"oldest xid open on the server (any database) at each point, {label}: "
+              + ", ".join(f"{f['xid_age']:,}" for f in r["points"].values()) + " transactions old")
+    for label, r in (("plain", plain), ("held", held)):
+        print(f"runjobs --burst drains, {label}: "
+              + ", ".join(f"{jobs:,} jobs {jobs / seconds:,.0f} job/s" for jobs, seconds in r["drains"]))
+    if held.get("released"):
+        print("claim after the snapshot is released, 1 s apart: "
+              + ", ".join(f"{b:,.0f} buffers {ms:.2f} ms (oldest xid {age:,})" for b, ms, age in held["released"])
+              + f"; after a VACUUM: {held['vacuumed'][0]:,.0f} buffers {held['vacuumed'][1]:.2f} ms")
+    print(f"claim and claim_many buffers with a held snapshot <= {GOAL:g}x without, at every point: "
+          f"worst {worst:.1f}x  {verdict(worst <= GOAL, 'SHORT')}")
+
+    n = args.exact_every
+    print(f"\nprototypes (bench only): the scan starts at the key of the worker's last claim; P1 on {QUEUED_INDEX}, "
+          f"P2 on ({KEY_INDEX}: priority DESC, created_at, id); 'with exact' adds the exact claim every {n} claims "
+          "(its buffers / N); ratios against the plain exact claim")
+    print(f"{'churned':>9}  {'P1 buffers':>13}  {'P2 buffers':>13}  {'P2 many(8)':>13}  {'P2 real ms':>13}  "
+          f"{'P2 with exact, held':>19} {'ratio':>7}  {'many, held':>10} {'ratio':>7}")
+    worst_p2 = 0.0
+    for point in args.points:
+        p, h = plain["points"][point], held["points"][point]
+        amortized = h["P2"]["buffers"] + h["claim"]["buffers"] / n
+        amortized_many = h["P2 many"]["buffers"] + h["many"]["buffers"] / n
+        ratio = amortized / max(p["claim"]["buffers"], 1)
+        ratio_many = amortized_many / max(p["many"]["buffers"], 1)
+        worst_p2 = max(worst_p2, ratio, ratio_many)
+        print(f"{point:>9,}  {pair(p['P1']['buffers'], h['P1']['buffers']):>13}  "
+              f"{pair(p['P2']['buffers'], h['P2']['buffers']):>13}  "
+              f"{pair(p['P2 many']['buffers'], h['P2 many']['buffers']):>13}  "
+              f"{pair(p['P2 real_ms'], h['P2 real_ms'], '.2f'):>13}  {amortized:>19,.0f} {ratio:>6.1f}x  "
+              f"{amortized_many:>10,.0f} {ratio_many:>6.1f}x")
+    print(f"P2 with the exact claim every {n}, held <= {GOAL:g}x the plain exact claim, at every point: "
+          f"worst {worst_p2:.1f}x  {verdict(worst_p2 <= GOAL, 'SHORT')}")
+
+
+def pair(a: float, b: float, spec: str = ",.0f") -> str:
+    return f"{a:{spec}} / {b:{spec}}"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -26,8 +26,8 @@ from .registry import DedupScope
 from .rows import EnqueueRace
 from .storable import MAX_REPORT_BYTES, storable
 
-__all__ = ["EnqueueRace", "JobLost", "claim", "claim_many", "claim_plan", "finish_and_claim", "enqueue", "enqueue_many", "finish_done",
-           "finish_failed", "finish_retry", "heartbeat", "interrupt", "mark_failed", "report_progress", "requeue"]
+__all__ = ["EnqueueRace", "JobLost", "claim", "claim_many", "claim_plan", "enqueue", "enqueue_many", "finish_and_claim",
+           "finish_done", "finish_failed", "finish_retry", "heartbeat", "interrupt", "mark_failed", "report_progress", "requeue"]
 
 log = logging.getLogger(__name__)
 

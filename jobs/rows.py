@@ -109,9 +109,7 @@ def one(statement: str, params: dict) -> Job | None:
     Not ``Job.objects.raw``: it maps columns and looks up converters on every
     call, about 0.1 ms of CPU per claim and per enqueue (bench/queue.py).
     """
-    with queue_cursor() as cursor:
-        cursor.execute(statement, params)
-        row = cursor.fetchone()
+    row = first(statement, params)
     return None if row is None else _as_job(row)
 
 

@@ -60,6 +60,8 @@ def test_upload_a_csv_and_watch_it_finish(live_server, processes, media, tmp_pat
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 900})
             page.set_default_timeout(TIMEOUT_MS)
+            # expect() keeps its own 5 s default: a worker started on a loaded 2-core machine can take longer.
+            expect.set_options(timeout=TIMEOUT_MS)
 
             page.goto(f"{live_server.url}/imports/")
             expect(page).to_have_url(f"{live_server.url}/accounts/login/?next=/imports/")

@@ -8,9 +8,11 @@
 - ``release_stuck``: processing, stuck → pending with a new job, or failed once out of runs
 - ``requeue``: failed → pending (an operator requeued its failed job)
 - ``retry_failed``: failed → pending with a new job, attempts from 0 (the admin's Retry)
+- ``route``: needs_route → pending with a new job, for the site target an operator chose (the admin's Route to…)
+- ``ignore``: needs_route → skipped (the admin's Ignore)
 
-``skipped`` and the first ``pending`` are set when the row is inserted
-(``mailpoll.sync.store``); no transition leads out of ``done`` or ``skipped``.
+``skipped``, ``needs_route`` and the first ``pending`` are set when the row is inserted
+(``mailpoll.sync.store``, by the routing decision); no transition leads out of ``done`` or ``skipped``.
 
 Each transition is one statement conditional on the state it leaves, so two
 actors (a worker, the watchdog, an operator) never both move one row: the one
@@ -177,6 +179,34 @@ def retry_failed(ids) -> list[int]:
         _move(rows, AttachmentStatus.FAILED, status=AttachmentStatus.PENDING, processing_started_at=None,
               attempts=0, error="")
         _enqueue(rows)
+    return sorted(rows)
+
+
+def route(ids, target, *, by: str) -> list[int]:
+    """Attachments among ``ids`` waiting for a site (``needs_route``) → pending for ``target``, each with its job.
+
+    Returns those moved. Two operators routing the same attachment at once: the
+    row locks order them, and the second finds it no longer waiting, so it is
+    imported once, into the first one's choice. Only attachments of the target's
+    org move; ``by`` names who decided, for the history.
+    """
+    with transaction.atomic():
+        rows = _lock(Attachment.objects.filter(
+            pk__in=ids, status=AttachmentStatus.NEEDS_ROUTE, request__org_id=target.site.org_id))
+        _move(rows, AttachmentStatus.NEEDS_ROUTE, status=AttachmentStatus.PENDING, site_target=target,
+              rule=None, rule_name="", route_reason=f"routed by {by}"[:300])
+        _enqueue(rows)
+    for pk in sorted(rows):
+        log.info("attachment=%s routed to site target %s by %s", pk, target.pk, by)
+    return sorted(rows)
+
+
+def ignore(ids, *, by: str) -> list[int]:
+    """Attachments among ``ids`` waiting for a site → skipped, never imported; returns those moved."""
+    with transaction.atomic():
+        rows = _lock(Attachment.objects.filter(pk__in=ids, status=AttachmentStatus.NEEDS_ROUTE))
+        _move(rows, AttachmentStatus.NEEDS_ROUTE, status=AttachmentStatus.SKIPPED,
+              skip_reason=f"ignored by {by}"[:300], route_reason=f"ignored by {by}"[:300])
     return sorted(rows)
 
 

@@ -1,6 +1,7 @@
 """process_attachment: each stored document goes down the pipeline.
 
-CSV / Excel become an Import (origin email) for the mailbox's site target —
+CSV / Excel become an Import (origin email) for the site target their routing chose at intake
+(``mailpoll.routing``: a mail rule, or the mailbox's own target) —
 ``import_csv`` does the rest; PDF text is extracted with pypdf; a body document
 is its own text. Its status moves only through ``mailpoll.attachments``
 (pending → processing → done | failed); the watchdog releases a document whose
@@ -64,7 +65,8 @@ def process_attachment(job):
     attachment_id = job.payload["attachment_id"]
     if not attachments.start(attachment_id):
         return {"skipped": "attachment is not pending"}
-    attachment = Attachment.objects.select_related("request__mailbox__site_target").get(pk=attachment_id)
+    attachment = Attachment.objects.select_related("request__mailbox__site_target__site", "site_target__site").get(
+        pk=attachment_id)
     if attachment.request.org_id != job.org_id:
         raise DocumentError("attachment belongs to another org")
     kind = attachment.document_type
@@ -85,7 +87,7 @@ def process_attachment(job):
 @on_delivered("mailpoll.attachment")
 def attachment_delivered(document_id: str) -> None:
     """The downstream has the document: held → done, a CSV / Excel becoming its Import first."""
-    attachment = Attachment.objects.select_related("request__mailbox__site_target").filter(
+    attachment = Attachment.objects.select_related("request__mailbox__site_target__site", "site_target__site").filter(
         pk=int(document_id), status=AttachmentStatus.HELD).first()
     if attachment is None:
         log.warning("attachment=%s was delivered downstream but is no longer held; it is left as it is", document_id)
@@ -102,13 +104,23 @@ def attachment_delivered(document_id: str) -> None:
 
 
 def _import_target(attachment: Attachment):
-    """The site target a CSV / Excel attachment is imported into; DocumentError if it cannot be."""
+    """The site target a CSV / Excel attachment is imported into; DocumentError if it cannot be.
+
+    The one its routing decision recorded (mailpoll.routing). A document stored before the rules existed
+    has no decision (no route_reason) and keeps its mailbox's target; a decided one never falls back to
+    it, so a target deleted since routing fails the document instead of sending it to another site.
+    """
     if attachment.document_type == "xls":
         raise DocumentError(OLD_XLS)
-    mailbox = attachment.request.mailbox
-    target = mailbox.site_target if mailbox else None
+    if attachment.route_reason:
+        target = attachment.site_target
+    else:
+        mailbox = attachment.request.mailbox
+        target = mailbox.site_target if mailbox else None
     if target is None:
-        raise DocumentError("the mailbox has no site target to import CSV/Excel attachments into")
+        raise DocumentError("no site target to import this CSV/Excel attachment into")
+    if target.site.org_id != attachment.request.org_id:
+        raise DocumentError("the site target belongs to another org")
     return target
 
 

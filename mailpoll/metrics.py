@@ -3,7 +3,7 @@
 Per mailbox, labelled by its id only (never its address, its org or its
 error text): seconds since its last successful poll and its failures in a
 row. Mailboxes counted by health (``mailpoll.health``, the admin's own rule),
-folders whose last sync failed, and the live (IMAP IDLE) loops: live mailboxes,
+folders whose last sync failed, documents waiting in the triage queue, and the live (IMAP IDLE) loops: live mailboxes,
 the watches held (``LiveWatch``) and each watch's time since its last event.
 """
 
@@ -33,6 +33,12 @@ FROM mailpoll_livewatch AS w JOIN mailpoll_mailbox AS m ON m.id = w.mailbox_id
 WHERE m.live AND m.enabled ORDER BY w.mailbox_id
 """
 
+# The triage queue (the partial index attachment_needs_route): documents waiting for a person to pick their site.
+WAITING_FOR_SITE = """
+SELECT COALESCE(r.mailbox_id, 0), count(*) FROM mailpoll_attachment AS a JOIN mailpoll_request AS r ON r.id = a.request_id
+WHERE a.status = 'needs_route' GROUP BY 1 ORDER BY 1
+"""
+
 FOLDER_ERRORS = """
 SELECT mailbox_id, count(*) FROM mailpoll_foldercursor WHERE last_error <> '' GROUP BY mailbox_id ORDER BY mailbox_id
 """
@@ -52,7 +58,14 @@ def collect() -> list:
                              labels=["state"])
     live_silence = GaugeMetricFamily("seoinsight_live_watch_last_event_age_seconds",
                                      "Seconds since a live watch's last event (or its start).", labels=["mailbox"])
+    waiting = GaugeMetricFamily("seoinsight_mail_documents_waiting_for_site",
+                                "Mailed documents held for triage (no rule routed them, or their sender was not "
+                                "authenticated as required), by mailbox (0: its mailbox was deleted).",
+                                labels=["mailbox"])
     with connection.cursor() as cursor:
+        cursor.execute(WAITING_FOR_SITE)
+        for pk, count in cursor.fetchall():
+            waiting.add_metric([str(pk)], count)
         cursor.execute(LIVE)
         wanted, watched = cursor.fetchone()
         live.add_metric(["wanted"], wanted)
@@ -71,4 +84,4 @@ def collect() -> list:
     counts = Mailbox.objects.aggregate(**{state: Count("pk", filter=rule) for state, rule in health.FILTERS.items()})
     for state, count in counts.items():
         by_health.add_metric([state], count)
-    return [since, failures, by_health, folder_errors, live, live_silence]
+    return [since, failures, by_health, folder_errors, live, live_silence, waiting]

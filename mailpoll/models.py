@@ -12,7 +12,7 @@ import operator
 from datetime import timedelta
 
 from django.db import models
-from django.db.models import Q
+from django.db.models import Q, Value
 from django.db.models.functions import Now
 
 from imports.models import Import
@@ -105,6 +105,14 @@ class Mailbox(models.Model):
         SiteTarget, null=True, blank=True, on_delete=models.SET_NULL, related_name="mailboxes",
         help_text="Where CSV and Excel attachments are imported.",
     )
+    # Sender authentication (mailpoll.message.sender_auth): only Authentication-Results headers written by the
+    # receiving server named here count; anyone can write one naming another.
+    authserv_id = models.CharField(
+        max_length=253, blank=True, db_default="", verbose_name="authserv-id",
+        help_text="The authserv-id your receiving server writes in Authentication-Results, e.g. mx.google.com.")
+    require_authenticated_sender = models.BooleanField(
+        default=False, db_default=False,
+        help_text="Documents from senders it does not authenticate wait for triage; rules may say otherwise.")
     enabled = models.BooleanField(default=True)
     # Its first folder is also watched with IMAP IDLE by one pollmail across replicas (mailpoll.live); IMAP only.
     live = models.BooleanField(default=False, db_default=False, help_text="Watch the first folder with IMAP IDLE (IMAP only).")
@@ -259,6 +267,78 @@ class FolderCursor(models.Model):
         return CursorState(self.uidvalidity, self.last_uid, self.sweep_until, self.sweep_since)
 
 
+class RuleAction(models.TextChoices):
+    ROUTE = "route", "Route to a site target"
+    IGNORE = "ignore", "Ignore (recorded, not imported)"
+    TRIAGE = "triage", "Hold for triage"
+
+
+class SenderAuth(models.TextChoices):
+    AS_MAILBOX = "", "As the mailbox says"
+    REQUIRED = "required", "Required"
+    NOT_REQUIRED = "not_required", "Not required"
+
+
+class RuleKind(models.TextChoices):
+    CSV = "csv", "CSV"
+    EXCEL = "excel", "Excel"
+    PDF = "pdf", "PDF"
+    BODY = "body", "Message body"
+
+
+class MailRule(models.Model):
+    """Where an org's mailed documents go: conditions (all optional, ANDed) and one action.
+
+    Enabled rules are tried by ``position``, then id; the first that matches decides
+    (``mailpoll.routing.decide``). The decision is copied onto each document with the rule's
+    name, so its history survives the rule's edits and deletion.
+    """
+
+    org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="mail_rules")
+    name = models.CharField(max_length=100)
+    position = models.PositiveIntegerField(default=100, help_text="Lower runs first.")
+    enabled = models.BooleanField(default=True)
+    mailboxes = models.ManyToManyField(Mailbox, blank=True, related_name="rules",
+                                       help_text="Only mail from these mailboxes; none: any of the org's.")
+    folder = models.CharField(max_length=255, blank=True, help_text="Only mail from this folder, e.g. INBOX.")
+    sender = models.CharField(max_length=320, blank=True,
+                              help_text="An address or a domain, * and ? allowed: *@client.example, *.client.example")
+    recipient = models.CharField(max_length=320, blank=True,
+                                 help_text="A To, Cc or Delivered-To address, * and ? allowed.")
+    plus_tag = models.CharField(max_length=64, blank=True,
+                                help_text="A recipient's plus-address tag: reports+acme@… has the tag acme.")
+    subject_contains = models.CharField(max_length=200, blank=True, help_text="Case-insensitive.")
+    subject_regex = models.CharField(
+        max_length=500, blank=True, verbose_name="subject pattern",
+        help_text="A regular expression (RE2, case-insensitive; no backreferences or lookaround).")
+    filename = models.CharField(max_length=255, blank=True, help_text="The attachment's name, * and ? allowed.")
+    kinds = models.JSONField(default=list, blank=True, help_text="Only these kinds of document; none: any.")
+    action = models.CharField(max_length=10, choices=RuleAction.choices, default=RuleAction.ROUTE)
+    # RESTRICT: a target that rules still route to is not deleted from under them (its site or org may be).
+    site_target = models.ForeignKey(SiteTarget, null=True, blank=True, on_delete=models.RESTRICT,
+                                    related_name="mail_rules")
+    sender_auth = models.CharField(max_length=12, choices=SenderAuth.choices, blank=True, default="",
+                                   verbose_name="authenticated sender")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["org", "position", "id"]
+        indexes = [models.Index(fields=["org", "position", "id"], name="mailrule_org_order")]
+        constraints = [
+            models.CheckConstraint(condition=Q(action__in=RuleAction.values), name="mailrule_action_valid"),
+            models.CheckConstraint(condition=Q(sender_auth__in=SenderAuth.values), name="mailrule_sender_auth_valid"),
+            # A route names where; ignoring or holding names nowhere, so an edit cannot leave a stale target.
+            models.CheckConstraint(
+                condition=Q(action="route", site_target__isnull=False) | (~Q(action="route") & Q(site_target__isnull=True)),
+                name="mailrule_target_iff_route",
+                violation_error_message="A rule that routes needs a site target; one that does not, none."),
+        ]
+
+    def __str__(self):
+        return self.name
+
+
 class RequestStatus(models.TextChoices):
     # Set once, at insert (mailpoll.sync.store), and never changed: the message is stored with its attachments.
     ACCEPTED = "accepted", "Accepted"
@@ -282,6 +362,10 @@ class Request(models.Model):
     received_at = models.DateTimeField(null=True, blank=True)
     body_text = models.TextField(blank=True)
     size = models.BigIntegerField(default=0)
+    # What the rules read besides sender and subject (mailpoll.routing), kept so a rule's preview reads it too.
+    recipients = models.JSONField(default=list, blank=True, db_default=Value([], output_field=models.JSONField()))
+    # The raw Authentication-Results headers, topmost first: judged per mailbox authserv-id when read.
+    auth_results = models.JSONField(default=list, blank=True, db_default=Value([], output_field=models.JSONField()))
     status = models.CharField(max_length=10, choices=RequestStatus.choices, default=RequestStatus.ACCEPTED)
     reject_reason = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -323,8 +407,13 @@ class AttachmentStatus(models.TextChoices):
     DONE = "done", "Done"
     # In: its job failed, or it was stuck too often; error says why. Out: requeued or retried (-> pending).
     FAILED = "failed", "Failed"
-    # In: stored as metadata only, not a document we process (mailpoll.store); skip_reason says why. Out: never.
+    # In: stored as metadata only, not a document we process, or ignored by a mail rule (mailpoll.store);
+    # skip_reason says why. Out: never.
     SKIPPED = "skipped", "Skipped"
+    # In: stored while no rule routes it, its sender is not authenticated as required, or its mailbox has no
+    # site target (mailpoll.store); route_reason says why. Waits for a person, so the watchdog leaves it alone.
+    # Out: an operator routes it (-> pending with its job, once) or ignores it (-> skipped).
+    NEEDS_ROUTE = "needs_route", "Needs a site"
 
 
 class AttachmentQuerySet(models.QuerySet):
@@ -356,6 +445,13 @@ class Attachment(models.Model):
     extracted_text = models.TextField(blank=True)
     source_import = models.ForeignKey(Import, null=True, blank=True, on_delete=models.SET_NULL,
                                       related_name="attachments", db_column="import_id")
+    # The routing decision (mailpoll.routing), made at intake or by an operator: where a CSV / Excel is
+    # imported, which rule said so (its name copied: the rule may change or go), and why.
+    site_target = models.ForeignKey(SiteTarget, null=True, blank=True, on_delete=models.SET_NULL,
+                                    related_name="mail_attachments")
+    rule = models.ForeignKey(MailRule, null=True, blank=True, on_delete=models.SET_NULL, related_name="attachments")
+    rule_name = models.CharField(max_length=100, blank=True, db_default="")
+    route_reason = models.CharField(max_length=300, blank=True, db_default="")
     created_at = models.DateTimeField(auto_now_add=True)
 
     objects = AttachmentQuerySet.as_manager()
@@ -364,6 +460,8 @@ class Attachment(models.Model):
         indexes = [
             models.Index(fields=["processing_started_at"], name="attachment_processing",
                          condition=Q(status="processing")),
+            # The triage list and its count on the admin's index: what waits for a person, oldest first.
+            models.Index(fields=["created_at"], name="attachment_needs_route", condition=Q(status="needs_route")),
         ]
         constraints = [
             models.CheckConstraint(condition=Q(status__in=AttachmentStatus.values), name="attachment_status_valid"),
@@ -375,10 +473,13 @@ class Attachment(models.Model):
                 name="attachment_started_when_processed"),
             # Waiting (or never work): no run in progress, so no start; a release or a retry clears it.
             models.CheckConstraint(
-                condition=~Q(status__in=["pending", "skipped"]) | Q(processing_started_at__isnull=True),
+                condition=~Q(status__in=["pending", "skipped", "needs_route"]) | Q(processing_started_at__isnull=True),
                 name="attachment_unstarted_when_waiting"),
             # A failure says why, for the operator deciding whether to retry it.
             models.CheckConstraint(condition=~Q(status="failed") | ~Q(error=""), name="attachment_failed_has_error"),
+            # Waiting for a person: the triage list says why it waits.
+            models.CheckConstraint(condition=~Q(status="needs_route") | ~Q(route_reason=""),
+                                   name="attachment_needs_route_has_reason"),
         ]
 
     def __str__(self):

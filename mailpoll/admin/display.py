@@ -24,6 +24,7 @@ ATTACHMENT_COLOURS = {
     AttachmentStatus.DONE: GREEN,
     AttachmentStatus.FAILED: RED,
     AttachmentStatus.SKIPPED: AMBER,
+    AttachmentStatus.NEEDS_ROUTE: BLUE,
 }
 
 # A mailbox's token state: what decides whether the poller takes it at all (mailpoll.sql's claim).

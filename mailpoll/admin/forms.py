@@ -121,7 +121,7 @@ class MailboxForm(forms.ModelForm):
         model = Mailbox
         fields = ["org", "name", "enabled", "provider", "auth", "oauth_provider", "client_id", "tenant", "host",
                   "port", "security", "username", "folders", "poll_interval", "initial_mode", "initial_since",
-                  "site_target", "live"]
+                  "site_target", "live", "authserv_id", "require_authenticated_sender"]
         help_texts = {
             "auth": "IMAP: a password, or OAuth (Gmail or Outlook IMAP, then use Connect). Gmail API and Graph: "
                     "OAuth (a user's consent, then use Connect), or a service account (Google Workspace, "

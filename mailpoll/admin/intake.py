@@ -27,8 +27,9 @@ from .display import (ATTACHMENT_COLOURS, BLUE, EMPTY, GREEN, GREY, RED, AMBER, 
                       token_badge, when, with_next_try)
 from .filters import DocumentTypeFilter, HealthFilter, StuckFilter, TokenStateFilter
 from .forms import MailboxForm
+from .triage import ignore_action, make_rule_link, route_to_action
 from ..health import FAILING, HEALTHY, NEVER, mailbox_health
-from ..models import Attachment, Auth, GrantState, Mailbox, Provider, Request, RequestStatus
+from ..models import Attachment, AttachmentStatus, Auth, GrantState, Mailbox, Provider, Request, RequestStatus
 from ..oauth.connect import ConnectViews
 
 
@@ -73,6 +74,8 @@ class MailboxAdmin(OrgScopedAdmin, admin.ModelAdmin):
                            "description": "OAuth and service-account mailboxes; empty fields: the settings' app."}),
             ("What to read", {"fields": ["folders", "poll_interval", "initial_mode", "initial_since",
                                          "site_target", "live"]}),
+            ("Senders", {"fields": ["authserv_id", "require_authenticated_sender"],
+                         "description": "Who may route documents into a site: see Mail rules in docs/mail.md."}),
         ]
         if obj:
             # First, so the page answers at a glance: which provider, its token, its health and last error.
@@ -267,9 +270,11 @@ class AttachmentColumns:
     def status_badge(self, attachment):
         return badge(ATTACHMENT_COLOURS.get(attachment.status, GREY), attachment.get_status_display())
 
-    @admin.display(description="error / skip reason")
+    @admin.display(description="why")
     def reason(self, attachment):
-        text = attachment.error or attachment.skip_reason
+        """Why it failed, was skipped, or waits for a site."""
+        waiting = attachment.status == AttachmentStatus.NEEDS_ROUTE
+        text = attachment.error or attachment.skip_reason or (attachment.route_reason if waiting else "")
         return format_html('<span title="{}">{}</span>', text, truncatechars(text, 100)) if text else EMPTY
 
     @admin.display(description="import")
@@ -341,7 +346,7 @@ class RequestAdmin(ReadOnlyAdmin):
 
 @admin.register(Attachment)
 class AttachmentAdmin(AttachmentColumns, ReadOnlyAdmin):
-    list_display = ["filename", "request_link", "document_type", "human_size", "status_badge", "attempts",
+    list_display = ["filename", "request_link", "sender", "document_type", "human_size", "status_badge", "attempts",
                     "reason", "created_at"]
     list_filter = [StuckFilter, "status", DocumentTypeFilter]
     list_select_related = ["request"]
@@ -349,10 +354,10 @@ class AttachmentAdmin(AttachmentColumns, ReadOnlyAdmin):
     search_help_text = "File name, SHA-256 or the request's subject."
     ordering = ["-created_at"]
     empty_value_display = EMPTY
-    actions = ["release", "retry"]
-    readonly_fields = ["request_link", "kind", "document_type", "filename", "original_filename", "mime",
-                       "human_size", "sha256", "stored_as", "status_badge", "skip_reason", "error", "attempts",
-                       "processing_started_at", "created_at", "import_link", "context", "extracted"]
+    actions = ["route_to", "ignore", "release", "retry"]
+    readonly_fields = ["request_link", "sender", "kind", "document_type", "filename", "original_filename", "mime",
+                       "human_size", "sha256", "stored_as", "status_badge", "route", "skip_reason", "error",
+                       "attempts", "processing_started_at", "created_at", "import_link", "context", "extracted"]
     fields = readonly_fields
 
     def has_operate_permission(self, request):
@@ -365,11 +370,28 @@ class AttachmentAdmin(AttachmentColumns, ReadOnlyAdmin):
         if request.GET.get(StuckFilter.parameter_name) == "yes":
             subtitle = (f"Attachments processing for over {duration_label(after)}: their worker probably died. "
                         "The watchdog releases them at the end of every poll cycle; Release does it now.")
+        elif request.GET.get("status__exact") == AttachmentStatus.NEEDS_ROUTE:
+            subtitle = ("Documents waiting for a person to choose their site: no rule routed them, their sender "
+                        "was not authenticated as required, or their mailbox has no site target. Route to… "
+                        "imports them; Ignore drops them, recorded.")
         elif stuck := self.get_queryset(request).stuck(after).count():
             subtitle = format_html('<a href="?{}=yes">{} stuck</a> in processing for over {}',
                                    StuckFilter.parameter_name, counted(stuck, "attachment", "attachments"),
                                    duration_label(after))
         return super().changelist_view(request, {"subtitle": subtitle, **(extra_context or {})})
+
+    @admin.display(description="from", ordering="request__sender")
+    def sender(self, attachment):
+        return attachment.request.sender or EMPTY
+
+    @admin.display(description="routing")
+    def route(self, attachment):
+        if not attachment.route_reason:
+            return EMPTY
+        target = format_html(" → {}", attachment.site_target) if attachment.site_target_id else ""
+        rule = format_html(" (rule '{}')", attachment.rule_name) if attachment.rule_name else ""
+        make = make_rule_link(attachment) if attachment.status == AttachmentStatus.NEEDS_ROUTE else ""
+        return format_html("{}{}{} {}", attachment.route_reason, target, rule, make)
 
     @admin.display(description="request", ordering="request")
     def request_link(self, attachment):
@@ -387,6 +409,14 @@ class AttachmentAdmin(AttachmentColumns, ReadOnlyAdmin):
     @admin.display(description="extracted text")
     def extracted(self, attachment):
         return preformatted(attachment.extracted_text)
+
+    @admin.action(description="Route to… a site target (documents waiting for a site)", permissions=["operate"])
+    def route_to(self, request, queryset):
+        return route_to_action(self, request, queryset)
+
+    @admin.action(description="Ignore documents waiting for a site (recorded, not imported)", permissions=["operate"])
+    def ignore(self, request, queryset):
+        ignore_action(self, request, queryset)
 
     @admin.action(description="Release stuck attachments (back to pending, new job)", permissions=["operate"])
     def release(self, request, queryset):

@@ -1,4 +1,4 @@
-"""A message's header block decoded: sender, subject, date, and the name a message is deduplicated by.
+"""A message's header block decoded: sender, recipients, subject, date, and the name a message is deduplicated by.
 
 Used on a whole message (``mailpoll.message.parse``) and on the header block of one too
 large to fetch (``parse_headers``), so both are named and shown alike. The
@@ -6,7 +6,8 @@ parsing policy here also repairs what the stdlib trips on in any header,
 MIME headers included.
 
 The dedup key (``Request.source_ref``, unique per org) is defined here and only
-here: ``dedup_ref``.
+here: ``dedup_ref``. The Authentication-Results headers are kept raw for
+``mailpoll.message.sender_auth`` to judge; nothing here trusts them.
 """
 
 from __future__ import annotations
@@ -31,11 +32,24 @@ MESSAGE_ID_MAX_CHARS = 250  # longer ones are named by the hash of the normalize
 MESSAGE_ID_READ_CHARS = 100_000  # what is read of a Message-ID header at most, for its hash
 LONG_MESSAGE_ID_PREFIX = "message-id-sha256:"
 RAW_REF_PREFIX = "sha256:"  # the source_ref of a message without a usable Message-ID (raw_ref)
+RECIPIENT_HEADERS = ("to", "cc", "delivered-to")  # read in this order
+RECIPIENT_MAX_CHARS = 320  # a longer address is dropped, not cut: cut short it could name another mailbox
+MAX_RECIPIENTS = 100
+RECIPIENT_READ_CHARS = 32_000  # of each To/Cc/Delivered-To header, cut at an address boundary
+MAX_HEADERS_READ = 20  # of each recipient header name, and of Authentication-Results
+AUTH_RESULTS_MAX_CHARS = 2000
+# What ends an Authentication-Results value cut at AUTH_RESULTS_MAX_CHARS. No header grammar accepts
+# it, so a cut header can never read as a shorter valid one ("header.d=victim.example" of
+# "header.d=victim.example.attacker.example").
+CUT_MARK = "\u2026"
+ADDRESS_MAX_NESTING = 20  # of '(' in an address header; the stdlib address parser recurses once per level
 
 # A parameter name as the stdlib splits them: after a ';', ending at '=', ';' or the end.
 _STAR_PARAM = re.compile(r";\s*([A-Za-z0-9_]+)\*(\d*)\*?(?=\s*(?:[=;]|$))")
 # A raw 8-bit header byte, as the parser hands it over (surrogateescape).
 _ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
+_FOLDING_SPACE = re.compile(r"[ \t\r\n]+")
+_UNSTORABLE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")  # controls, lone surrogates
 
 
 @dataclass(frozen=True)
@@ -47,6 +61,8 @@ class MessageHeaders:
     sender: str  # the From address (display name dropped); "" if none
     subject: str
     date: datetime | None  # aware
+    recipients: tuple[str, ...] = ()  # lower-cased addresses of To, Cc, Delivered-To, in that order, once each
+    auth_results: tuple[str, ...] = ()  # raw Authentication-Results values, topmost first (_auth_results)
 
 
 class Policy(Compat32):
@@ -99,7 +115,57 @@ def read_headers(root: Message) -> MessageHeaders:
         sender=_sender(root.get("from")),
         subject=clean_line(decode_words(root.get("subject") or ""), SUBJECT_MAX_CHARS),
         date=_date(root.get("date")),
+        recipients=_recipients(root),
+        auth_results=_auth_results(root),
     )
+
+
+def _recipients(root: Message) -> tuple[str, ...]:
+    """The addresses of To, Cc and Delivered-To, in that order: lower-cased, decoded like the sender, once each.
+
+    At most MAX_RECIPIENTS; an address over RECIPIENT_MAX_CHARS, or without '@', is left out.
+    """
+    found: dict[str, None] = {}
+    for name in RECIPIENT_HEADERS:
+        for value in (root.get_all(name) or [])[:MAX_HEADERS_READ]:
+            for address in _addresses(str(value)):
+                text = clean_line(decode_words(address), RECIPIENT_MAX_CHARS + 1).replace(" ", "").lower()
+                if "@" in text and len(text) <= RECIPIENT_MAX_CHARS:
+                    found.setdefault(text)
+                    if len(found) == MAX_RECIPIENTS:
+                        return tuple(found)
+    return tuple(found)
+
+
+def _auth_results(root: Message) -> tuple[str, ...]:
+    """Every Authentication-Results value, topmost first: unfolded, spaces collapsed, storable, capped.
+
+    At most MAX_HEADERS_READ of them (the lower ones are dropped: only the top can be the
+    receiving server's own). A value over AUTH_RESULTS_MAX_CHARS is cut and ends with CUT_MARK;
+    a control character or lone surrogate becomes U+FFFD rather than vanishing, so no two
+    tokens are ever joined into one.
+    """
+    values = (root.get_all("authentication-results") or [])[:MAX_HEADERS_READ]
+    return tuple(_header_line(str(value), AUTH_RESULTS_MAX_CHARS) for value in values)
+
+
+def _header_line(value: str, cap: int) -> str:
+    text = _FOLDING_SPACE.sub(" ", value[: 4 * cap]).strip()
+    text = _UNSTORABLE.sub("\ufffd", text)
+    if len(value) > 4 * cap or len(text) > cap:
+        text = text[: cap - 1] + CUT_MARK
+    return text
+
+
+def plus_tag(address: str) -> str:
+    """The sub-address of an address, lower-cased; "" without one.
+
+    >>> plus_tag("reports+Acme@agency.example"), plus_tag("reports@agency.example")
+    ('acme', '')
+    """
+    local, at, _domain = address.rpartition("@")
+    _base, plus, tag = local.partition("+")
+    return tag.lower() if at and plus else ""
 
 
 def decode_words(value: str) -> str:
@@ -164,10 +230,38 @@ def raw_ref(raw: bytes) -> str:
     return RAW_REF_PREFIX + hashlib.sha256(raw).hexdigest()
 
 
+def _addresses(value: str) -> list[str]:
+    """The addr-specs of one address header, read up to RECIPIENT_READ_CHARS; [] if nested too deep to parse.
+
+    A longer value is cut at its last comma, so no address is read cut short.
+    """
+    if len(value) > RECIPIENT_READ_CHARS:
+        value = value[:RECIPIENT_READ_CHARS].rpartition(",")[0]
+    if _too_nested(value):
+        return []
+    return [address for _name, address in email.utils.getaddresses([value]) if address]
+
+
+def _too_nested(value: str) -> bool:
+    """More '(' open at once than ADDRESS_MAX_NESTING, quotes ignored: the stdlib would hit RecursionError."""
+    if value.count("(") <= ADDRESS_MAX_NESTING:
+        return False
+    depth = 0
+    for char in value:
+        if char == "(":
+            depth += 1
+            if depth > ADDRESS_MAX_NESTING:
+                return True
+        elif char == ")" and depth:
+            depth -= 1
+    return False
+
+
 def _sender(value: str | None) -> str:
     if not value:
         return ""
-    _name, address = email.utils.parseaddr(str(value))
+    value = str(value)
+    _name, address = ("", "") if _too_nested(value) else email.utils.parseaddr(value)
     if address and "@" in address:
         return clean_line(decode_words(address), SENDER_MAX_CHARS).replace(" ", "")
     return clean_line(decode_words(value), SENDER_MAX_CHARS)

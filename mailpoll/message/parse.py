@@ -52,6 +52,8 @@ class ParsedMessage:
     body_text: str
     parts: tuple[Part, ...]
     defects: tuple[str, ...]
+    recipients: tuple[str, ...] = ()  # To, Cc, Delivered-To addresses, lower-cased, once each
+    auth_results: tuple[str, ...] = ()  # raw Authentication-Results values, topmost first (sender_auth judges them)
 
 
 def parse_message(raw: bytes, *, max_depth: int = MAX_DEPTH, max_parts: int = MAX_PARTS,
@@ -79,4 +81,6 @@ def parse_message(raw: bytes, *, max_depth: int = MAX_DEPTH, max_parts: int = MA
         body_text=body_text,
         parts=tuple(walker.parts),
         defects=tuple(dict.fromkeys(walker.defects))[:MAX_DEFECTS],
+        recipients=head.recipients,
+        auth_results=head.auth_results,
     )

@@ -107,13 +107,15 @@ WITH message AS (
     SELECT * FROM unnest(
         %(source_refs)s::text[], %(uids)s::bigint[], %(statuses)s::text[], %(reject_reasons)s::text[],
         %(senders)s::text[], %(subjects)s::text[], %(received_ats)s::timestamptz[], %(bodies)s::text[],
-        %(sizes)s::bigint[], %(provider_refs)s::text[]
-    ) AS m(source_ref, uid, status, reject_reason, sender, subject, received_at, body_text, size, provider_ref)
+        %(sizes)s::bigint[], %(provider_refs)s::text[], %(recipients)s::jsonb[], %(auth_results)s::jsonb[]
+    ) AS m(source_ref, uid, status, reject_reason, sender, subject, received_at, body_text, size, provider_ref,
+           recipients, auth_results)
 ), request AS (
     INSERT INTO mailpoll_request (org_id, source, source_ref, mailbox_id, folder, uid, provider_ref, status,
-                                  reject_reason, sender, subject, received_at, body_text, size, created_at)
+                                  reject_reason, sender, subject, received_at, body_text, size, recipients,
+                                  auth_results, created_at)
     SELECT %(org_id)s, 'email', source_ref, %(mailbox_id)s, %(folder)s, uid, provider_ref, status, reject_reason,
-           sender, subject, received_at, body_text, size, now()
+           sender, subject, received_at, body_text, size, recipients, auth_results, now()
     FROM message
     ORDER BY source_ref
     ON CONFLICT (org_id, source, source_ref) DO NOTHING
@@ -121,15 +123,19 @@ WITH message AS (
 ), attachment AS (
     INSERT INTO mailpoll_attachment (request_id, kind, document_type, filename, original_filename, mime, size,
                                      sha256, file, status, skip_reason, context_text, attempts, error,
-                                     extracted_text, created_at)
+                                     extracted_text, site_target_id, rule_id, rule_name, route_reason, created_at)
     SELECT request.id, a.kind, a.document_type, a.filename, a.original_filename, a.mime, a.size,
-           a.sha256, a.file, a.status, a.skip_reason, a.context_text, 0, '', '', now()
+           a.sha256, a.file, a.status, a.skip_reason, a.context_text, 0, '', '', a.site_target_id, a.rule_id,
+           a.rule_name, a.route_reason, now()
     FROM unnest(
         %(a_source_refs)s::text[], %(a_kinds)s::text[], %(a_document_types)s::text[], %(a_filenames)s::text[],
         %(a_original_filenames)s::text[], %(a_mimes)s::text[], %(a_sizes)s::bigint[], %(a_sha256s)s::text[],
-        %(a_files)s::text[], %(a_statuses)s::text[], %(a_skip_reasons)s::text[], %(a_context_texts)s::text[]
+        %(a_files)s::text[], %(a_statuses)s::text[], %(a_skip_reasons)s::text[], %(a_context_texts)s::text[],
+        %(a_site_target_ids)s::bigint[], %(a_rule_ids)s::bigint[], %(a_rule_names)s::text[],
+        %(a_route_reasons)s::text[]
     ) WITH ORDINALITY AS a(source_ref, kind, document_type, filename, original_filename, mime, size,
-                           sha256, file, status, skip_reason, context_text, n)
+                           sha256, file, status, skip_reason, context_text, site_target_id, rule_id, rule_name,
+                           route_reason, n)
     JOIN request ON request.source_ref = a.source_ref
     ORDER BY a.n
     RETURNING id, status

@@ -24,6 +24,7 @@ behind. A body document is the Request's ``body_text`` and needs no file.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -39,6 +40,8 @@ from ..message.headers import dedup_ref
 from ..models import AttachmentKind, AttachmentStatus, RequestStatus
 from ..message.parse import ParsedMessage, UnparseableMessage, parse_headers, parse_message
 from ..message.triage import triage
+from ..routing.decide import IGNORE, ROUTE, TRIAGE, Decision
+from ..routing.router import Router
 
 log = logging.getLogger("mailpoll.store")  # its name before the move: operators grep it
 
@@ -69,6 +72,8 @@ class _Row:
     received_at: datetime | None = None
     body_text: str = ""
     size: int = 0
+    recipients: list[str] = field(default_factory=list)
+    auth_results: list[str] = field(default_factory=list)
     attachments: list[dict] = field(default_factory=list)
 
 
@@ -96,13 +101,18 @@ def store_messages(mailbox, folder: str, fetched: list[tuple[int | str | None, b
                                reject_reason=f"unparseable message: {exc}", sender=head.sender, subject=head.subject,
                                received_at=head.date, size=len(raw)))
     seen = stored_refs(mailbox.org_id, [message.source_ref for message in parsed])
+    router = None  # the org's rules, read once a new message needs them
     rows: list[_Row | None] = []  # None: a duplicate, known before inserting
     for (uid, raw), message in zip(fetched, parsed, strict=False):
         if message.source_ref in seen:
             rows.append(None)
             continue
         seen.add(message.source_ref)
-        rows.append(message if isinstance(message, _Row) else _accepted(uid, raw, message))
+        if isinstance(message, _Row):
+            rows.append(message)
+            continue
+        router = router or Router.for_mailbox(mailbox)
+        rows.append(_accepted(uid, raw, message, router, folder))
     return _outcomes(mailbox, folder, rows, _insert(mailbox, folder, [row for row in rows if row is not None]))
 
 
@@ -153,13 +163,16 @@ def stored_refs(org_id: str, refs: list[str]) -> set[str]:
         return {ref for (ref,) in cursor.fetchall()}
 
 
-def _accepted(uid: int | None, raw: bytes, message: ParsedMessage) -> _Row:
-    """Triage a new message and write its document files: the row to insert."""
+def _accepted(uid: int | None, raw: bytes, message: ParsedMessage, router: Router, folder: str) -> _Row:
+    """Triage a new message, route its documents and write their files: the row to insert."""
     plan = triage(message)
     row = _Row(uid, message.source_ref[:300], RequestStatus.ACCEPTED, sender=message.sender[:500],
                subject=message.subject[:1000], received_at=message.date, body_text=message.body_text,
-               size=len(raw))
+               size=len(raw), recipients=list(message.recipients), auth_results=list(message.auth_results))
+    envelope = router.envelope(folder=folder, sender=message.sender, recipients=message.recipients,
+                               subject=message.subject, auth_results=message.auth_results)
     for document in plan.documents:
+        decision = router.decide(envelope, document.original_filename or document.filename, document.kind)
         if document.kind == "body":
             name, digest = "", hashlib.sha256(document.content).hexdigest()
             kind = AttachmentKind.BODY
@@ -169,8 +182,8 @@ def _accepted(uid: int | None, raw: bytes, message: ParsedMessage) -> _Row:
         row.attachments.append(_attachment(
             kind=kind, document_type=document.kind, filename=document.filename,
             original_filename=document.original_filename or document.filename, mime=document.mime,
-            size=len(document.content), sha256=digest, file=name, status=AttachmentStatus.PENDING,
-            context_text=document.context_text,
+            size=len(document.content), sha256=digest, file=name, context_text=document.context_text,
+            **_routed(decision),
         ))
     for skipped in plan.skipped:
         row.attachments.append(_attachment(
@@ -181,12 +194,24 @@ def _accepted(uid: int | None, raw: bytes, message: ParsedMessage) -> _Row:
     return row
 
 
+def _routed(decision: Decision) -> dict:
+    """The attachment columns of a routing decision: pending with its target, skipped, or waiting for a person."""
+    status = {ROUTE: AttachmentStatus.PENDING, IGNORE: AttachmentStatus.SKIPPED,
+              TRIAGE: AttachmentStatus.NEEDS_ROUTE}[decision.action]
+    return {"status": status, "skip_reason": decision.reason if decision.action == IGNORE else "",
+            "site_target_id": decision.target_id, "rule_id": decision.rule_id, "rule_name": decision.rule_name,
+            "route_reason": decision.reason}
+
+
 def _attachment(*, kind, filename, original_filename, mime, size, status, document_type="", sha256="", file="",
-                skip_reason="", context_text="") -> dict:
+                skip_reason="", context_text="", site_target_id=None, rule_id=None, rule_name="",
+                route_reason="") -> dict:
     return {
         "kind": kind, "document_type": document_type, "filename": filename[:255],
         "original_filename": original_filename[:500], "mime": mime[:255], "size": size, "sha256": sha256,
         "file": file, "status": status, "skip_reason": skip_reason[:300], "context_text": context_text,
+        "site_target_id": site_target_id, "rule_id": rule_id, "rule_name": rule_name[:100],
+        "route_reason": route_reason[:300],
     }
 
 
@@ -199,6 +224,8 @@ _ATTACHMENT_ARRAYS = {
     "a_kinds": "kind", "a_document_types": "document_type", "a_filenames": "filename",
     "a_original_filenames": "original_filename", "a_mimes": "mime", "a_sizes": "size", "a_sha256s": "sha256",
     "a_files": "file", "a_statuses": "status", "a_skip_reasons": "skip_reason", "a_context_texts": "context_text",
+    "a_site_target_ids": "site_target_id", "a_rule_ids": "rule_id", "a_rule_names": "rule_name",
+    "a_route_reasons": "route_reason",
 }
 
 
@@ -244,6 +271,8 @@ def _params(mailbox, folder: str, rows: list[_Row]) -> dict:
     # Where the message was at its server: Request.uid for IMAP's integers, provider_ref for an API's ids.
     params["uids"] = [row.uid if isinstance(row.uid, int) else None for row in rows]
     params["provider_refs"] = [row.uid if isinstance(row.uid, str) else "" for row in rows]
+    params["recipients"] = [json.dumps(row.recipients) for row in rows]
+    params["auth_results"] = [json.dumps(row.auth_results) for row in rows]
     attachments = [(row.source_ref, attachment) for row in rows for attachment in row.attachments]
     params["a_source_refs"] = [ref for ref, _ in attachments]
     params.update({name: [a[column] for _, a in attachments] for name, column in _ATTACHMENT_ARRAYS.items()})

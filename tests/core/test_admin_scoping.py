@@ -22,7 +22,7 @@ from django.urls import reverse
 from imports.models import Import, UrlMetric
 from jobs.models import Job, ZombieJob
 from outbox.models import Entry
-from mailpoll.models import Attachment, AttachmentStatus, FolderCursor, Mailbox, Request
+from mailpoll.models import Attachment, AttachmentStatus, FolderCursor, Mailbox, MailRule, Request
 from seoinsight.checks import check_every_admin_is_org_scoped
 from seoinsight.models import ApiToken, Membership, Org, Page, Site, SiteTarget
 from seoinsight.orgscope import OrgScopedAdmin, SuperuserOnlyAdmin, org_path, unscoped_admins
@@ -85,12 +85,15 @@ def build_org(org_id: str) -> dict:
                                  subject=f"{org_id} report", body_text=f"{org_id} confidential body")
     attachment = AttachmentFactory(request=request, filename=f"{org_id}.csv", document_type="csv", failed=True,
                                    error=f"{org_id} failure")
+    rule = MailRule.objects.create(org=org, name=f"{org_id} rule", sender=f"{org_id}.example", site_target=target)
+    rule.mailboxes.add(mailbox)
     entry = Entry.objects.create(org=org, document_ref=f"{org_id}-document", source="email",
                                  document={"filename": f"{org_id}.csv"}, last_error=f"{org_id} downstream refused")
     return {
         Org: org, User: member, Membership: Membership.objects.get(user=member, org=org), ApiToken: token,
         Site: site, SiteTarget: target, Job: job, ZombieJob: ZombieJob.objects.get(pk=zombie.pk), Import: imp,
         UrlMetric: metric, Mailbox: mailbox, Request: request, Attachment: attachment, Entry: entry,
+        MailRule: rule,
     }
 
 

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from mailpoll import conf as mailpoll_conf
 from mailpoll.models import (Attachment, AttachmentKind, AttachmentStatus, DeploymentGrant, DeploymentIdentity, Mailbox,
-                             Request, RequestStatus)
+                             MailRule, Request, RequestStatus)
 from mailpoll.sync.poller import Poller
 from tests.factories import OrgFactory, SiteTargetFactory
 
@@ -100,6 +100,20 @@ class RequestFactory(factory.django.DjangoModelFactory):
         )
 
 
+class MailRuleFactory(factory.django.DjangoModelFactory):
+    """A rule routing to a new target of its org, unless told another action (which names no target)."""
+
+    class Meta:
+        model = MailRule
+
+    org = factory.SubFactory(OrgFactory)
+    name = factory.Sequence(lambda n: f"rule {n}")
+    site_target = factory.LazyAttribute(
+        lambda rule: SiteTargetFactory(site__org=rule.org, url_prefix="https://shop.example/")
+        if rule.action == "route" else None)
+    action = "route"
+
+
 def _ago(minutes: float):
     return factory.LazyFunction(lambda: timezone.now() - timedelta(minutes=minutes))
 
@@ -134,11 +148,15 @@ class AttachmentFactory(factory.django.DjangoModelFactory):
                                 skip_reason="empty attachment")
 
 
-def mail(subject="Report", *, message_id="auto", body="See attached.", attachments=(), sender="ana@client.example"):
-    """A raw RFC 5322 message; attachments are (filename, bytes, mime) triples."""
+def mail(subject="Report", *, message_id="auto", body="See attached.", attachments=(), sender="ana@client.example",
+         to="seo@agency.example", headers=()):
+    """A raw RFC 5322 message; attachments are (filename, bytes, mime) triples, ``headers`` (name, value) pairs
+    put on top, in order (an Authentication-Results a receiving server added, say)."""
     msg = EmailMessage()
+    for name, value in headers:
+        msg[name] = value
     msg["From"] = sender
-    msg["To"] = "seo@agency.example"
+    msg["To"] = to
     msg["Subject"] = subject
     if message_id == "auto":
         msg["Message-ID"] = make_msgid(domain="client.example")

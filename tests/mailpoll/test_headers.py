@@ -9,7 +9,18 @@ from datetime import UTC, datetime
 
 import pytest
 
-from mailpoll.message.headers import dedup_ref, message_ref, normalize_message_id, parse_headers
+from mailpoll.message.headers import (
+    AUTH_RESULTS_MAX_CHARS,
+    CUT_MARK,
+    MAX_HEADERS_READ,
+    MAX_RECIPIENTS,
+    MessageHeaders,
+    dedup_ref,
+    message_ref,
+    normalize_message_id,
+    parse_headers,
+    plus_tag,
+)
 from mailpoll.message.parse import parse_message
 from tests.mailpoll import corpus
 from tests.mailpoll.corpus import hostile_corpus
@@ -134,3 +145,80 @@ def test_same_message_id_different_content_share_the_source_ref():
     first, second = parsed("duplicate-id-a"), parsed("duplicate-id-b")
     assert first.source_ref == second.source_ref == corpus.DUPLICATE_ID
     assert first.body_text != second.body_text
+
+
+# --- recipients, Authentication-Results, plus tags ----------------------------------------
+
+@pytest.mark.parametrize("lines, expected", [
+    ([b"To: Reports <Reports+Acme@Agency.example>", b"Cc: anne@client.example, \"Doe, John\" <john@client.example>",
+      b"Delivered-To: reports+acme@agency.example"],
+     ("reports+acme@agency.example", "anne@client.example", "john@client.example")),
+    ([b"Delivered-To: first@agency.example", b"Cc: cc@client.example", b"To: to@client.example",
+      b"Delivered-To: second@agency.example"],
+     ("to@client.example", "cc@client.example", "first@agency.example", "second@agency.example")),
+    ([b"To: =?utf-8?q?Ren=C3=A9e?= <ren=?utf-8?q?=C3=A9?=e@client.example>"], ("renée@client.example",)),
+    ([b"To: Ren\xc3\xa9e <Ren\xc3\xa9e@client.example>"], ("renée@client.example",)),  # raw 8-bit, as the sender
+    ([b"To: undisclosed-recipients:;", b"Cc: not an address, <>"], ()),
+    ([b"To: team: a@client.example, b@client.example;"], ("a@client.example", "b@client.example")),
+    ([b"To: " + b"a" * 310 + b"@client.example, short@client.example"], ("short@client.example",)),  # no cut address
+    ([b"To: " + b"(" * 5000 + b"a@client.example"], ()),  # nested past the stdlib's recursion limit
+])
+def test_recipients(lines, expected):
+    head = parse_headers(b"\r\n".join(lines) + b"\r\n\r\n")
+    assert head.recipients == expected
+    assert parse_message(b"\r\n".join(lines) + b"\r\nSubject: x\r\n\r\nbody").recipients == expected
+
+
+def test_recipients_are_capped_in_number_and_never_read_cut_short():
+    many = b"To: " + b", ".join(b"user%d@client.example" % n for n in range(150)) + b"\r\n\r\n"
+    assert parse_headers(many).recipients == tuple(f"user{n}@client.example" for n in range(MAX_RECIPIENTS))
+    long = b"To: " + b", ".join(b"u%d@client.example" % n for n in range(2000)) + b"\r\n\r\n"  # past the read cap
+    read = parse_headers(long).recipients
+    assert len(read) == MAX_RECIPIENTS and all(each.endswith("@client.example") for each in read)
+
+
+def test_a_nested_from_header_does_not_crash():
+    raw = b"From: " + b"(" * 5000 + b"anne@client.example\r\nSubject: x\r\n\r\n"
+    assert parse_headers(raw).sender == ("(" * 500)
+
+
+@pytest.mark.parametrize("lines, expected", [
+    ([b"Authentication-Results: mx.google.com;\r\n       dkim=pass header.i=@example.com;\r\n\tdmarc=pass",
+      b"Received: by relay.example; Mon, 06 Jan 2025 10:15:00 +0100",
+      b"Authentication-Results: relay.example; spf=pass smtp.mailfrom=example.com"],
+     ("mx.google.com; dkim=pass header.i=@example.com; dmarc=pass",
+      "relay.example; spf=pass smtp.mailfrom=example.com")),
+    ([b"Authentication-Results: mx.example; dkim=pass\x00header.d=example.com (caf\xc3\xa9\x1b)"],
+     ("mx.example; dkim=pass\ufffdheader.d=example.com (café\ufffd)",)),  # controls never join two tokens
+    ([b"Authentication-Results: " + b"x" * 3000], ("x" * (AUTH_RESULTS_MAX_CHARS - 1) + CUT_MARK,)),
+    ([b"Authentication-Results: x" + b" " * 9000 + b"y"], ("x" + CUT_MARK,)),  # longer than read: marked cut
+    ([b"Subject: no authentication results"], ()),
+])
+def test_auth_results(lines, expected):
+    assert parse_headers(b"\r\n".join(lines) + b"\r\n\r\n").auth_results == expected
+
+
+def test_auth_results_are_capped_in_number_from_the_top():
+    lines = b"".join(b"Authentication-Results: mx%d.example; none\r\n" % n for n in range(30))
+    assert parse_headers(lines + b"\r\n").auth_results == tuple(
+        f"mx{n}.example; none" for n in range(MAX_HEADERS_READ))
+
+
+def test_headers_built_without_the_new_fields_keep_working():
+    head = MessageHeaders(message_id=None, source_ref=None, sender="", subject="", date=None)
+    assert (head.recipients, head.auth_results) == ((), ())
+
+
+@pytest.mark.parametrize("address, expected", [
+    ("reports+acme@agency.example", "acme"),
+    ("Reports+ACME@agency.example", "acme"),
+    ("reports+acme+q1@agency.example", "acme+q1"),
+    ("reports@agency.example", ""),
+    ("reports+@agency.example", ""),
+    ("reports+acme", ""),
+    ("odd@local+part@agency.example", "part"),
+    ("reports@plus+domain.example", ""),
+    ("", ""),
+])
+def test_plus_tag(address, expected):
+    assert plus_tag(address) == expected

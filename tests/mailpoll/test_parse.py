@@ -45,7 +45,8 @@ def test_every_corpus_message_parses_or_is_refused(name):
             parse_message(CORPUS[name])
         return
     message = parse_message(CORPUS[name])
-    texts = [message.source_ref, message.sender, message.subject, message.body_text, *message.defects]
+    texts = [message.source_ref, message.sender, message.subject, message.body_text, *message.defects,
+             *message.recipients, *message.auth_results]
     for each in message.parts:
         texts += [each.filename, each.original_filename, each.mime, each.content_id or ""]
         assert each.filename == safe_filename(each.original_filename)
@@ -268,3 +269,14 @@ def test_oversized_message_generator():
     raw = corpus.oversized_message(3 * 1024 * 1024)  # the real one is 30 MB; same builder
     assert 3 * 1024 * 1024 < len(raw) < 4.2 * 1024 * 1024
     assert parse_message(raw).parts[0].size > 2 * 1024 * 1024
+
+
+def test_recipients_and_auth_results_come_with_the_message():
+    raw = mixed(headers(extra=["Cc: Anne <Anne@Client.example>", "Delivered-To: seo+acme@agency.example",
+                               "Authentication-Results: mx.agency.example;\r\n dmarc=pass header.from=client.example",
+                               "Authentication-Results: \x00forged; dmarc=pass"]),
+                [text(), attachment("a.csv", CSV)])
+    message = parse_message(raw)
+    assert message.recipients == ("seo@agency.example", "anne@client.example", "seo+acme@agency.example")
+    assert message.auth_results == ("mx.agency.example; dmarc=pass header.from=client.example",
+                                    "\ufffdforged; dmarc=pass")

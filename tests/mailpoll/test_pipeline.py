@@ -47,13 +47,13 @@ def test_a_body_document_is_processed_into_its_text():
     assert body.extracted_text == "Traffic on /shop dropped 30 % since Monday."
 
 
-def test_a_csv_from_a_mailbox_without_target_fails_with_its_reason():
+def test_a_csv_from_a_mailbox_without_target_waits_for_a_site_with_its_reason():
     mailbox = MailboxFactory(site_target=None)
     store_message(mailbox, "INBOX", 1, mail(attachments=[("pages.csv", CSV, "text/csv")]))
     run_burst()
     attachment = Attachment.objects.get()
-    assert attachment.status == AttachmentStatus.FAILED
-    assert "no site target" in attachment.error
+    assert attachment.status == AttachmentStatus.NEEDS_ROUTE
+    assert attachment.route_reason == "no rule matched and the mailbox has no site target"
 
 
 def test_a_broken_pdf_fails_only_its_attachment():

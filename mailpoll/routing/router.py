@@ -1,0 +1,53 @@
+"""The rules of one mailbox's org, read once per stored batch, deciding for each document.
+
+``Router`` turns MailRule rows and a mailbox into the plain values of
+``decide`` and judges each message's sender against the mailbox's
+authserv-id. Intake (``mailpoll.sync.store``) and a rule's preview use it
+alike, so the preview shows exactly what intake would do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ..message.sender_auth import judge
+from ..models import MailRule
+from .decide import Decision, Document, Envelope, Fallback, Rule, decide
+
+
+def rule_of(row: MailRule, mailbox_ids: Iterable[int]) -> Rule:
+    return Rule(
+        id=row.pk, name=row.name, action=row.action, target_id=row.site_target_id, sender_auth=row.sender_auth,
+        mailbox_ids=frozenset(mailbox_ids), folder=row.folder, sender=row.sender, recipient=row.recipient,
+        plus_tag=row.plus_tag, subject_contains=row.subject_contains, subject_regex=row.subject_regex,
+        filename=row.filename, kinds=frozenset(row.kinds or ()),
+    )
+
+
+def org_rules(org_id: str) -> list[Rule]:
+    """The org's enabled rules in the order they are tried."""
+    rows = MailRule.objects.filter(org_id=org_id, enabled=True).order_by("position", "id").prefetch_related("mailboxes")
+    return [rule_of(row, (m.pk for m in row.mailboxes.all())) for row in rows]
+
+
+class Router:
+    """Decides for the documents of one mailbox's messages."""
+
+    def __init__(self, mailbox, rules: list[Rule]):
+        self.mailbox = mailbox
+        self.rules = rules
+        self.fallback = Fallback(target_id=mailbox.site_target_id, require_auth=mailbox.require_authenticated_sender)
+
+    @classmethod
+    def for_mailbox(cls, mailbox) -> Router:
+        return cls(mailbox, org_rules(mailbox.org_id))
+
+    def envelope(self, *, folder: str, sender: str, recipients: Iterable[str], subject: str,
+                 auth_results: Iterable[str]) -> Envelope:
+        verdict = judge(list(auth_results), self.mailbox.authserv_id, sender)
+        return Envelope(mailbox_id=self.mailbox.pk, folder=folder, sender=sender.lower(),
+                        recipients=tuple(r.lower() for r in recipients), subject=subject,
+                        authenticated=verdict.authenticated, auth_reason=verdict.reason)
+
+    def decide(self, envelope: Envelope, filename: str, document_type: str) -> Decision:
+        return decide(self.rules, envelope, Document(filename=filename, document_type=document_type), self.fallback)

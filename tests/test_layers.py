@@ -31,7 +31,7 @@ LAYERS = ("seoinsight", "jobs", "imports", "outbox", "mailpoll")
 WIRING: dict[str, str] = {}
 
 # mailpoll's rooms, lowest first: a module may import from its own room and those before it, never after.
-MAILPOLL_ROOMS = ("message", "base", "oauth", "providers", "sync", "admin", "wiring")
+MAILPOLL_ROOMS = ("message", "base", "routing", "oauth", "providers", "sync", "admin", "wiring")
 # The top-level modules the sub-packages share; every other top-level module or package of mailpoll (apps,
 # checks, grant_checks, handlers, metrics, management, migrations) is "wiring", above all of them.
 MAILPOLL_BASE = frozenset({"conf", "cursor", "models", "attachments", "health"})

@@ -22,7 +22,8 @@ CASES = [
     ("never polled", {"last_polled_at": None}, None, "next cycle"),
     ("never polled, backoff set", {"last_polled_at": None, "next_attempt_at": 600}, None, "next cycle"),
     ("interval passed", {"last_polled_at": -130, "poll_interval": 120}, None, "next cycle"),
-    ("inside its interval", {"last_polled_at": -60, "poll_interval": 120}, None, "in 59 s"),
+    # Due in 58.5 min: "58 min" whether the page is read 0 or 29 s after the rows are written (a loaded machine).
+    ("inside its interval", {"last_polled_at": -90, "poll_interval": 3600}, None, "in 58 min"),
     ("interval passed, backing off", {"last_polled_at": -130, "poll_interval": 120, "next_attempt_at": 600,
                                       "consecutive_failures": 3}, None, "in 9 min (backing off after 3 failures)"),
     ("backoff over", {"last_polled_at": -700, "poll_interval": 120, "next_attempt_at": -10,

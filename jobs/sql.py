@@ -160,6 +160,13 @@ CLAIM_MANY_UNGUARDED = "WITH" + _CLAIMED_SEVERAL + f"""
 SELECT {JOB_COLUMNS} FROM claimed ORDER BY claim_priority DESC, created_at
 """
 
+# What a run that ended done writes, its report given as jsonb text: one definition
+# for FINISH_DONE (one run) and FINISH_AND_CLAIM (a turn's runs, with the next claim).
+# The dedup key is freed with the job's end (enqueued_key keeps it, for a job put back in the queue).
+def _set_done(report: str) -> str:
+    return f"status = 'done', report = {report}::jsonb, finished_at = now(), dedup_key = NULL"
+
+
 # finish_and_claim: a worker's done runs recorded and its next jobs claimed, in
 # one statement, so one round trip (and one commit) per turn of the worker
 # instead of one per finish and one per claim. Two transitions, each guarded as
@@ -179,7 +186,7 @@ SELECT {JOB_COLUMNS} FROM claimed ORDER BY claim_priority DESC, created_at
 FINISH_AND_CLAIM = """
 WITH finished AS (
     UPDATE jobs
-    SET status = 'done', report = f.report::jsonb, finished_at = now(), dedup_key = NULL
+    SET """ + _set_done("f.report") + """
     FROM unnest(%(finish_ids)s::uuid[], %(finish_attempts)s::int[], %(finish_reports)s::text[])
          AS f(id, attempt, report)
     WHERE jobs.id = ANY(%(finish_ids)s::uuid[])  -- by primary key, not by a scan of the running rows
@@ -382,9 +389,9 @@ RETURNING cancel_requested_at
 """
 
 # finish: the handler returned.
-FINISH_DONE = """
+FINISH_DONE = f"""
 UPDATE jobs
-SET status = 'done', report = %(report)s::jsonb, finished_at = now(), dedup_key = NULL
+SET {_set_done("%(report)s")}
 WHERE id = %(id)s AND status = 'running' AND attempts = %(attempt)s
 """
 

@@ -117,9 +117,8 @@ class MailRuleAdmin(OrgScopedAdmin, admin.ModelAdmin):
         """The unsaved form, validated, and what it would have done to the org's last requests."""
         if request.method != "POST":
             raise PermissionDenied
-        rule = self.get_object(request, object_id) if object_id else None
-        if rule is None and not self.has_add_permission(request) or rule and not self.has_change_permission(
-                request, rule):
+        rule = self.get_object(request, object_id) if object_id else None  # another org's: a 404
+        if not (self.has_change_permission(request, rule) if rule else self.has_add_permission(request)):
             raise PermissionDenied
         form = self.get_form(request, rule)(request.POST, instance=rule)
         rows, total = [], 0
@@ -139,10 +138,7 @@ def preview(candidate: MailRule, mailbox_ids: list[int], http_request) -> tuple[
     the candidate's action, or an earlier rule's when one decides first.
     """
     rule = rule_of(candidate, mailbox_ids)
-    positions = dict(MailRule.objects.filter(org_id=candidate.org_id).values_list("pk", "position"))
-    positions[rule.id] = candidate.position
-    ordered = sorted([*(r for r in org_rules(candidate.org_id) if r.id != rule.id), rule],
-                     key=lambda r: (positions[r.id], r.id is None, r.id or 0))
+    ordered = org_rules(candidate.org_id, (candidate, mailbox_ids))
     requests = list(scope_queryset(Request.objects.filter(org_id=candidate.org_id, status=RequestStatus.ACCEPTED),
                                    reachable_orgs(http_request))
                     .select_related("mailbox").order_by("-created_at")[:PREVIEW_REQUESTS])

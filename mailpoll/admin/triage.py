@@ -71,7 +71,7 @@ def route_to_action(model_admin, request, queryset):
     who = request.user.get_username()
     routed = attachments.route(ids, target, by=f"{who} in the admin")
     report(model_admin, request, f"{counted(len(routed), 'document', 'documents')} routed to {target} and queued",
-           len(queryset) - len(routed), "only documents that wait for a site can be routed (another operator may "
+           queryset.count() - len(routed), "only documents that wait for a site can be routed (another operator may "
            "have routed them first)")
     return None
 

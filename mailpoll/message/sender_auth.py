@@ -26,8 +26,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 
-MAX_HEADERS = 20  # Authentication-Results headers read, from the top
-MAX_VALUE_CHARS = 2000  # a longer value is refused whole, never read cut short
+from .headers import AUTH_RESULTS_MAX_CHARS, MAX_HEADERS_READ
+
+# The bounds a message's headers are kept within (headers._auth_results), held here too whatever the caller.
+MAX_HEADERS = MAX_HEADERS_READ  # Authentication-Results headers read, from the top
+MAX_VALUE_CHARS = AUTH_RESULTS_MAX_CHARS  # a longer value is refused whole, never read cut short
 MAX_COMMENT_DEPTH = 8
 # The authserv-id setting that selects Exchange Online's header, which names none. '@' cannot
 # start a real authserv-id (an RFC 2045 token), so no server's id can ever equal it.

@@ -6,7 +6,8 @@ fallback. A document that nothing routes, or whose sender is not authenticated
 where authentication is required, is held for triage (``needs_route``): it
 waits for a person and is never imported on a guess.
 
-Nothing here reads the database or the clock: ``decide`` sees plain values
+Nothing here reads the database or the clock (the models give only the
+vocabulary of actions, kinds and authentication): ``decide`` sees plain values
 (``Envelope``, ``Document``, ``Rule``, ``Fallback``) and returns a
 ``Decision`` that the caller stores with the document, rule id and name copied
 so history still reads right after the rule is edited or deleted.
@@ -19,20 +20,16 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
 from ..message.headers import plus_tag
+from ..models import RuleAction, RuleKind, SenderAuth
 from .patterns import compile_subject_pattern
 
-ROUTE = "route"
-IGNORE = "ignore"
-TRIAGE = "triage"
-
-# Sender authentication, per rule: as its mailbox says, or said here.
-AUTH_AS_MAILBOX = ""
-AUTH_REQUIRED = "required"
-AUTH_NOT_REQUIRED = "not_required"
+# The vocabulary is the models' (their CHECKs hold the rows to it); these are its short names here.
+ROUTE, IGNORE, TRIAGE = RuleAction.ROUTE, RuleAction.IGNORE, RuleAction.TRIAGE
 
 # What a rule's "kind" condition names, from a document's type.
-KIND_OF_TYPE = {"csv": "csv", "xlsx": "excel", "xls": "excel", "pdf": "pdf", "body": "body"}
-IMPORTABLE_KINDS = frozenset({"csv", "excel"})
+KIND_OF_TYPE = {"csv": RuleKind.CSV, "xlsx": RuleKind.EXCEL, "xls": RuleKind.EXCEL, "pdf": RuleKind.PDF,
+                "body": RuleKind.BODY}
+IMPORTABLE_KINDS = frozenset({RuleKind.CSV, RuleKind.EXCEL})
 
 
 @dataclass(frozen=True)
@@ -66,7 +63,7 @@ class Rule:
     name: str
     action: str  # ROUTE | IGNORE | TRIAGE
     target_id: int | None = None  # with ROUTE
-    sender_auth: str = AUTH_AS_MAILBOX
+    sender_auth: str = SenderAuth.AS_MAILBOX
     mailbox_ids: frozenset[int] = frozenset()
     folder: str = ""
     sender: str = ""  # glob on the address, or (no "@") on its domain
@@ -134,9 +131,9 @@ def sender_matches(pattern: str, sender: str) -> bool:
 
 
 def requires_auth(rule: Rule, fallback: Fallback) -> bool:
-    if rule.sender_auth == AUTH_AS_MAILBOX:
+    if rule.sender_auth == SenderAuth.AS_MAILBOX:
         return fallback.require_auth
-    return rule.sender_auth == AUTH_REQUIRED
+    return rule.sender_auth == SenderAuth.REQUIRED
 
 
 def _by_rule(rule: Rule, envelope: Envelope, fallback: Fallback) -> Decision:

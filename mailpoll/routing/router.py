@@ -8,6 +8,7 @@ alike, so the preview shows exactly what intake would do.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 from ..message.sender_auth import judge
@@ -24,10 +25,20 @@ def rule_of(row: MailRule, mailbox_ids: Iterable[int]) -> Rule:
     )
 
 
-def org_rules(org_id: str) -> list[Rule]:
-    """The org's enabled rules in the order they are tried."""
-    rows = MailRule.objects.filter(org_id=org_id, enabled=True).order_by("position", "id").prefetch_related("mailboxes")
-    return [rule_of(row, (m.pk for m in row.mailboxes.all())) for row in rows]
+def org_rules(org_id: str, candidate: tuple[MailRule, Iterable[int]] | None = None) -> list[Rule]:
+    """The org's enabled rules in the order they are tried: by position, then by age.
+
+    ``candidate`` is a rule as typed in a form and its mailbox ids (a rule's preview): it takes the
+    place of its saved self, at its position, after the rules of that position if it is new.
+    """
+    rows = MailRule.objects.filter(org_id=org_id, enabled=True).prefetch_related("mailboxes")
+    if candidate is not None and candidate[0].pk is not None:
+        rows = rows.exclude(pk=candidate[0].pk)
+    ranked = [((row.position, row.pk), rule_of(row, (m.pk for m in row.mailboxes.all()))) for row in rows]
+    if candidate is not None:
+        row, mailbox_ids = candidate
+        ranked.append(((row.position, row.pk if row.pk is not None else math.inf), rule_of(row, mailbox_ids)))
+    return [rule for _, rule in sorted(ranked, key=lambda item: item[0])]
 
 
 class Router:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mailpoll.routing.decide import (AUTH_NOT_REQUIRED, AUTH_REQUIRED, IGNORE, ROUTE, TRIAGE, Decision, Document,
+from mailpoll.models import SenderAuth
+from mailpoll.routing.decide import (IGNORE, ROUTE, TRIAGE, Decision, Document,
                                      Envelope, Fallback, Rule, decide, matches, sender_matches)
 from mailpoll.routing.patterns import BadPattern, compile_subject_pattern
 
@@ -91,11 +92,11 @@ def test_each_condition_and_their_conjunction(condition, env, document, expected
      Decision(TRIAGE, None, 1, "acme", "rule 'acme' needs an authenticated sender: dmarc=fail")),
     ([rule(name="acme")], envelope(authenticated=False), CSV, Fallback(30, False),
      Decision(ROUTE, 10, 1, "acme", "routed by rule 'acme'")),
-    ([rule(name="acme", sender_auth=AUTH_REQUIRED)], envelope(authenticated=False, auth_reason="no header"), CSV,
+    ([rule(name="acme", sender_auth=SenderAuth.REQUIRED)], envelope(authenticated=False, auth_reason="no header"), CSV,
      Fallback(30, False), Decision(TRIAGE, None, 1, "acme", "rule 'acme' needs an authenticated sender: no header")),
-    ([rule(name="acme", sender_auth=AUTH_NOT_REQUIRED)], envelope(authenticated=False), CSV, Fallback(30, True),
+    ([rule(name="acme", sender_auth=SenderAuth.NOT_REQUIRED)], envelope(authenticated=False), CSV, Fallback(30, True),
      Decision(ROUTE, 10, 1, "acme", "routed by rule 'acme'")),
-    ([rule(name="acme", sender_auth=AUTH_REQUIRED)], envelope(authenticated=True), CSV, Fallback(30, False),
+    ([rule(name="acme", sender_auth=SenderAuth.REQUIRED)], envelope(authenticated=True), CSV, Fallback(30, False),
      Decision(ROUTE, 10, 1, "acme", "routed by rule 'acme'")),
     # The mailbox's own requirement holds for its fallback too, PDFs included.
     ([], envelope(authenticated=False, auth_reason="dkim=fail"), CSV, Fallback(30, True),

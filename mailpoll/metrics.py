@@ -3,7 +3,7 @@
 Per mailbox, labelled by its id only (never its address, its org or its
 error text): seconds since its last successful poll and its failures in a
 row. Mailboxes counted by health (``mailpoll.health``, the admin's own rule),
-folders whose last sync failed, documents waiting in the triage queue, and the live (IMAP IDLE) loops: live mailboxes,
+folders whose last sync failed, documents waiting in the triage queue, failing post-actions, and the live (IMAP IDLE) loops: live mailboxes,
 the watches held (``LiveWatch``) and each watch's time since its last event.
 """
 
@@ -39,6 +39,14 @@ SELECT COALESCE(r.mailbox_id, 0), count(*) FROM mailpoll_attachment AS a JOIN ma
 WHERE a.status = 'needs_route' GROUP BY 1 ORDER BY 1
 """
 
+# Post-actions that are not going well (the partial index postaction_due serves the first): retrying, and given up.
+POST_ACTION_PROBLEMS = """
+SELECT mailbox_id, count(*) FILTER (WHERE status = 'pending' AND attempts > 0),
+       count(*) FILTER (WHERE status = 'failed')
+FROM mailpoll_postaction WHERE status = 'failed' OR (status = 'pending' AND attempts > 0)
+GROUP BY mailbox_id ORDER BY mailbox_id
+"""
+
 FOLDER_ERRORS = """
 SELECT mailbox_id, count(*) FROM mailpoll_foldercursor WHERE last_error <> '' GROUP BY mailbox_id ORDER BY mailbox_id
 """
@@ -62,7 +70,15 @@ def collect() -> list:
                                 "Mailed documents held for triage (no rule routed them, or their sender was not "
                                 "authenticated as required), by mailbox (0: its mailbox was deleted).",
                                 labels=["mailbox"])
+    post_actions = GaugeMetricFamily("seoinsight_mail_post_actions_failing",
+                                     "Post-actions on the source mailbox that failed: retrying (waiting for their "
+                                     "next try) or failed (out of attempts, waiting for a person), by mailbox.",
+                                     labels=["mailbox", "state"])
     with connection.cursor() as cursor:
+        cursor.execute(POST_ACTION_PROBLEMS)
+        for pk, retrying, failed in cursor.fetchall():
+            post_actions.add_metric([str(pk), "retrying"], retrying)
+            post_actions.add_metric([str(pk), "failed"], failed)
         cursor.execute(WAITING_FOR_SITE)
         for pk, count in cursor.fetchall():
             waiting.add_metric([str(pk)], count)
@@ -84,4 +100,4 @@ def collect() -> list:
     counts = Mailbox.objects.aggregate(**{state: Count("pk", filter=rule) for state, rule in health.FILTERS.items()})
     for state, count in counts.items():
         by_health.add_metric([state], count)
-    return [since, failures, by_health, folder_errors, live, live_silence, waiting]
+    return [since, failures, by_health, folder_errors, live, live_silence, waiting, post_actions]

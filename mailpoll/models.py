@@ -79,6 +79,34 @@ class InitialMode(models.TextChoices):
     FULL = "full", "Everything"
 
 
+class PostActionKind(models.TextChoices):
+    """What the source mailbox's server is asked to do to a message once its documents are stored."""
+
+    MARK_READ = "mark_read", "Mark as read"
+    MOVE = "move", "Move to a folder"
+    LABEL = "label", "Add a label (Gmail)"
+
+
+# The post-actions that name a folder or a label.
+POST_ACTIONS_WITH_DESTINATION = (PostActionKind.MOVE, PostActionKind.LABEL)
+# A rule's post-action: the mailbox's, none for its messages, or its own.
+RULE_AS_MAILBOX, RULE_LEAVE = "", "leave"
+RULE_POST_ACTIONS = [(RULE_AS_MAILBOX, "As the mailbox says"), (RULE_LEAVE, "Leave the message as it is"),
+                     *PostActionKind.choices]
+
+
+def _post_action_checks(prefix: str, allowed: list[str]) -> list[models.CheckConstraint]:
+    """A post-action is a known one, and names a folder or label exactly when it needs one."""
+    needs = Q(post_action__in=POST_ACTIONS_WITH_DESTINATION)
+    return [
+        models.CheckConstraint(condition=Q(post_action__in=allowed), name=f"{prefix}_post_action_valid"),
+        models.CheckConstraint(
+            condition=(needs & ~Q(post_action_folder="")) | (~needs & Q(post_action_folder="")),
+            name=f"{prefix}_post_action_destination",
+            violation_error_message="Moving or labelling needs a folder or label name; other post-actions, none."),
+    ]
+
+
 class Mailbox(models.Model):
     org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="mailboxes")
     name = models.CharField(max_length=100)
@@ -113,6 +141,13 @@ class Mailbox(models.Model):
     require_authenticated_sender = models.BooleanField(
         default=False, db_default=False,
         help_text="Documents from senders it does not authenticate wait for triage; rules may say otherwise.")
+    # After a message's documents are stored (mailpoll.post_actions); a rule may say otherwise for its messages.
+    post_action = models.CharField(
+        max_length=10, choices=[("", "Leave the message as it is"), *PostActionKind.choices], blank=True, default="",
+        db_default="", verbose_name="after storing")
+    post_action_folder = models.CharField(
+        max_length=255, blank=True, default="", db_default="", verbose_name="to folder or label",
+        help_text="Where to move the message, or the Gmail label to add.")
     enabled = models.BooleanField(default=True)
     # Its first folder is also watched with IMAP IDLE by one pollmail across replicas (mailpoll.live); IMAP only.
     live = models.BooleanField(default=False, db_default=False, help_text="Watch the first folder with IMAP IDLE (IMAP only).")
@@ -151,6 +186,7 @@ class Mailbox(models.Model):
             # IMAP with OAuth must say whose tokens it presents (an API mailbox's issuer is its provider's).
             models.CheckConstraint(condition=~Q(provider="imap", auth="oauth") | ~Q(oauth_provider=""),
                                    name="mailbox_imap_oauth_has_issuer"),
+            *_post_action_checks("mailbox", ["", *PostActionKind.values]),
         ]
 
     def __str__(self):
@@ -319,6 +355,10 @@ class MailRule(models.Model):
                                     related_name="mail_rules")
     sender_auth = models.CharField(max_length=12, choices=SenderAuth.choices, blank=True, default="",
                                    verbose_name="authenticated sender")
+    post_action = models.CharField(max_length=10, choices=RULE_POST_ACTIONS, blank=True, default="", db_default="",
+                                   verbose_name="after storing")
+    post_action_folder = models.CharField(max_length=255, blank=True, default="", db_default="",
+                                          verbose_name="to folder or label")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -333,6 +373,7 @@ class MailRule(models.Model):
                 condition=Q(action="route", site_target__isnull=False) | (~Q(action="route") & Q(site_target__isnull=True)),
                 name="mailrule_target_iff_route",
                 violation_error_message="A rule that routes needs a site target; one that does not, none."),
+            *_post_action_checks("mailrule", [value for value, _ in RULE_POST_ACTIONS]),
         ]
 
     def __str__(self):
@@ -484,6 +525,72 @@ class Attachment(models.Model):
 
     def __str__(self):
         return self.filename
+
+
+class PostActionStatus(models.TextChoices):
+    # Every move is in mailpoll.post_actions.
+    # In: inserted with its stored message (mailpoll.sync.store), an error to retry, an operator's Try again.
+    # Out: applied (-> done), the message is no longer there (-> gone), out of attempts (-> failed).
+    PENDING = "pending", "Waiting"
+    DONE = "done", "Done"
+    # The message left the folder (or its UID names another since UIDVALIDITY changed): nothing to do, ever.
+    GONE = "gone", "Message gone"
+    # Every attempt failed; last_error says why. Only an operator's Try again moves it (-> pending).
+    FAILED = "failed", "Failed"
+
+
+class PostAction(models.Model):
+    """What to do to one stored message at its source mailbox, and how far that got.
+
+    Inserted in the transaction that stores the message, so it exists exactly when its documents are
+    safe; applied by a later step of the poll on the poll's own session (``mailpoll.sync.after_store``),
+    never before. It never touches intake: a failure is retried later and later, shown on the mailbox,
+    and the folder's cursor never depends on it.
+    """
+
+    request = models.OneToOneField(Request, on_delete=models.CASCADE, related_name="post_action")
+    mailbox = models.ForeignKey(Mailbox, on_delete=models.CASCADE, related_name="post_actions")
+    folder = models.CharField(max_length=255)
+    # Where the message is: an IMAP UID of the folder's UIDVALIDITY, or an API provider's message id.
+    uid = models.BigIntegerField(null=True, blank=True)
+    uidvalidity = models.BigIntegerField(null=True, blank=True)
+    provider_ref = models.CharField(max_length=255, blank=True)
+    action = models.CharField(max_length=10, choices=PostActionKind.choices)
+    destination = models.CharField(max_length=255, blank=True)
+    decided_by = models.CharField(max_length=120, help_text="The mailbox, or the rule (its name, as it was).")
+    status = models.CharField(max_length=10, choices=PostActionStatus.choices, default=PostActionStatus.PENDING)
+    attempts = models.IntegerField(default=0)
+    next_try_at = models.DateTimeField()
+    last_error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            # The poll's question: what is due for this mailbox now.
+            models.Index(fields=["mailbox", "next_try_at"], name="postaction_due", condition=Q(status="pending")),
+        ]
+        constraints = [
+            models.CheckConstraint(condition=Q(status__in=PostActionStatus.values), name="postaction_status_valid"),
+            models.CheckConstraint(condition=Q(action__in=PostActionKind.values), name="postaction_action_valid"),
+            models.CheckConstraint(
+                condition=(Q(action__in=POST_ACTIONS_WITH_DESTINATION) & ~Q(destination=""))
+                | (~Q(action__in=POST_ACTIONS_WITH_DESTINATION) & Q(destination="")),
+                name="postaction_destination"),
+            # A UID means something only with its UIDVALIDITY; an API message has its id instead.
+            models.CheckConstraint(
+                condition=Q(uid__isnull=False, uidvalidity__isnull=False, provider_ref="")
+                | Q(uid__isnull=True, uidvalidity__isnull=True) & ~Q(provider_ref=""),
+                name="postaction_names_message"),
+            models.CheckConstraint(condition=~Q(status="failed") | ~Q(last_error=""), name="postaction_failed_has_error"),
+            models.CheckConstraint(condition=Q(status="pending", finished_at__isnull=True)
+                                   | ~Q(status="pending") & Q(finished_at__isnull=False),
+                                   name="postaction_finished_iff_not_pending"),
+        ]
+
+    def __str__(self):
+        return f"{self.get_action_display()} {self.destination}".strip()
 
 
 class GrantState(models.TextChoices):

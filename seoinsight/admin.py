@@ -70,11 +70,19 @@ class SiteTargetInline(OrgScopedInline, admin.TabularInline):
 
 @admin.register(Site)
 class SiteAdmin(OrgScopedAdmin, admin.ModelAdmin):
-    list_display = ["domain", "org", "created_at"]
+    list_display = ["domain", "org", "slug", "default_target", "created_at"]
     list_filter = ["org"]
-    search_fields = ["domain"]
+    search_fields = ["domain", "slug"]
     autocomplete_fields = ["org"]
     inlines = [SiteTargetInline]
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        form = super().get_form(request, obj, change=change, **kwargs)
+        if "default_target" in form.base_fields:
+            # The site's own targets only (none yet on a new site: save it, add targets, then choose).
+            form.base_fields["default_target"].queryset = SiteTarget.objects.filter(site=obj) if obj \
+                else SiteTarget.objects.none()
+        return form
 
 
 class WriteOnlyTextarea(forms.Textarea):

@@ -10,6 +10,7 @@ import hashlib
 import secrets
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models.functions import Now
@@ -34,6 +35,11 @@ class Org(models.Model):
         help_text="Short stable identifier, e.g. 'acme'. Used in job rows and URLs.",
     )
     name = models.CharField(max_length=200)
+    # Mail rules (mailpoll.routing): reports+<slug>@ routes to that site's default target when no rule decides.
+    plus_tag_routes_to_site = models.BooleanField(
+        default=False, db_default=False, verbose_name="plus tag names a site",
+        help_text="Mail to an address like reports+<site slug>@… goes to that site's default target "
+                  "when no mail rule decides.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -103,14 +109,29 @@ def hash_token(raw: str) -> str:
 class Site(models.Model):
     org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="sites")
     domain = models.CharField(max_length=253, help_text="e.g. example.com")
+    slug = models.SlugField(max_length=64, blank=True, default="", db_default="",
+                            help_text="A short name for mail: reports+<slug>@… (when the org allows it).")
+    default_target = models.ForeignKey(
+        "SiteTarget", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="Where mail addressed to the site's slug is imported.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["domain"]
-        constraints = [models.UniqueConstraint(fields=["org", "domain"], name="site_org_domain_unique")]
+        constraints = [
+            models.UniqueConstraint(fields=["org", "domain"], name="site_org_domain_unique"),
+            models.UniqueConstraint(fields=["org", "slug"], condition=~models.Q(slug=""), name="site_org_slug_unique",
+                                    violation_error_message="Another site of this org has that slug."),
+        ]
 
     def __str__(self):
         return self.domain
+
+    def clean(self):
+        super().clean()
+        # A foreign key cannot say "one of my own targets"; this does, for every form.
+        if self.default_target_id is not None and (self.pk is None or self.default_target.site_id != self.pk):
+            raise ValidationError({"default_target": "Choose one of this site's own targets."})
 
 
 class SiteTarget(models.Model):

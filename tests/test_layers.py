@@ -34,7 +34,7 @@ WIRING: dict[str, str] = {}
 MAILPOLL_ROOMS = ("message", "base", "routing", "oauth", "providers", "sync", "admin", "wiring")
 # The top-level modules the sub-packages share; every other top-level module or package of mailpoll (apps,
 # checks, grant_checks, handlers, metrics, management, migrations) is "wiring", above all of them.
-MAILPOLL_BASE = frozenset({"conf", "cursor", "models", "attachments", "health"})
+MAILPOLL_BASE = frozenset({"conf", "cursor", "models", "attachments", "post_actions", "health"})
 
 
 class WrongArrow(NamedTuple):

@@ -5,4 +5,4 @@ The top of the sub-packages: nothing in mailpoll imports it. Admin autodiscovery
 which imports the modules that register.
 """
 
-from . import grants, intake, rules  # noqa: F401  (register their ModelAdmins)
+from . import grants, intake, post_actions, rules  # noqa: F401  (register their ModelAdmins)

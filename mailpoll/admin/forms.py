@@ -9,7 +9,7 @@ from django import forms
 
 from seoinsight.models import SiteTarget
 
-from .. import conf
+from .. import conf, post_actions
 from ..oauth import deployment_grants as grants
 from ..models import (APP_FIELDS, DESTINATION_FIELDS, LOOPBACK_HOSTS, PROVIDER_AUTHS, Auth, DeploymentIdentity,
                       InitialMode, Mailbox, OAuthProvider, Provider, Security)
@@ -113,19 +113,21 @@ class MailboxForm(forms.ModelForm):
                                      label="First poll", help_text=INITIAL_MODE_HELP)
     site_target = SiteTargetChoiceField(
         queryset=SiteTarget.objects.none(), required=False,
-        help_text="Where CSV and Excel attachments are imported (domain: target [org]). Without one they fail "
-        "with a clear error; PDFs and bodies are still read.",
+        help_text="Where CSV and Excel attachments are imported when no mail rule decides (domain: target "
+        "[org]). Without one they wait in “Needs a site”; PDFs and bodies are still read.",
     )
 
     class Meta:
         model = Mailbox
         fields = ["org", "name", "enabled", "provider", "auth", "oauth_provider", "client_id", "tenant", "host",
                   "port", "security", "username", "folders", "poll_interval", "initial_mode", "initial_since",
-                  "site_target", "live", "authserv_id", "require_authenticated_sender"]
+                  "site_target", "live", "authserv_id", "require_authenticated_sender", "post_action",
+                  "post_action_folder"]
         help_texts = {
             "auth": "IMAP: a password, or OAuth (Gmail or Outlook IMAP, then use Connect). Gmail API and Graph: "
                     "OAuth (a user's consent, then use Connect), or a service account (Google Workspace, "
-                    "domain-wide delegation) / app-only (Microsoft, application permission Mail.Read).",
+                    "domain-wide delegation) / app-only (Microsoft, application permission Mail.Read; Mail.ReadWrite "
+                    "for post-actions).",
             "oauth_provider": "IMAP with OAuth only: whose tokens the server takes (Gmail or Outlook IMAP).",
             "client_id": "Empty: the app of the MAILPOLL_GOOGLE_* / MAILPOLL_MICROSOFT_* settings (for app-only access and "
                          "a Gmail service account without a key: only for the addresses a superuser granted this org).",
@@ -293,6 +295,12 @@ class MailboxForm(forms.ModelForm):
         org_id = data["org"].pk if data.get("org") else self.instance.org_id
         if target is not None and org_id and target.site.org_id != org_id:
             self.add_error("site_target", f"This target belongs to org {target.site.org_id}, not {org_id}.")
+        data["post_action_folder"] = data.get("post_action_folder", "").strip()
+        field, problem = post_actions.setting_problem(data.get("post_action", ""), data["post_action_folder"],
+                                                      {data.get("provider") or Provider.IMAP},
+                                                      set(data.get("folders") or ()))
+        if problem:
+            self.add_error(field, problem)
 
     def moved_destination(self, data) -> list[str]:
         """The fields of where the stored password is sent that this edit changes (none on a new mailbox)."""

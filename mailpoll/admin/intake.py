@@ -27,6 +27,7 @@ from .display import (ATTACHMENT_COLOURS, BLUE, EMPTY, GREEN, GREY, RED, AMBER, 
                       token_badge, when, with_next_try)
 from .filters import DocumentTypeFilter, HealthFilter, StuckFilter, TokenStateFilter
 from .forms import MailboxForm
+from .post_actions import mailbox_attention, with_attention
 from .triage import ignore_action, make_rule_link, route_to_action
 from ..health import FAILING, HEALTHY, NEVER, mailbox_health
 from ..models import Attachment, AttachmentStatus, Auth, GrantState, Mailbox, Provider, Request, RequestStatus
@@ -42,7 +43,7 @@ from ..oauth.connect import ConnectViews
 class MailboxAdmin(OrgScopedAdmin, admin.ModelAdmin):
     form = MailboxForm
     list_display = ["name", "org", "provider_auth", "account", "enabled", "health_badge", "token", "last_poll",
-                    "last_success", "last_error_short", "failures", "next_try_at", "live_watch_state"]
+                    "last_success", "last_error_short", "failures", "next_try_at", "attention", "live_watch_state"]
     list_filter = ["org", "enabled", "provider", "auth", HealthFilter, TokenStateFilter]
     list_select_related = ["org", "oauth_grant", "live_watch"]
     search_fields = ["name", "username", "host"]
@@ -54,10 +55,10 @@ class MailboxAdmin(OrgScopedAdmin, admin.ModelAdmin):
     readonly_fields = ["provider_auth", "secret_state", "app_secret_state", "token_detail", "cliff", "connect",
                        "health_badge", "last_polled_at", "last_success_at", "consecutive_failures", "next_try_at",
                        "last_error_at", "last_error_text", "requests_link", "created_at", "live_watch_state",
-                       "live_watch_since"]
+                       "live_watch_since", "attention"]
 
     def get_queryset(self, request):
-        return with_next_try(super().get_queryset(request))
+        return with_attention(with_next_try(super().get_queryset(request)))
 
     def get_fieldsets(self, request, obj=None):
         secret = ["password", "remove_secret", "secret_state"] if obj else ["password"]
@@ -76,10 +77,14 @@ class MailboxAdmin(OrgScopedAdmin, admin.ModelAdmin):
                                          "site_target", "live"]}),
             ("Senders", {"fields": ["authserv_id", "require_authenticated_sender"],
                          "description": "Who may route documents into a site: see Mail rules in docs/mail.md."}),
+            ("After storing", {"fields": ["post_action", "post_action_folder"],
+                               "description": "What the server is asked to do to a message once its documents are "
+                               "stored (a mail rule may say otherwise for its messages). A Gmail or Microsoft grant "
+                               "must allow changes: connect the mailbox again after turning this on."}),
         ]
         if obj:
             # First, so the page answers at a glance: which provider, its token, its health and last error.
-            glance = ["provider_auth", "health_badge", "last_error_text"]
+            glance = ["provider_auth", "health_badge", "attention", "last_error_text"]
             if obj.auth != Auth.PASSWORD:
                 # Connect changes the mailbox's grant: offered only to who may change the mailbox.
                 connect = ["connect"] if self.has_change_permission(request, obj) else []
@@ -133,6 +138,10 @@ class MailboxAdmin(OrgScopedAdmin, admin.ModelAdmin):
             if oauth.disconnect(obj, f"the {', '.join(form.app_changed)} changed"):
                 self.message_user(request, f"The {', '.join(form.app_changed)} changed: the mailbox's OAuth grant "
                                   "was removed; connect it again.", messages.WARNING)
+
+    @admin.display(description="waiting")
+    def attention(self, mailbox):
+        return mailbox_attention(mailbox) or EMPTY
 
     @admin.display(description="account", ordering="username")
     def account(self, mailbox):

@@ -19,7 +19,8 @@ from django.urls import path
 from seoinsight.models import SiteTarget
 from seoinsight.orgscope import OrgScopedAdmin, reachable_orgs, scope_queryset
 
-from ..models import Attachment, MailRule, Request, RequestStatus, RuleAction, RuleKind
+from .. import post_actions
+from ..models import Attachment, Mailbox, MailRule, Request, RequestStatus, RuleAction, RuleKind
 from ..routing.decide import Document, matches
 from ..routing.patterns import BadPattern, compile_subject_pattern
 from ..routing.router import Router, org_rules, rule_of
@@ -38,7 +39,8 @@ class MailRuleForm(forms.ModelForm):
     class Meta:
         model = MailRule
         fields = ["org", "name", "position", "enabled", "mailboxes", "folder", "sender", "recipient", "plus_tag",
-                  "subject_contains", "subject_regex", "filename", "kinds", "sender_auth", "action", "site_target"]
+                  "subject_contains", "subject_regex", "filename", "kinds", "sender_auth", "action", "site_target",
+                  "post_action", "post_action_folder"]
 
     def clean_subject_regex(self):
         pattern = self.cleaned_data["subject_regex"]
@@ -65,7 +67,18 @@ class MailRuleForm(forms.ModelForm):
             foreign = [m.name for m in cleaned.get("mailboxes") or () if m.org_id != org.pk]
             if foreign:
                 self.add_error("mailboxes", f"Of another org: {', '.join(foreign)}.")
+            self._clean_post_action(cleaned, org)
         return cleaned
+
+    def _clean_post_action(self, cleaned, org) -> None:
+        """Checked against every mailbox the rule may apply to: those named, else all of the org's."""
+        cleaned["post_action_folder"] = cleaned.get("post_action_folder", "").strip()
+        mailboxes = list(cleaned.get("mailboxes") or ()) or list(Mailbox.objects.filter(org=org))
+        field, problem = post_actions.setting_problem(
+            cleaned.get("post_action", ""), cleaned["post_action_folder"], {m.provider for m in mailboxes},
+            {folder for m in mailboxes for folder in m.folder_list})
+        if problem:
+            self.add_error(field, problem)
 
 
 @admin.register(MailRule)
@@ -86,6 +99,9 @@ class MailRuleAdmin(OrgScopedAdmin, admin.ModelAdmin):
             "mailboxes", "folder", "sender", "recipient", "plus_tag", "subject_contains", "subject_regex",
             "filename", "kinds"]}),
         ("Then", {"fields": ["sender_auth", "action", "site_target"]}),
+        ("After storing", {"fields": ["post_action", "post_action_folder"],
+                           "description": "What the source mailbox's server is asked to do to the message once its "
+                           "documents are stored; the first document a rule decides settles it."}),
     ]
 
     def get_urls(self):

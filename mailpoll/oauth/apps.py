@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .. import conf
+from .. import conf, post_actions
 from . import deployment_grants as grants, tokens as oauth
 from ..models import Auth, DeploymentIdentity, Mailbox, OAuthGrant, OAuthProvider, Provider
 from .refresh import Refresh, TokenEndpoint
@@ -28,6 +28,14 @@ SCOPES = {
     (OAuthProvider.GOOGLE, Provider.IMAP): ("https://mail.google.com/",),
     (OAuthProvider.MICROSOFT, Provider.GRAPH): ("https://graph.microsoft.com/Mail.Read", "offline_access"),
     (OAuthProvider.MICROSOFT, Provider.IMAP): ("https://outlook.office.com/IMAP.AccessAsUser.All", "offline_access"),
+}
+
+
+# What a post-action needs besides reading (mark read, move, label), asked for only where one is set. An IMAP
+# grant's scope (above) allows it already.
+WRITE_SCOPES = {
+    (OAuthProvider.GOOGLE, Provider.GMAIL): ("https://www.googleapis.com/auth/gmail.modify",),
+    (OAuthProvider.MICROSOFT, Provider.GRAPH): ("https://graph.microsoft.com/Mail.ReadWrite",),
 }
 
 
@@ -70,6 +78,9 @@ class OAuthApp:
     authorize_url: str
     token_url: str
     scopes: tuple[str, ...]
+    # Asked for at consent only, for a mailbox whose messages post-actions change (``WRITE_SCOPES``). A refresh
+    # asks for ``scopes``: the token it brings carries whatever the user consented to, changes included.
+    write_scopes: tuple[str, ...] = ()
 
     @property
     def scope(self) -> str:
@@ -99,7 +110,9 @@ def app_for(mailbox: Mailbox) -> OAuthApp:
     if mailbox.auth == Auth.SERVICE and not mailbox.client_id:
         # App-only with the settings' app: it reads whatever mailbox it is told to, so the org's grant decides.
         require_grant(mailbox, DeploymentIdentity.MICROSOFT_APP, tenant)
-    return OAuthApp(issuer, client_id, secret, tenant, authorize_url, token_url, SCOPES[(issuer, mailbox.provider)])
+    writes = WRITE_SCOPES.get((issuer, mailbox.provider), ()) if post_actions.changes_source(mailbox) else ()
+    return OAuthApp(issuer, client_id, secret, tenant, authorize_url, token_url, SCOPES[(issuer, mailbox.provider)],
+                    writes)
 
 
 def credentials_problem(mailbox: Mailbox) -> str:

@@ -79,13 +79,17 @@ def s256(verifier: str) -> str:
 
 
 def consent_scope(app: OAuthApp) -> str:
-    """What the consent asks for: the app's scopes, and for Microsoft an ID token naming who signed in.
+    """What the consent asks for: the app's scopes, those its post-actions need, and for Microsoft an ID token
+    naming who signed in.
 
     >>> consent_scope(OAuthApp("microsoft", "c", "", "t", "https://a/authorize", "https://a/token", ("m", "o")))
     'm o openid profile'
+    >>> consent_scope(OAuthApp("google", "c", "", "", "https://a/auth", "https://a/token", ("r",), ("w",)))
+    'r w'
     """
     extra = MICROSOFT_IDENTITY_SCOPES if app.issuer == OAuthProvider.MICROSOFT else ()
-    return " ".join((*app.scopes, *(scope for scope in extra if scope not in app.scopes)))
+    wanted = (*app.scopes, *app.write_scopes, *extra)
+    return " ".join(dict.fromkeys(wanted))
 
 
 def authorization_url(app: OAuthApp, *, redirect_uri: str, state: str, challenge: str, login_hint: str = "") -> str:

@@ -21,6 +21,8 @@ from collections.abc import Iterator
 from datetime import date
 
 from ..cursor import FolderStatus
+# A provider's part in post-actions: these items and results, and the outcomes' names.
+from ..post_actions import DONE, ERROR, GONE, LABEL, MARK_READ, MOVE, PostActionItem, PostActionResult  # noqa: F401
 
 
 class ProviderError(Exception):
@@ -66,6 +68,16 @@ class _Session(ABC):
 
     def __init__(self, mailbox):
         self.mailbox = mailbox
+
+    def apply_post_actions(self, folder: str, items: list[PostActionItem]) -> dict[int, PostActionResult]:
+        """Apply each item to its message in ``folder``; a result per item id.
+
+        Called after the folders are read, on the poll's open session. A refusal that concerns only
+        some messages is their ``ERROR`` (or ``GONE``); one that ends the session raises ``ProviderError``
+        (the caller records it on every item left). Never changes anything but the items' messages.
+        """
+        return {item.id: PostActionResult(ERROR, f"{type(self).__name__} cannot change messages on the server")
+                for item in items}
 
     def __enter__(self):
         self.connect()

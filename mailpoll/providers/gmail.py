@@ -37,6 +37,12 @@ may become a cursor is checked first (``gmail_rules.history_id``, ``page_token``
 Gmail API's shape is ``NotGmail``, the cursor unmoved, details in the log. A stored cursor that is no
 Gmail cursor is ``CursorExpired`` (resynced, recorded). A redirect is never followed (``RedirectRefused``).
 
+Changes (``modify``, the poller's post-actions) are one ``messages.modify`` per message, never
+``batchModify``, which would hide a message deleted meanwhile; the history records they cause
+(``labelAdded``/``labelRemoved``) bring a message into a label only when that label is the one
+added (``added_to``), so a message changed after it was read is not read again, and the cursor
+still moves over mail that arrived meanwhile.
+
 A connection that fails (refused, reset, timed out) is a ``ProviderError`` naming the endpoint's host.
 Throttling (429, 403 ``rateLimitExceeded``/``userRateLimitExceeded``), for a whole call or
 for a part of a batch: bounded exponential backoff with jitter (``backoff_delay``,
@@ -70,14 +76,19 @@ from .. import conf
 from .base import ProviderError
 from .changes import Batch, CursorExpired, Throttled, TooBig
 from .gmail_http import DEFAULT_BYTES, BoundedHttp, limited
-from .gmail_rules import (CALL_HISTORY, CALL_MESSAGE, CALL_OTHER, CALL_SWEEP, EXPIRED, GONE, MAX_ATTEMPTS, RETRY,
-                          THROTTLED, NotGmail, added_to, answer_bytes, backoff_delay, decide, header_block,
-                          history_id, is_sweep, message_id, metadata_headers, page_token, parse_sweep, size_estimate,
-                          size_groups, stored_cursor_problem, sweep_cursor)
+from .gmail_rules import (CALL_HISTORY, CALL_MESSAGE, CALL_OTHER, CALL_SWEEP, EXPIRED, GONE, MAX_ATTEMPTS,
+                          MINIMAL_BYTES, RETRY, THROTTLED, NotGmail, added_to, answer_bytes, backoff_delay, decide,
+                          header_block, history_id, is_sweep, message_id, metadata_headers, page_token, parse_sweep,
+                          size_estimate, size_groups, stored_cursor_problem, sweep_cursor)
 
 log = logging.getLogger(__name__)
 
 SCOPES = ["https://www.googleapis.com/auth/gmail.readonly"]
+# What changing messages (post-actions) needs; asked for only by the code that changes them.
+MODIFY_SCOPE = "https://www.googleapis.com/auth/gmail.modify"
+MODIFY_SCOPES = [MODIFY_SCOPE]
+# How Gmail says a token lacks the scope a call needs: ``errors[].reason``, or the ErrorInfo of ``details``.
+SCOPE_REASONS = frozenset({"insufficientPermissions", "ACCESS_TOKEN_SCOPE_INSUFFICIENT"})
 GOOGLE_TOKEN_URI = "https://oauth2.googleapis.com/token"
 GMAIL_ENDPOINT = "https://gmail.googleapis.com/"
 # The discovery document's batch path is the generic one, and the library joins it to the
@@ -103,6 +114,22 @@ class AnswerTooLarge(ProviderError):
         self.read = read
 
 
+class Refused(ProviderError):
+    """Gmail answered a call with an HTTP error that is neither throttling nor a deleted message."""
+
+    def __init__(self, message: str, *, status: int, reasons: list[str], reason: str):
+        super().__init__(message)
+        self.status = status
+        self.reasons = reasons
+        self.reason = reason  # Gmail's message, scrubbed and cut short
+
+    @property
+    def insufficient_scope(self) -> bool:
+        """The token lacks the scope the call needs (a read-only grant asked to change a message)."""
+        return self.status == 403 and (bool(SCOPE_REASONS & set(self.reasons))
+                                       or "insufficient authentication scopes" in self.reason.lower())
+
+
 def error_reasons(exc: HttpError) -> list[str]:
     """The ``reason`` codes of a Google JSON error (``error.errors[].reason``)."""
     details = getattr(exc, "error_details", None)
@@ -110,9 +137,9 @@ def error_reasons(exc: HttpError) -> list[str]:
     return [d["reason"] for d in details if isinstance(d, dict) and isinstance(d.get("reason"), str)]
 
 
-def delegated_credentials(account_info: dict, subject: str):
-    """A Workspace service account's key impersonating ``subject`` (domain-wide delegation)."""
-    return service_account.Credentials.from_service_account_info(account_info, scopes=SCOPES, subject=subject)
+def delegated_credentials(account_info: dict, subject: str, scopes: list[str] = SCOPES):
+    """A Workspace service account's key impersonating ``subject`` (domain-wide delegation) for ``scopes``."""
+    return service_account.Credentials.from_service_account_info(account_info, scopes=scopes, subject=subject)
 
 
 def user_credentials(*, refresh_token: str, client_id: str, client_secret: str | None,
@@ -265,6 +292,19 @@ class GmailSource:
             yield from self._batches(ids, sweep_cursor(start, query, token) if token else start)
             if not token:
                 return
+
+    # -- changes -----------------------------------------------------------------
+
+    def modify(self, mid: str, *, add: list[str], remove: list[str]) -> bool:
+        """One ``messages.modify`` of message ``mid`` (label ids); False if the message no longer exists.
+
+        Throttling is paced like a read; any other refusal is ``Refused``, the connection's failures the
+        usual ``ProviderError``s.
+        """
+        def change():
+            return self._users().messages().modify(userId=self.user_id, id=mid,
+                                                   body={"addLabelIds": add, "removeLabelIds": remove})
+        return self._call(change, call=CALL_MESSAGE, limit=MINIMAL_BYTES, what="messages.modify") is not None
 
     # -- content -----------------------------------------------------------------
 
@@ -425,7 +465,8 @@ class GmailSource:
         if verdict == THROTTLED:
             return Throttled(f"Gmail kept throttling label {self.label} after {self.max_attempts} attempts "
                              f"(HTTP {status}: {reason})", retry_after=_seconds(exc.resp.get("retry-after")))
-        return ProviderError(f"Gmail refused a call on label {self.label} (HTTP {status}: {reason})")
+        return Refused(f"Gmail refused a call on label {self.label} (HTTP {status}: {reason})", status=status,
+                       reasons=error_reasons(exc), reason=reason)
 
 
 def _seconds(value: str | None) -> float | None:

@@ -19,6 +19,13 @@ of its own still go through this mailbox's connection (CA bundle, timeout, inter
 A folder names a label by id (``INBOX``, ``Label_12``) or by name; one ``labels.list`` per poll
 resolves them, and a label that does not exist is a ``FolderError`` for that folder alone.
 
+Post-actions (``apply_post_actions``) change labels, one ``messages.modify`` per message: mark read
+removes ``UNREAD``, label adds the destination label, move adds it and removes the folder's own. Reading
+needs only ``gmail.readonly``: a service account asks for a ``gmail.modify`` token only when there is
+something to change, on a credential of its own, so a delegation that allows reading alone still reads
+and only the post-actions fail, saying what to grant. A user's grant changes messages with its one token
+(what it may do is its consent's scope).
+
 ``interrupt`` (the poll's deadline watcher, another thread) shuts every socket of the mailbox's
 ``InterruptibleHttp`` down and refuses every connection after, so the call in flight fails at once,
 httplib2's own reconnect included; a throttling pause ends too; everything later is ``PollInterrupted``.
@@ -46,7 +53,8 @@ from ..oauth import apps as oauth_apps
 from ..models import Auth
 from ..oauth.rules import Verdict, classify_token_error
 from . import gmail, gmail_http, gmail_rules, register
-from .base import ChangesProvider, FolderError, PollInterrupted, ProviderError
+from .base import (DONE, ERROR, GONE, LABEL, MARK_READ, MOVE, ChangesProvider, FolderError, PollInterrupted,
+                   PostActionItem, PostActionResult, ProviderError)
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +119,10 @@ class InterruptibleHttp(gmail_http.BoundedHttp):
                     pass  # already closed
 
 
+class _WriteRefused(ProviderError):
+    """Google refused the credentials post-actions need: every message of the call fails alike."""
+
+
 class _Tokens(google_credentials.Credentials):
     """Bearer tokens from ``fetch``: asked for before the first call, when expired, and after a 401."""
 
@@ -131,6 +143,7 @@ class GmailMailbox(ChangesProvider):
         super().__init__(mailbox)
         self._http: InterruptibleHttp | None = None
         self._service = None
+        self._write_service = None
         self._endpoint = ""
         self._labels: dict[str, str] | None = None
         self._reason: str | None = None
@@ -142,10 +155,13 @@ class GmailMailbox(ChangesProvider):
                                        ca_certs=conf.get("MAILPOLL_API_CA_BUNDLE") or None)
         if self._reason is not None:
             self._http.interrupt(self._reason)
-        fetch = self._service_tokens() if self.mailbox.auth == Auth.SERVICE else self._user_tokens
-        self._service = gmail.build_service(_Tokens(fetch), api_endpoint=self._endpoint, http=self._http,
-                                            refresh_attempts=1)
+        fetch = self._service_tokens(gmail.SCOPES) if self.mailbox.auth == Auth.SERVICE else self._user_tokens
+        self._service = self._build(fetch)
+        self._write_service = None
         log.debug("mailbox=%s Gmail API at %s (%s)", self.mailbox.pk, where(self._endpoint), self.mailbox.auth)
+
+    def _build(self, fetch: Fetch):
+        return gmail.build_service(_Tokens(fetch), api_endpoint=self._endpoint, http=self._http, refresh_attempts=1)
 
     def close(self) -> None:
         if self._http is not None:
@@ -165,18 +181,95 @@ class GmailMailbox(ChangesProvider):
     def completes_read(self, cursor: str) -> bool:
         return not gmail_rules.is_sweep(cursor)
 
+    # -- post-actions --------------------------------------------------------------
+
+    def apply_post_actions(self, folder: str, items: list[PostActionItem]) -> dict[int, PostActionResult]:
+        """Each item's change as one ``messages.modify`` of its message (``item.ref``, a Gmail message id).
+
+        A message Gmail no longer has (404) is ``GONE``; a refusal of one call, that item's ``ERROR``. A refusal
+        of the credentials themselves (a scope not granted) is every item's ``ERROR``, after one call only.
+        """
+        results: dict[int, PostActionResult] = {}
+        refused: str | None = None
+        for item in items:
+            if refused is None:
+                try:
+                    results[item.id] = self._post_action(folder, item)
+                except _WriteRefused as exc:
+                    refused = str(exc)
+                    log.warning("mailbox=%s folder=%s post-actions refused: %s", self.mailbox.pk, folder, refused)
+            if refused is not None:
+                results[item.id] = PostActionResult(ERROR, refused)
+        return results
+
+    def _post_action(self, folder: str, item: PostActionItem) -> PostActionResult:
+        self._check()
+        if not isinstance(item.ref, str) or not gmail_rules.MESSAGE_ID.fullmatch(item.ref):
+            return PostActionResult(ERROR, f"{str(item.ref)[:100]!r} is not a Gmail message id")
+        if item.action == MARK_READ:
+            add, remove = [], ["UNREAD"]
+        elif item.action in (LABEL, MOVE):
+            label = gmail_rules.resolve_label(item.destination, self._known_labels(folder))
+            if label is None:
+                return PostActionResult(ERROR, f"no Gmail label named {item.destination!r}")
+            add, remove = [label], []
+            if item.action == MOVE:
+                try:
+                    own = self._label_id(folder)
+                except FolderError as exc:
+                    return PostActionResult(ERROR, str(exc))
+                remove = [own] if own != label else []
+        else:
+            return PostActionResult(ERROR, f"{item.action!r} is not a Gmail post-action")
+        writer = gmail.GmailSource(self._writer(), label=folder, api_endpoint=self._endpoint, sleep=self._pause,
+                                   mailbox=str(self.mailbox.pk))
+        try:
+            found = writer.modify(item.ref, add=add, remove=remove)
+        except gmail.Refused as exc:
+            return self._refused(exc)
+        return PostActionResult(DONE) if found else PostActionResult(GONE, "the message is no longer in the mailbox")
+
+    def _refused(self, exc: gmail.Refused) -> PostActionResult:
+        """A refused ``messages.modify``: that message's error, or (the credentials') every message's."""
+        what = f"Gmail refused to change the message (HTTP {exc.status}: {exc.reason})"
+        if exc.status == 401:
+            raise ProviderError(f"{what}: the mailbox's credentials were refused, even fresh ones") from None
+        if not exc.insufficient_scope:
+            return PostActionResult(ERROR, what)
+        if self.mailbox.auth == Auth.SERVICE:
+            raise _WriteRefused(f"{what}: the domain-wide delegation must include {gmail.MODIFY_SCOPE} for "
+                                "post-actions") from None
+        raise _WriteRefused(f"{what}: the mailbox's grant may be read-only; reconnect the mailbox to allow "
+                            "changes") from None
+
+    def _writer(self):
+        """The service that changes messages: a service account's own, with ``gmail.modify``, made on first use."""
+        if self.mailbox.auth != Auth.SERVICE:
+            return self._service
+        if self._write_service is None:
+            self._write_service = self._build(self._service_tokens(gmail.MODIFY_SCOPES))
+        return self._write_service
+
     # -- labels ------------------------------------------------------------------
 
     def _label_id(self, folder: str) -> str:
-        if self._reason is not None:
-            raise PollInterrupted(f"Gmail poll interrupted: {self._reason}")
-        if self._labels is None:
-            self._labels = self._source(folder).labels()
-        label = gmail_rules.resolve_label(folder, self._labels)
+        labels = self._known_labels(folder)
+        label = gmail_rules.resolve_label(folder, labels)
         if label is None:
-            known = ", ".join(sorted(self._labels.values())[:20])
+            known = ", ".join(sorted(labels.values())[:20])
             raise FolderError(f"Gmail has no label {folder!r} (a folder is a label id or name; labels: {known})")
         return label
+
+    def _known_labels(self, folder: str) -> dict[str, str]:
+        """The mailbox's labels, id -> name, read once a poll."""
+        self._check()
+        if self._labels is None:
+            self._labels = self._source(folder).labels()
+        return self._labels
+
+    def _check(self) -> None:
+        if self._reason is not None:
+            raise PollInterrupted(f"Gmail poll interrupted: {self._reason}")
 
     def _source(self, label: str) -> gmail.GmailSource:
         return gmail.GmailSource(self._service, label=label, api_endpoint=self._endpoint, sleep=self._pause,
@@ -192,11 +285,15 @@ class GmailMailbox(ChangesProvider):
     def _user_tokens(self, rejected: str | None) -> tuple[str, None]:
         return oauth_apps.token_for(self.mailbox, rejected=rejected), None
 
-    def _service_tokens(self) -> Fetch:
-        """Tokens of the service account, signed for ``MAILPOLL_GOOGLE_TOKEN_URL`` only."""
+    def _service_tokens(self, scopes: list[str]) -> Fetch:
+        """Tokens of the service account for ``scopes``, signed for ``MAILPOLL_GOOGLE_TOKEN_URL`` only.
+
+        A refusal of the write scope is ``_WriteRefused``: reading goes on without it.
+        """
         key = {**self._service_key(), "token_uri": conf.get("MAILPOLL_GOOGLE_TOKEN_URL")}
+        writing = scopes != gmail.SCOPES
         try:
-            account = gmail.delegated_credentials(key, self.mailbox.username)
+            account = gmail.delegated_credentials(key, self.mailbox.username, scopes)
         except (ValueError, KeyError, TypeError):
             raise oauth_apps.NotConfigured(f"mailbox={self.mailbox.pk} service account key cannot be used: not a "
                                            "valid private key") from None
@@ -209,7 +306,7 @@ class GmailMailbox(ChangesProvider):
                 with gmail_http.limited(gmail_http.TOKEN_BYTES):
                     account.refresh(request)
             except RefreshError as exc:
-                raise ProviderError(self._refusal(exc, key, request.status, endpoint)) from None
+                raise self._refusal(exc, key, request.status, endpoint, writing=writing) from None
             except TransportError as exc:
                 failure = network_failure(exc) or type(exc).__name__
                 raise ProviderError(f"Google's token endpoint at {endpoint} could not be reached: "
@@ -250,18 +347,29 @@ class GmailMailbox(ChangesProvider):
                                            "JSON key (client_email, private_key)")
         return key
 
-    def _refusal(self, exc: RefreshError, key: dict, status: int | None, endpoint: str) -> str:
-        """What a failed token request means: a refusal says what to fix; a failing endpoint, that it failed."""
+    def _refusal(self, exc: RefreshError, key: dict, status: int | None, endpoint: str, *,
+                 writing: bool = False) -> ProviderError:
+        """What a failed token request means: a refusal says what to fix; a failing endpoint, that it failed.
+
+        Refused ``writing`` credentials are ``_WriteRefused``: the post-actions fail, the poll goes on.
+        """
         body = exc.args[1] if len(exc.args) > 1 and isinstance(exc.args[1], dict) else {}
         classified = classify_token_error(status, body, "not a JSON answer" if not body else "")
         if classified.verdict is Verdict.TRANSIENT:
             log.warning("mailbox=%s token endpoint %s failed for service account %s: %s", self.mailbox.pk, endpoint,
                         key["client_email"], scrub(str(exc))[:300])
-            return (f"Google's token endpoint at {endpoint} failed for service account {key['client_email']} "
-                    f"({classified.reason}): a failure on Google's side, tried again next poll")
+            return ProviderError(f"Google's token endpoint at {endpoint} failed for service account "
+                                 f"{key['client_email']} ({classified.reason}): a failure on Google's side, tried "
+                                 "again next poll")
         error = str(body.get("error") or "refused")[:100]
         description = str(body.get("error_description") or "")[:200]
-        hint = gmail_rules.service_refusal_hint(error, description, client_id=str(key.get("client_id", "")),
+        client_id = str(key.get("client_id", ""))
+        hint = gmail_rules.service_refusal_hint(error, description, client_id=client_id,
                                                 subject=self.mailbox.username)
-        return (f"Google refused service account {key['client_email']} for {self.mailbox.username} "
-                f"({error}{': ' + description if description else ''}): {hint}")
+        if writing and (error == gmail_rules.DELEGATION or "not authorized" in description.lower()):
+            hint = (f"post-actions change messages, so the domain-wide delegation of client id {client_id} must "
+                    f"include {gmail.MODIFY_SCOPE} (reading needs only gmail.readonly); add it in the Google "
+                    "Workspace admin console (Security, API controls, Domain-wide delegation)")
+        return (_WriteRefused if writing else ProviderError)(
+            f"Google refused service account {key['client_email']} for {self.mailbox.username} "
+            f"({error}{': ' + description if description else ''}): {hint}")

@@ -6,7 +6,9 @@ and, on the round's last page only, the ``@odata.deltaLink`` to commit once the
 batch is stored. A ``nextLink`` is never a cursor: Graph retires the sync state of
 earlier pages while a round goes on (``SyncStateNotFound`` on a replayed
 ``nextLink``), so an interrupted round starts again from the committed deltaLink
-(or from scratch) and dedup absorbs what was stored twice.
+(or from scratch) and dedup absorbs what was stored twice. The delta asks for created messages
+only (``changeType=created``): a message the poller marks read or moves away (``mark_read``,
+``move``) is no new mail to it, and one listed again anyway is absorbed by dedup.
 
 The access token comes from a callable (``graph_auth``: msal, app-only or delegated), and
 a token Graph refuses (401) is replaced through ``renew`` once per request. HTTP goes
@@ -69,6 +71,31 @@ GRAPH_URL = "https://graph.microsoft.com/v1.0"
 MAX_CONCURRENT = 4
 # PidTagMessageSize: Exchange's size of the message, the only size Graph offers before downloading it.
 PID_TAG_MESSAGE_SIZE = "Integer 0x0E08"
+# A display name is looked up among the mail folders listed FOLDER_PAGE at a time, at most MAX_FOLDER_PAGES pages.
+FOLDER_PAGE = 100
+MAX_FOLDER_PAGES = 10
+
+
+class GraphRefused(FolderError):
+    """Graph answered a change to one message, or a folder listing, with an error; the session goes on.
+
+    ``status`` and Graph's error ``code`` (may be empty) say what; ``retry_after`` is a throttled answer's
+    Retry-After, in seconds. The message names the message, never a link's path or query.
+    """
+
+    def __init__(self, message: str, status: int, code: str = "", retry_after: float | None = None):
+        super().__init__(message)
+        self.status, self.code, self.retry_after = status, code, retry_after
+
+    @property
+    def throttled(self) -> bool:
+        return self.status in THROTTLE_STATUSES
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404 and self.code.lower() in ("", "erroritemnotfound")
+
+
 class GraphSource:
     """One mailbox (``user``: id or principal name) read through Graph; every request of it shares
     one limit of ``max_concurrent`` in flight. ``mailbox`` names it in logs (its pk).
@@ -160,6 +187,79 @@ class GraphSource:
             if delta_link:
                 return
             url, params = next_link, None
+
+    # -- changes to messages (post-actions) ---------------------------------------
+    # Never waited out when throttled: the answer is a GraphRefused whose ``throttled`` is true, and the caller
+    # tries again on a later poll. A lost connection or an interrupt is a ProviderError, as for reading.
+
+    def mark_read(self, folder: str, mid: str) -> None:
+        """Mark message ``mid`` read; GraphRefused if Graph does not (``not_found``: no such message any more)."""
+        self._change(folder, "PATCH", f"{self._user_url}/messages/{_segment(mid)}", {"isRead": True},
+                     f"message {mid}: marking it read")
+
+    def move(self, folder: str, mid: str, destination: str) -> None:
+        """Move message ``mid`` to ``destination`` (a well-known name or a folder id); GraphRefused if Graph does
+        not. A 404 is the message's or the destination's: ``has_message`` tells which. The moved message has a
+        new id in its new folder (Graph's ids are not immutable unless asked for)."""
+        self._change(folder, "POST", f"{self._user_url}/messages/{_segment(mid)}/move", {"destinationId": destination},
+                     f"message {mid}: moving it")
+
+    def has_message(self, folder: str, mid: str) -> bool:
+        """Whether the mailbox still has message ``mid`` (by this id); GraphRefused for any other answer."""
+        response = self._request("GET", folder, f"{self._user_url}/messages/{_segment(mid)}",
+                                 params={"$select": "id"}, wait_throttled=False)
+        if response.ok:
+            response.close()
+            return True
+        refused = self._refused(folder, response, f"message {mid}")
+        if refused.not_found:
+            return False
+        raise refused
+
+    def mail_folders(self, folder: str, parent: str | None = None) -> tuple[list[tuple[str, str]], bool]:
+        """``(id, display name)`` of the mailbox's top-level mail folders (or of ``parent``'s child folders), and
+        whether that is all of them: at most ``MAX_FOLDER_PAGES`` pages are read.
+
+        ``folder`` names the request in errors. FolderError (GraphRefused for Graph's refusal) when the list
+        cannot be had; ProviderError when the connection fails.
+        """
+        url = f"{self._user_url}/mailFolders" + (f"/{_segment(parent)}/childFolders" if parent else "")
+        params: dict | None = {"$select": "id,displayName", "$top": str(FOLDER_PAGE)}
+        listed: list[tuple[str, str]] = []
+        for _ in range(MAX_FOLDER_PAGES):
+            response = self._request("GET", folder, url, params=params, wait_throttled=False)
+            if not response.ok:
+                raise self._refused(folder, response, "the mail folder list")
+            try:
+                page = self._answer(folder, response, page_cap(FOLDER_PAGE), "Graph's mail folder list")
+            except ProviderError as exc:
+                if isinstance(exc, NotGraph) or isinstance(exc.__cause__, BodyTooLarge):
+                    raise FolderError(str(exc)) from exc
+                raise
+            try:
+                found, next_link = _folder_page(page)
+            except NotGraph as exc:
+                raise FolderError(str(self._not_graph(folder, exc))) from None
+            listed += found
+            if not next_link:
+                return listed, True
+            url, params = next_link, None  # _request refuses a link outside the API
+        log.info("mailbox=%s folder=%s more than %s mail folders: the rest are not looked at", self.mailbox, folder,
+                 len(listed))
+        return listed, False
+
+    def _change(self, folder: str, method: str, url: str, body: dict, what: str) -> None:
+        response = self._request(method, folder, url, json=body, wait_throttled=False)
+        if not response.ok:
+            raise self._refused(folder, response, what)
+        response.close()  # Graph answers with the whole message: nothing of it is needed
+
+    def _refused(self, folder: str, response: requests.Response, what: str) -> GraphRefused:
+        hint = (parse_retry_after(response.headers.get("Retry-After"), self.clock())
+                if response.status_code in THROTTLE_STATUSES else None)
+        code, message = self._error_of(response)
+        return GraphRefused(f"folder {folder}: {what}: Graph answered {response.status_code} {code}: {message}",
+                            response.status_code, code, hint)
 
     # -- requests ---------------------------------------------------------------
 
@@ -271,10 +371,16 @@ class GraphSource:
             response.close()
         return error_of(body, response.reason)
 
-    def _get(self, folder: str, url: str, *, headers: dict | None = None, **kwargs) -> requests.Response:
-        """GET under the mailbox's concurrency limit, waiting out 429/503 as ``throttle_wait`` says.
+    def _get(self, folder: str, url: str, **kwargs) -> requests.Response:
+        return self._request("GET", folder, url, **kwargs)
+
+    def _request(self, method: str, folder: str, url: str, *, headers: dict | None = None,
+                 wait_throttled: bool = True, **kwargs) -> requests.Response:
+        """A request under the mailbox's concurrency limit; a 429/503 is waited out as ``throttle_wait`` says,
+        or, without ``wait_throttled``, handed back as it is.
 
         Streamed (the caller reads it to a cap), never redirected: a 3xx is a ProviderError naming its host.
+        A 401 has the token renewed once, and the request (body included) sent again.
         """
         if not under_api(url, self.graph_url):
             # A stored or returned link elsewhere would be handed our bearer token.
@@ -289,8 +395,9 @@ class GraphSource:
                     token = self.token()
             with self._slots:
                 try:
-                    response = self.session.get(url, headers={**(headers or {}), "Authorization": f"Bearer {token}"},
-                                                timeout=self.timeout, stream=True, allow_redirects=False, **kwargs)
+                    response = self.session.request(
+                        method, url, headers={**(headers or {}), "Authorization": f"Bearer {token}"},
+                        timeout=self.timeout, stream=True, allow_redirects=False, **kwargs)
                 except requests.RequestException as exc:
                     raise self._failed(folder, exc) from exc
             if 300 <= response.status_code < 400:
@@ -308,7 +415,7 @@ class GraphSource:
                 with self._token_lock:
                     token = self.renew(token)
                 continue
-            if response.status_code not in THROTTLE_STATUSES:
+            if response.status_code not in THROTTLE_STATUSES or not wait_throttled:
                 return response
             attempt += 1
             token = None  # after the wait, the token of that moment
@@ -351,6 +458,22 @@ class GraphSource:
 def _segment(value: str) -> str:
     """One path segment: a folder or message id (base64url, may end in ``=``), a user's name with ``@``."""
     return urllib.parse.quote(value, safe="@=")
+
+
+def _folder_page(page) -> tuple[list[tuple[str, str]], str | None]:
+    """A mail folder list page's ``(id, display name)`` pairs and nextLink; NotGraph if it is not that shape."""
+    if not isinstance(page, dict) or not isinstance(page.get("value", []), list):
+        raise NotGraph("Graph answered something that is not its API (a mail folder list that is not a list)")
+    listed = []
+    for item in page.get("value", []):
+        if not (isinstance(item, dict) and isinstance(item.get("id"), str) and item["id"]
+                and isinstance(item.get("displayName", ""), str)):
+            raise NotGraph("Graph answered something that is not its API (a mail folder without an id or a name)")
+        listed.append((item["id"], item.get("displayName", "")))
+    next_link = page.get("@odata.nextLink")
+    if next_link is not None and not isinstance(next_link, str):
+        raise NotGraph("Graph answered something that is not its API (a nextLink that is not a string)")
+    return listed, next_link or None
 
 
 def _exchange_size(item: dict) -> int | None:

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from datetime import date
 
+from imapclient import DELETED, SEEN
 from imapclient.exceptions import IMAPClientAbortError, IMAPClientError, LoginError, ProtocolError
 from imapclient.imapclient import _parse_untagged_response
 
@@ -28,11 +29,18 @@ from ..cursor import SEARCH_ALL, SEARCH_FROM_UID, SEARCH_NONE, SEARCH_SINCE, Fol
 from ..models import Auth
 from . import register
 from .base import (
+    DONE,
+    ERROR,
+    GONE,
+    MARK_READ,
+    MOVE,
     FolderError,
     MailProvider,
     MessageArrivedTooLarge,
     MessageTooLarge,
     PollInterrupted,
+    PostActionItem,
+    PostActionResult,
     ProviderError,
     RefusalEndedSession,
 )
@@ -189,6 +197,74 @@ class ImapProvider(MailProvider):
             response = self.client.fetch([uid], ["BODY.PEEK[HEADER]"])
         data = response.get(uid)
         return data.get(b"BODY[HEADER]") if data else None
+
+    # -- post-actions (mailpoll.post_actions) ----------------------------------------
+
+    def apply_post_actions(self, folder: str, items: list[PostActionItem]) -> dict[int, PostActionResult]:
+        """Mark read or move the items' messages, by UID, in ``folder`` opened read-write.
+
+        A UID names a message only under the UIDVALIDITY it was stored with: any other, and the message is
+        ``GONE`` for us (acting on that UID could touch another message). So is a UID the folder no longer has.
+        A move is ``UID MOVE`` where the server has MOVE, else ``UID COPY``, ``UID STORE +FLAGS (\\Deleted)``
+        and ``UID EXPUNGE`` of those UIDs only (UIDPLUS): a plain EXPUNGE would also remove messages the user
+        had marked deleted. Neither renumbers the UIDs left, so the folder's cursor stays true.
+        """
+        self.folder, self.uidvalidity = folder, None
+        with self._context():
+            info = self.client.select_folder(folder, readonly=False)
+        self.uidvalidity = int(info[b"UIDVALIDITY"])
+        results = {item.id: PostActionResult(GONE, f"{folder} has a new UIDVALIDITY ({self.uidvalidity}): uid "
+                                                   f"{item.ref} no longer names the message stored")
+                   for item in items if item.uidvalidity != self.uidvalidity}
+        current = [item for item in items if item.id not in results]
+        if not current:
+            return results
+        with self._context():
+            present = {int(uid) for uid in self.client.search(["UID", ",".join(str(i.ref) for i in current)])}
+        groups: dict[tuple[str, str], list[PostActionItem]] = {}
+        for item in current:
+            if item.ref not in present:
+                results[item.id] = PostActionResult(GONE, f"uid {item.ref} is no longer in {folder}")
+            else:
+                groups.setdefault((item.action, item.destination), []).append(item)
+        for (action, destination), group in groups.items():
+            uids = [item.ref for item in group]
+            try:
+                self._post_action(action, destination, uids)
+            except FolderError as exc:
+                outcome = PostActionResult(ERROR, str(exc))
+            else:
+                outcome = PostActionResult(DONE)
+            results.update((item.id, outcome) for item in group)
+        return results
+
+    def _post_action(self, action: str, destination: str, uids: list[int]) -> None:
+        if action == MARK_READ:
+            with self._context():
+                self.client.add_flags(uids, [SEEN], silent=True)
+        elif action == MOVE:
+            self._move(uids, destination)
+        else:
+            raise FolderError(f"{self._where()}: {action!r} is not an IMAP post-action (labels are Gmail's: move "
+                              "or mark read instead)")
+
+    def _move(self, uids: list[int], destination: str) -> None:
+        if self.server_moves():
+            with self._context():
+                self.client.move(uids, destination)
+            return
+        with self._context():
+            if not self.client.has_capability("UIDPLUS"):
+                raise FolderError(f"{self._where()}: the server has neither MOVE nor UIDPLUS, so removing the "
+                                  "messages would expunge every message marked deleted; mark them read instead")
+            self.client.copy(uids, destination)
+            self.client.add_flags(uids, [DELETED], silent=True)
+            self.client.uid_expunge(uids)
+
+    def server_moves(self) -> bool:
+        """Whether the server has MOVE (RFC 6851)."""
+        with self._context():
+            return self.client.has_capability("MOVE")
 
     # -- IDLE (mailpoll.live) -----------------------------------------------------
     # The selected folder's IDLE (RFC 2177), each call under _context like every other command: a closed or

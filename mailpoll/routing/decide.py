@@ -15,12 +15,12 @@ so history still reads right after the rule is edited or deleted.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
 from ..message.headers import plus_tag
-from ..models import RuleAction, RuleKind, SenderAuth
+from ..models import RULE_AS_MAILBOX, RULE_LEAVE, RuleAction, RuleKind, SenderAuth
 from .patterns import compile_subject_pattern
 
 # The vocabulary is the models' (their CHECKs hold the rows to it); these are its short names here.
@@ -73,6 +73,8 @@ class Rule:
     subject_regex: str = ""
     filename: str = ""  # glob on the attachment's name
     kinds: frozenset[str] = frozenset()  # csv, excel, pdf, body
+    post_action: str = RULE_AS_MAILBOX  # after storing: the mailbox's, RULE_LEAVE, or a PostActionKind
+    post_action_folder: str = ""
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,10 @@ class Fallback:
 
     target_id: int | None
     require_auth: bool = False
+    # The org's "plus tag names a site": a tag (lower case) -> (the site's default target, the site's name).
+    tag_targets: Mapping[str, tuple[int, str]] = field(default_factory=dict)
+    post_action: str = ""  # after storing, "" to leave the message as it is, or a PostActionKind
+    post_action_folder: str = ""
 
 
 @dataclass(frozen=True)
@@ -97,7 +103,35 @@ def decide(rules: Sequence[Rule], envelope: Envelope, document: Document, fallba
     for rule in rules:
         if matches(rule, envelope, document):
             return _by_rule(rule, envelope, fallback)
-    return _by_mailbox(envelope, document, fallback)
+    return _by_plus_tag(envelope, fallback) or _by_mailbox(envelope, document, fallback)
+
+
+@dataclass(frozen=True)
+class AfterStore:
+    """What the source mailbox is asked to do to a stored message, and who said so."""
+
+    action: str  # a PostActionKind
+    destination: str
+    decided_by: str  # "the mailbox", or "rule '<name>'"
+
+
+def after_store(rules: Sequence[Rule], decisions: Sequence[Decision], fallback: Fallback) -> AfterStore | None:
+    """The post-action of a message whose documents were decided so (in document order); None: leave it.
+
+    The first document decided by a rule that names a post-action of its own settles it (RULE_LEAVE
+    included); otherwise it is the mailbox's. ``rules``: those ``decide`` was given.
+    """
+    by_id = {rule.id: rule for rule in rules}
+    for decision in decisions:
+        rule = by_id.get(decision.rule_id)
+        if rule is None or rule.post_action == RULE_AS_MAILBOX:
+            continue
+        if rule.post_action == RULE_LEAVE:
+            return None
+        return AfterStore(rule.post_action, rule.post_action_folder, f"rule '{rule.name}'")
+    if not fallback.post_action:
+        return None
+    return AfterStore(fallback.post_action, fallback.post_action_folder, "the mailbox")
 
 
 def matches(rule: Rule, envelope: Envelope, document: Document) -> bool:
@@ -147,6 +181,18 @@ def _by_rule(rule: Rule, envelope: Envelope, fallback: Fallback) -> Decision:
         return Decision(TRIAGE, reason=f"rule '{rule.name}' needs an authenticated sender: {envelope.auth_reason}",
                         **named)
     return Decision(ROUTE, target_id=rule.target_id, reason=f"routed by rule '{rule.name}'", **named)
+
+
+def _by_plus_tag(envelope: Envelope, fallback: Fallback) -> Decision | None:
+    """The org's "plus tag names a site": reports+<slug>@… goes to that site's default target, if one is set."""
+    for recipient in envelope.recipients:
+        tag = plus_tag(recipient)
+        if tag and tag in fallback.tag_targets:
+            target_id, site = fallback.tag_targets[tag]
+            if fallback.require_auth and not envelope.authenticated:
+                return Decision(TRIAGE, reason=f"the mailbox needs an authenticated sender: {envelope.auth_reason}")
+            return Decision(ROUTE, target_id=target_id, reason=f"the plus tag '{tag}' names the site {site}")
+    return None
 
 
 def _by_mailbox(envelope: Envelope, document: Document, fallback: Fallback) -> Decision:

@@ -12,8 +12,10 @@ import math
 from collections.abc import Iterable
 
 from ..message.sender_auth import judge
+from seoinsight.models import Org, Site
+
 from ..models import MailRule
-from .decide import Decision, Document, Envelope, Fallback, Rule, decide
+from .decide import AfterStore, Decision, Document, Envelope, Fallback, Rule, after_store, decide
 
 
 def rule_of(row: MailRule, mailbox_ids: Iterable[int]) -> Rule:
@@ -21,8 +23,17 @@ def rule_of(row: MailRule, mailbox_ids: Iterable[int]) -> Rule:
         id=row.pk, name=row.name, action=row.action, target_id=row.site_target_id, sender_auth=row.sender_auth,
         mailbox_ids=frozenset(mailbox_ids), folder=row.folder, sender=row.sender, recipient=row.recipient,
         plus_tag=row.plus_tag, subject_contains=row.subject_contains, subject_regex=row.subject_regex,
-        filename=row.filename, kinds=frozenset(row.kinds or ()),
+        filename=row.filename, kinds=frozenset(row.kinds or ()), post_action=row.post_action,
+        post_action_folder=row.post_action_folder,
     )
+
+
+def tag_targets(org_id: str) -> dict[str, tuple[int, str]]:
+    """The org's site slugs that route mail, if the org lets a plus tag name a site: slug -> (target, site)."""
+    if not Org.objects.filter(pk=org_id, plus_tag_routes_to_site=True).exists():
+        return {}
+    sites = Site.objects.filter(org_id=org_id, default_target__isnull=False).exclude(slug="")
+    return {site.slug.lower(): (site.default_target_id, site.domain) for site in sites}
 
 
 def org_rules(org_id: str, candidate: tuple[MailRule, Iterable[int]] | None = None) -> list[Rule]:
@@ -44,14 +55,16 @@ def org_rules(org_id: str, candidate: tuple[MailRule, Iterable[int]] | None = No
 class Router:
     """Decides for the documents of one mailbox's messages."""
 
-    def __init__(self, mailbox, rules: list[Rule]):
+    def __init__(self, mailbox, rules: list[Rule], tags: dict[str, tuple[int, str]] | None = None):
         self.mailbox = mailbox
         self.rules = rules
-        self.fallback = Fallback(target_id=mailbox.site_target_id, require_auth=mailbox.require_authenticated_sender)
+        self.fallback = Fallback(target_id=mailbox.site_target_id, require_auth=mailbox.require_authenticated_sender,
+                                 tag_targets=tags or {}, post_action=mailbox.post_action,
+                                 post_action_folder=mailbox.post_action_folder)
 
     @classmethod
     def for_mailbox(cls, mailbox) -> Router:
-        return cls(mailbox, org_rules(mailbox.org_id))
+        return cls(mailbox, org_rules(mailbox.org_id), tag_targets(mailbox.org_id))
 
     def envelope(self, *, folder: str, sender: str, recipients: Iterable[str], subject: str,
                  auth_results: Iterable[str]) -> Envelope:
@@ -62,3 +75,6 @@ class Router:
 
     def decide(self, envelope: Envelope, filename: str, document_type: str) -> Decision:
         return decide(self.rules, envelope, Document(filename=filename, document_type=document_type), self.fallback)
+
+    def after_store(self, decisions: list[Decision]) -> AfterStore | None:
+        return after_store(self.rules, decisions, self.fallback)

@@ -85,11 +85,12 @@ class BatchStore:
         return FolderResult(folder, "failed", last_uid=row.last_uid if row.uidvalidity is not None else None,
                             error=error)
 
-    def _store_fetched(self, mailbox, folder, fetched, result, succeeded) -> None:
+    def _store_fetched(self, mailbox, folder, fetched, result, succeeded, **generation) -> None:
+        """``generation``: an IMAP folder's ``uidvalidity``, which its UIDs need to name a message."""
         result.fetched += len(fetched)
         if len(fetched) > 1:
             try:
-                outcomes = self.store_messages(mailbox, folder, fetched)
+                outcomes = self.store_messages(mailbox, folder, fetched, **generation)
             except Exception as exc:
                 reset_connection_if_broken()
                 log.warning("mailbox=%s folder=%s a batch of %s messages was not stored (%s: %s): "
@@ -102,7 +103,7 @@ class BatchStore:
         # really cannot be stored fails, and holds the cursor.
         for uid, raw in fetched:
             try:
-                [outcome] = self.store_messages(mailbox, folder, [(uid, raw)])
+                [outcome] = self.store_messages(mailbox, folder, [(uid, raw)], **generation)
             except Exception as exc:
                 self._not_stored(mailbox, folder, uid, exc, result)
             else:
@@ -211,7 +212,7 @@ class FolderSync(BatchStore):
             # Absent and not refused: expunged since SIZE, likewise.
             succeeded.update(uid for uid in group if uid not in raws and uid not in result.failed)
             self._store_fetched(mailbox, folder, [(uid, raws[uid]) for uid in group if uid in raws], result,
-                                succeeded)
+                                succeeded, uidvalidity=status.uidvalidity)
 
     def _ask_server(self, call, provider, mailbox, status: cursor.FolderStatus, uids: list[int],
                     result: FolderResult) -> dict:

@@ -24,7 +24,7 @@ from jobs import dbsession
 from seoinsight.outbound import scrub
 
 from .. import conf
-from . import sql
+from . import after_store, sql
 from .changes_sync import ChangesSync
 from .folder_sync import FolderResult, FolderSync, intake_gate, reset_connection_if_broken
 from ..models import FolderCursor, Mailbox, Request
@@ -88,6 +88,9 @@ class MailboxPoll:
                         # The server refused this folder (renamed, deleted): the session is fine and so are
                         # the other folders. Reported on the mailbox below, but no reason to back it off.
                         results.append(sync.folder_failed(mailbox, folder, exc))
+                if not self._stop.is_set():
+                    # Last, on the same session: never before intake, and never a reason for the poll to fail.
+                    after_store.apply_due(provider, mailbox)
         except Exception as exc:
             reset_connection_if_broken()
             # A provider's or the token machinery's error names its server, folder or grant already (and never a

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.db import connection, transaction
+from django.utils import timezone
 
 from outbox import capacity as outbox_capacity
 from seoinsight import storage
@@ -37,10 +38,10 @@ from seoinsight import storage
 from . import sql
 from ..attachments import enqueue_processing
 from ..message.headers import dedup_ref
-from ..models import AttachmentKind, AttachmentStatus, RequestStatus
+from ..models import AttachmentKind, AttachmentStatus, PostAction, RequestStatus
 from ..message.parse import ParsedMessage, UnparseableMessage, parse_headers, parse_message
 from ..message.triage import triage
-from ..routing.decide import IGNORE, ROUTE, TRIAGE, Decision
+from ..routing.decide import IGNORE, ROUTE, TRIAGE, AfterStore, Decision
 from ..routing.router import Router
 
 log = logging.getLogger("mailpoll.store")  # its name before the move: operators grep it
@@ -75,6 +76,7 @@ class _Row:
     recipients: list[str] = field(default_factory=list)
     auth_results: list[str] = field(default_factory=list)
     attachments: list[dict] = field(default_factory=list)
+    after: AfterStore | None = None  # its post-action at the source mailbox, inserted with it
 
 
 def save_content(content: bytes) -> tuple[str, str]:
@@ -82,10 +84,13 @@ def save_content(content: bytes) -> tuple[str, str]:
     return storage.save_content("mail", content)
 
 
-def store_messages(mailbox, folder: str, fetched: list[tuple[int | str | None, bytes]]) -> list[Stored]:
+def store_messages(mailbox, folder: str, fetched: list[tuple[int | str | None, bytes]], *,
+                   uidvalidity: int | None = None) -> list[Stored]:
     """Store a fetched batch of ``(uid, raw)`` in one transaction; one outcome per message, in order.
 
-    ``uid`` is an IMAP UID (an int) or an API provider's message id (a str, kept as ``provider_ref``).
+    ``uid`` is an IMAP UID (an int) or an API provider's message id (a str, kept as ``provider_ref``);
+    ``uidvalidity`` is the folder's, for IMAP UIDs: without it a message gets no post-action (its UID
+    would not say which message to act on).
 
     An unparseable message becomes a rejected Request; a message seen before
     (in this org, or earlier in the batch) is a duplicate.
@@ -113,12 +118,13 @@ def store_messages(mailbox, folder: str, fetched: list[tuple[int | str | None, b
             continue
         router = router or Router.for_mailbox(mailbox)
         rows.append(_accepted(uid, raw, message, router, folder))
-    return _outcomes(mailbox, folder, rows, _insert(mailbox, folder, [row for row in rows if row is not None]))
+    inserting = [row for row in rows if row is not None]
+    return _outcomes(mailbox, folder, rows, _insert(mailbox, folder, inserting, uidvalidity))
 
 
-def store_message(mailbox, folder: str, uid: int | None, raw: bytes) -> Stored:
+def store_message(mailbox, folder: str, uid: int | None, raw: bytes, *, uidvalidity: int | None = None) -> Stored:
     """One message on its own: a batch of one."""
-    return store_messages(mailbox, folder, [(uid, raw)])[0]
+    return store_messages(mailbox, folder, [(uid, raw)], uidvalidity=uidvalidity)[0]
 
 
 def store_oversized(mailbox, folder: str, uid: int | str | None, size: int, headers: bytes, limit: int) -> Stored:
@@ -171,8 +177,10 @@ def _accepted(uid: int | None, raw: bytes, message: ParsedMessage, router: Route
                size=len(raw), recipients=list(message.recipients), auth_results=list(message.auth_results))
     envelope = router.envelope(folder=folder, sender=message.sender, recipients=message.recipients,
                                subject=message.subject, auth_results=message.auth_results)
+    decisions = []
     for document in plan.documents:
         decision = router.decide(envelope, document.original_filename or document.filename, document.kind)
+        decisions.append(decision)
         if document.kind == "body":
             name, digest = "", hashlib.sha256(document.content).hexdigest()
             kind = AttachmentKind.BODY
@@ -191,6 +199,7 @@ def _accepted(uid: int | None, raw: bytes, message: ParsedMessage, router: Route
             original_filename=skipped.original_filename or skipped.filename, mime=skipped.mime, size=skipped.size,
             status=AttachmentStatus.SKIPPED, skip_reason=skipped.reason,
         ))
+    row.after = router.after_store(decisions)
     return row
 
 
@@ -229,8 +238,8 @@ _ATTACHMENT_ARRAYS = {
 }
 
 
-def _insert(mailbox, folder: str, rows: list[_Row]) -> dict[str, int]:
-    """Insert the rows and queue their documents' jobs; returns {source_ref: request id} of those inserted."""
+def _insert(mailbox, folder: str, rows: list[_Row], uidvalidity: int | None = None) -> dict[str, int]:
+    """Insert the rows, their post-actions and their documents' jobs; returns {source_ref: request id} inserted."""
     if not rows:
         return {}
     ids, pending = {}, []
@@ -244,7 +253,27 @@ def _insert(mailbox, folder: str, rows: list[_Row]) -> dict[str, int]:
                     elif value == AttachmentStatus.PENDING:
                         pending.append(row_id)
         enqueue_processing(mailbox.org_id, pending)
+        # In the same transaction: a post-action exists exactly when its message's documents are stored.
+        PostAction.objects.bulk_create(_post_actions(mailbox, folder, rows, ids, uidvalidity))
     return ids
+
+
+def _post_actions(mailbox, folder: str, rows: list[_Row], ids: dict[str, int], uidvalidity: int | None):
+    now = timezone.now()
+    for row in rows:
+        if row.after is None or row.source_ref not in ids:
+            continue
+        if isinstance(row.uid, int):
+            if uidvalidity is None:
+                continue  # a UID without its UIDVALIDITY names no message for sure: leave the message alone
+            where = {"uid": row.uid, "uidvalidity": uidvalidity}
+        elif row.uid:
+            where = {"provider_ref": row.uid}
+        else:
+            continue
+        yield PostAction(request_id=ids[row.source_ref], mailbox_id=mailbox.pk, folder=folder,
+                         action=row.after.action, destination=row.after.destination,
+                         decided_by=row.after.decided_by[:120], next_try_at=now, **where)
 
 
 def _chunks(rows: list[_Row]):

@@ -18,11 +18,12 @@ from django.contrib.auth.models import Group, Permission
 from django.forms import ModelChoiceField
 from django.test import RequestFactory
 from django.urls import reverse
+from django.utils import timezone
 
 from imports.models import Import, UrlMetric
 from jobs.models import Job, ZombieJob
 from outbox.models import Entry
-from mailpoll.models import Attachment, AttachmentStatus, FolderCursor, Mailbox, MailRule, Request
+from mailpoll.models import Attachment, AttachmentStatus, FolderCursor, Mailbox, MailRule, PostAction, Request
 from seoinsight.checks import check_every_admin_is_org_scoped
 from seoinsight.models import ApiToken, Membership, Org, Page, Site, SiteTarget
 from seoinsight.orgscope import OrgScopedAdmin, SuperuserOnlyAdmin, org_path, unscoped_admins
@@ -87,13 +88,17 @@ def build_org(org_id: str) -> dict:
                                    error=f"{org_id} failure")
     rule = MailRule.objects.create(org=org, name=f"{org_id} rule", sender=f"{org_id}.example", site_target=target)
     rule.mailboxes.add(mailbox)
+    post_action = PostAction.objects.create(
+        request=request, mailbox=mailbox, folder="INBOX", uid=1, uidvalidity=1, action="move",
+        destination=f"{org_id}-done", decided_by="the mailbox", status="failed", attempts=8,
+        last_error=f"{org_id} refused the move", next_try_at=timezone.now(), finished_at=timezone.now())
     entry = Entry.objects.create(org=org, document_ref=f"{org_id}-document", source="email",
                                  document={"filename": f"{org_id}.csv"}, last_error=f"{org_id} downstream refused")
     return {
         Org: org, User: member, Membership: Membership.objects.get(user=member, org=org), ApiToken: token,
         Site: site, SiteTarget: target, Job: job, ZombieJob: ZombieJob.objects.get(pk=zombie.pk), Import: imp,
         UrlMetric: metric, Mailbox: mailbox, Request: request, Attachment: attachment, Entry: entry,
-        MailRule: rule,
+        MailRule: rule, PostAction: post_action,
     }
 
 

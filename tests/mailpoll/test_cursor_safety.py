@@ -28,8 +28,8 @@ def subjects():
 
 def stopping_after_first_batch():
     """A poller that is told to stop (as by SIGTERM) right after it stored its first batch."""
-    def store_then_stop(mailbox, folder, fetched):
-        outcomes = store_messages(mailbox, folder, fetched)
+    def store_then_stop(mailbox, folder, fetched, **generation):
+        outcomes = store_messages(mailbox, folder, fetched, **generation)
         poller.stop()
         return outcomes
 
@@ -129,8 +129,8 @@ def test_a_link_that_drops_mid_sweep_completes_over_successive_polls_without_rea
     monkeypatch.setattr(ImapProvider, "fetch", recording_fetch)
     stored_uids: list[int] = []
 
-    def recording_store(mb, folder, fetched):
-        outcomes = store_messages(mb, folder, fetched)
+    def recording_store(mb, folder, fetched, **generation):
+        outcomes = store_messages(mb, folder, fetched, **generation)
         stored_uids.extend(uid for uid, _ in fetched)
         return outcomes
 

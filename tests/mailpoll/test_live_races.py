@@ -68,8 +68,8 @@ def test_a_message_arriving_during_a_live_read_is_stored_without_waiting_for_the
     dovecot.append(user, "INBOX", mail("Already there"))
     late_sent = threading.Event()
 
-    def store_then_deliver_one_more(mb, folder, fetched):
-        stored = store_messages(mb, folder, fetched)
+    def store_then_deliver_one_more(mb, folder, fetched, **generation):
+        stored = store_messages(mb, folder, fetched, **generation)
         if not late_sent.is_set():
             late_sent.set()
             dovecot.append(user, "INBOX", mail("Arrived mid-read"))

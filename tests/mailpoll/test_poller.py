@@ -26,10 +26,10 @@ def subjects():
 def failing_on(subject: str, error: str):
     """A storage step that fails (OSError) every batch holding the message of this subject."""
 
-    def store(mb, folder, fetched):
+    def store(mb, folder, fetched, **generation):
         if any(f"Subject: {subject}".encode() in raw for _, raw in fetched):
             raise OSError(error)
-        return store_messages(mb, folder, fetched)
+        return store_messages(mb, folder, fetched, **generation)
 
     return store
 
@@ -119,9 +119,9 @@ def test_a_polls_database_work_is_labelled_with_its_mailbox(dovecot, imap_mailbo
     dovecot.append(mailbox.username, "INBOX", mail("m0"))
     labels = []
 
-    def recording_store(mb, folder, fetched):
+    def recording_store(mb, folder, fetched, **generation):
         labels.append(dbsession.current_label())
-        return store_messages(mb, folder, fetched)
+        return store_messages(mb, folder, fetched, **generation)
 
     poll_now(mailbox, Poller(store_messages=recording_store))
     assert labels == [f"mailbox={mailbox.pk}"]
@@ -171,10 +171,10 @@ def test_a_message_expunged_between_search_and_fetch_does_not_stall_the_cursor(d
     mailbox = imap_mailbox()
     uids = dovecot.append_many(mailbox.username, "INBOX", [mail("m0"), mail("gone"), mail("m2")])
 
-    def expunge_the_next_one(mb, folder, fetched):
+    def expunge_the_next_one(mb, folder, fetched, **generation):
         if fetched[0][0] == uids[0]:
             dovecot.expunge(mb.username, "INBOX", [uids[1]])
-        return store_messages(mb, folder, fetched)
+        return store_messages(mb, folder, fetched, **generation)
 
     poll_now(mailbox, Poller(store_messages=expunge_the_next_one))
     assert subjects() == ["m0", "m2"]

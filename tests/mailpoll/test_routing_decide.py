@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from mailpoll.models import SenderAuth
-from mailpoll.routing.decide import (IGNORE, ROUTE, TRIAGE, Decision, Document,
-                                     Envelope, Fallback, Rule, decide, matches, sender_matches)
+from mailpoll.routing.decide import (IGNORE, ROUTE, TRIAGE, AfterStore, Decision, Document, Envelope, Fallback,
+                                     Rule, after_store, decide, matches, sender_matches)
 from mailpoll.routing.patterns import BadPattern, compile_subject_pattern
 
 MAILBOX = 7
@@ -24,6 +24,9 @@ CSV = Document("Pages.csv", "csv")
 XLSX = Document("Queries.xlsx", "xlsx")
 PDF = Document("invoice.pdf", "pdf")
 BODY = Document("", "body")
+
+
+TAGS = {"acme": (40, "acme.example")}
 
 
 def rule(**fields) -> Rule:
@@ -103,6 +106,17 @@ def test_each_condition_and_their_conjunction(condition, env, document, expected
      Decision(TRIAGE, reason="the mailbox needs an authenticated sender: dkim=fail")),
     ([], envelope(authenticated=False, auth_reason="dkim=fail"), PDF, Fallback(None, True),
      Decision(TRIAGE, reason="the mailbox needs an authenticated sender: dkim=fail")),
+    # The org's "plus tag names a site": after the rules, before the mailbox's target.
+    ([], envelope(), CSV, Fallback(30, tag_targets=TAGS),
+     Decision(ROUTE, 40, reason="the plus tag 'acme' names the site acme.example")),
+    ([], envelope(recipients=("seo@agency.example", "reports+ACME@agency.example")), PDF,
+     Fallback(None, tag_targets=TAGS), Decision(ROUTE, 40, reason="the plus tag 'acme' names the site acme.example")),
+    ([rule(name="first")], envelope(), CSV, Fallback(30, tag_targets=TAGS),
+     Decision(ROUTE, 10, 1, "first", "routed by rule 'first'")),
+    ([], envelope(recipients=("reports+globex@agency.example",)), CSV, Fallback(30, tag_targets=TAGS),
+     Decision(ROUTE, 30, reason="the mailbox's site target")),
+    ([], envelope(authenticated=False, auth_reason="no header"), CSV, Fallback(30, True, tag_targets=TAGS),
+     Decision(TRIAGE, reason="the mailbox needs an authenticated sender: no header")),
 ])
 def test_decide(rules, env, document, fallback, expected):
     assert decide(rules, env, document, fallback) == expected
@@ -133,3 +147,25 @@ def test_a_hostile_subject_against_a_nested_pattern_is_answered_at_once():
 def test_patterns_refused(pattern, message):
     with pytest.raises(BadPattern, match=message):
         compile_subject_pattern(pattern)
+
+
+FIRST = rule(id=1, name="first")
+MOVES = rule(id=2, name="moves", post_action="move", post_action_folder="Done")
+LEAVES = rule(id=3, name="leaves", post_action="leave")
+READS = Fallback(30, post_action="mark_read")
+
+
+@pytest.mark.parametrize(("decisions", "fallback", "expected"), [
+    ([], Fallback(30), None),  # the mailbox leaves its messages alone
+    ([], READS, AfterStore("mark_read", "", "the mailbox")),  # a message without documents: the mailbox's
+    ([Decision(ROUTE, 30)], READS, AfterStore("mark_read", "", "the mailbox")),
+    ([Decision(ROUTE, 10, 1, "first")], READS, AfterStore("mark_read", "", "the mailbox")),  # the rule defers
+    ([Decision(ROUTE, 10, 1, "first"), Decision(ROUTE, 10, 2, "moves")], READS,
+     AfterStore("move", "Done", "rule 'moves'")),  # the first rule with a post-action of its own
+    ([Decision(ROUTE, 10, 3, "leaves"), Decision(ROUTE, 10, 2, "moves")], READS, None),
+    ([Decision(ROUTE, 10, 2, "moves"), Decision(ROUTE, 10, 3, "leaves")], Fallback(30),
+     AfterStore("move", "Done", "rule 'moves'")),
+    ([Decision(ROUTE, 10, 9, "deleted since")], READS, AfterStore("mark_read", "", "the mailbox")),
+])
+def test_after_store(decisions, fallback, expected):
+    assert after_store([FIRST, MOVES, LEAVES], decisions, fallback) == expected

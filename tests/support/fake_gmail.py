@@ -4,7 +4,9 @@ It implements exactly what ``mailpoll.providers.gmail`` calls: ``POST /token`` (
 service-account JWT grant, checked against the test key, and the refresh-token grant),
 ``users.getProfile``, ``users.labels.list``, ``users.messages.list`` (``labelIds``, ``q=after:<epoch>``, paging),
 ``users.messages.get`` (``minimal``, ``metadata``, ``raw``), ``users.history.list``
-(``startHistoryId``, ``labelId``, paging) and ``POST /batch/gmail/v1`` (multipart/mixed).
+(``startHistoryId``, ``labelId``, ``historyTypes``, paging), ``users.messages.modify`` (``addLabelIds``,
+``removeLabelIds``: the labels change and, as Gmail does, a ``labelAdded`` and/or ``labelRemoved`` history
+record is written) and ``POST /batch/gmail/v1`` (multipart/mixed).
 With ``tls_dir``, it serves HTTPS with a certificate made for the run (``ca_file``). Every API call needs a
 bearer token the endpoint issued; a batch part is authorized by its own
 ``Authorization`` header, the outer request's only for parts that carry none (Google's batch rule:
@@ -24,6 +26,12 @@ state change between two calls of one poll), ``stall()`` / ``resume()`` (request
 answered meanwhile: a server that stops answering). ``calls`` records what was served,
 ``token_requests`` how many requests the token endpoint got, ``assertions`` the JWTs it accepted,
 ``issued`` every access token it handed out (clear ``access_tokens`` to revoke them).
+
+Scopes: a token has the scopes it was granted, a JWT's ``scope`` claim or ``refresh_scopes`` for the
+refresh-token grant (None: any). ``delegated_scopes`` (None: any) is what the domain-wide delegation allows:
+a JWT asking for more is refused as Google does (``unauthorized_client``). ``messages.modify`` needs
+``gmail.modify`` (or full mail access) and answers a token without it 403 ``insufficientPermissions``;
+``modify_errors`` (``(status, reason)`` pairs) are answered to the next modify calls instead of serving them.
 
 Hostile knobs (issue 19): ``huge_raw`` (id -> bytes: that message's ``format=raw`` is that large, produced
 while it is sent, never held), ``huge_labels`` (bytes of a ``labels.list`` answer, likewise),
@@ -56,6 +64,9 @@ from tests.support.google import JWT_BEARER, _LoopbackServer, verify_jwt
 
 API_PREFIX = "/gmail/v1/users/"
 SYSTEM_LABELS = ("INBOX", "SENT", "SPAM", "TRASH", "DRAFT", "STARRED", "IMPORTANT", "UNREAD")
+MODIFY_SCOPES = frozenset({"https://www.googleapis.com/auth/gmail.modify", "https://mail.google.com/"})
+HISTORY_KINDS = {"messageAdded": "messagesAdded", "labelAdded": "labelsAdded", "labelRemoved": "labelsRemoved"}
+MODIFY_PATH = re.compile(r"messages/([^/]+)/modify")
 # How long a stalled request waits for resume() (or stop()) at most.
 STALL_MAX = 60.0
 
@@ -112,6 +123,7 @@ class Call:
     query: dict
     batched: bool = False
     user: str = ""
+    body: dict = field(default_factory=dict)  # a POST's JSON
 
 
 @dataclass
@@ -119,7 +131,7 @@ class _State:
     next_history: int = 1000
     next_id: int = 0x18c0000000000000
     messages: dict = field(default_factory=dict)
-    history: list = field(default_factory=list)  # (history id, message id, kind, labels added), ascending
+    history: list = field(default_factory=list)  # (history id, message id, kind, labels changed), ascending
 
 
 class FakeGmail(_LoopbackServer):
@@ -154,6 +166,10 @@ class FakeGmail(_LoopbackServer):
         self.token_requests = 0
         self.issued: list[str] = []  # every access token handed out, revoked or not
         self.assertions: list[str] = []
+        self.delegated_scopes: set[str] | None = None
+        self.refresh_scopes: str | None = None
+        self.token_scopes: dict[str, set[str] | None] = {}  # access token -> its scopes (None: any)
+        self.modify_errors: list[tuple[int, str]] = []
         self._answering = threading.Event()
         self._stopping = False
         self._answering.set()
@@ -258,6 +274,13 @@ class FakeGmail(_LoopbackServer):
         with self._lock:
             del self.state.messages[mid]
 
+    def modified(self) -> list[Call]:
+        """The ``messages.modify`` calls served (refused ones included)."""
+        return [c for c in self.calls if c.method == "POST" and c.path.endswith("/modify")]
+
+    def labels_of(self, mid: str) -> list[str]:
+        return list(self.state.messages[mid].labels)
+
     def listings(self) -> list[Call]:
         """The ``messages.list`` calls served."""
         return [c for c in self.calls if c.path.endswith("/messages")]
@@ -298,7 +321,7 @@ class FakeGmail(_LoopbackServer):
                     status, reason = self.batch_throttle.pop(0)
                     return self._throttled(status, reason)
                 return self._batch(headers.get("Content-Type", ""), body, outer)
-            return self._api(method, url, batched=False)
+            return self._api(method, url, batched=False, body=body, token=outer)
 
     def _throttled(self, status: int, reason: str):
         status, headers, data = _json(status, _error(status, "Rate limit exceeded", reason))
@@ -315,15 +338,23 @@ class FakeGmail(_LoopbackServer):
         grant = form.get("grant_type", [""])[0]
         if grant == JWT_BEARER:
             try:
-                self.grants.append(verify_jwt(form["assertion"][0]))
-                self.assertions.append(form["assertion"][0])
+                claims = verify_jwt(form["assertion"][0])
             except (KeyError, ValueError, InvalidSignature):
                 return _json(400, {"error": "invalid_grant", "error_description": "Invalid JWT Signature."})
+            scopes = set(str(claims.get("scope", "")).split())
+            if self.delegated_scopes is not None and not scopes <= self.delegated_scopes:
+                return _json(400, {"error": "unauthorized_client", "error_description": (
+                    "Client is unauthorized to retrieve access tokens using this method, or client not authorized "
+                    "for any of the scopes requested.")})
+            self.grants.append(claims)
+            self.assertions.append(form["assertion"][0])
         elif grant == "refresh_token" and self.refresh_token and form.get("refresh_token") == [self.refresh_token]:
             self.grants.append({"refresh_token": form["refresh_token"][0]})
+            scopes = set(self.refresh_scopes.split()) if self.refresh_scopes is not None else None
         else:
             return _json(400, {"error": "invalid_grant", "error_description": "Bad Request"})
         token = "ya29.fake-" + secrets.token_urlsafe(24)
+        self.token_scopes[token] = scopes
         self.access_tokens.add(token)
         self.issued.append(token)
         return _json(200, {"access_token": token, "expires_in": 3599, "token_type": "Bearer"})
@@ -338,14 +369,16 @@ class FakeGmail(_LoopbackServer):
             inner = part.get_payload()
             request_line, rest = inner.split("\n", 1)
             method, target, _ = request_line.strip().split(" ", 2)
-            inner_headers = email.parser.Parser().parsestr(rest, headersonly=True)
-            if not self._authorized(inner_headers.get("Authorization") or outer):
+            inner_request = email.parser.Parser().parsestr(rest)
+            token = inner_request.get("Authorization") or outer
+            if not self._authorized(token):
                 status, headers, data = _json(401, _error(401, "Invalid Credentials", "authError"))
             elif self.part_throttle:
                 code, reason = self.part_throttle.pop(0)
                 status, headers, data = self._throttled(code, reason)
             else:
-                status, headers, data = self._api(method, urllib.parse.urlsplit(target), batched=True)
+                status, headers, data = self._api(method, urllib.parse.urlsplit(target), batched=True,
+                                                  body=inner_request.get_payload().encode(), token=token)
             content_id = part["Content-ID"].strip("<>")
             head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
             out.append(f"--{boundary}\r\nContent-Type: application/http\r\nContent-ID: <response-{content_id}>\r\n\r\n"
@@ -355,14 +388,23 @@ class FakeGmail(_LoopbackServer):
         out.append(f"--{boundary}--\r\n".encode())
         return 200, {"Content-Type": f"multipart/mixed; boundary={boundary}"}, out
 
-    def _api(self, method: str, url, *, batched: bool):
+    def _api(self, method: str, url, *, batched: bool, body: bytes = b"", token: str | None = None):
         query = urllib.parse.parse_qs(url.query)
-        if not url.path.startswith(API_PREFIX) or method != "GET":
-            return _json(404, _error(404, "Not Found", "notFound"))
         user, _, rest = url.path[len(API_PREFIX):].partition("/")
-        call = Call(method, url.path, query, batched, urllib.parse.unquote(user))
+        modify = MODIFY_PATH.fullmatch(rest) if method == "POST" else None
+        if not url.path.startswith(API_PREFIX) or not (method == "GET" or modify):
+            return _json(404, _error(404, "Not Found", "notFound"))
+        try:
+            change = json.loads(body) if modify else {}
+        except ValueError:
+            change = None
+        call = Call(method, url.path, query, batched, urllib.parse.unquote(user),
+                    change if isinstance(change, dict) else {})
         self.calls.append(call)
-        answer = self._answer(rest, query)
+        if modify:
+            answer = self._modify(urllib.parse.unquote(modify.group(1)), change, token)
+        else:
+            answer = self._answer(rest, query)
         for hook in self.after:
             hook(call)
         return answer
@@ -380,6 +422,37 @@ class FakeGmail(_LoopbackServer):
         if rest.startswith("messages/"):
             return self._get(urllib.parse.unquote(rest[len("messages/"):]), query.get("format", ["full"])[0])
         return _json(404, _error(404, "Not Found", "notFound"))
+
+    def _modify(self, mid: str, change, token: str | None):
+        if self.modify_errors:
+            status, reason = self.modify_errors.pop(0)
+            return _json(status, _error(status, _MESSAGES.get(reason, "Error"), reason))
+        scopes = self.token_scopes.get(token[7:] if token else "")
+        if scopes is not None and not scopes & MODIFY_SCOPES:
+            return _json(403, _insufficient_scope())
+        message = self.state.messages.get(mid)
+        if message is None:
+            return _json(404, _error(404, "Requested entity was not found.", "notFound"))
+        add = change.get("addLabelIds") or [] if isinstance(change, dict) else None
+        remove = change.get("removeLabelIds") or [] if isinstance(change, dict) else None
+        if not isinstance(add, list) or not isinstance(remove, list):
+            return _json(400, _error(400, "Invalid JSON payload received.", "invalidArgument"))
+        unknown = [label for label in add + remove if label not in self._label_ids()]
+        if unknown:
+            return _json(400, _error(400, f"Invalid label: {unknown[0]}", "invalidArgument"))
+        added = [label for label in dict.fromkeys(add) if label not in message.labels]
+        removed = [label for label in dict.fromkeys(remove) if label in message.labels and label not in add]
+        for kind, labels in (("labelAdded", added), ("labelRemoved", removed)):
+            if labels:
+                self.state.next_history += 2
+                message.history_id = self.state.next_history
+                self.state.history.append((self.state.next_history, mid, kind, labels))
+        message.labels = [label for label in message.labels if label not in removed] + added
+        return _json(200, {"id": mid, "threadId": mid, "labelIds": message.labels})
+
+    def _label_ids(self) -> set[str]:
+        used = {label for m in self.state.messages.values() for label in m.labels}
+        return set(SYSTEM_LABELS) | set(self.user_labels) | used
 
     def _labels(self):
         if self.huge_labels:
@@ -412,18 +485,17 @@ class FakeGmail(_LoopbackServer):
         if start < self.oldest_history:
             return _json(404, _error(404, "Requested entity was not found.", "notFound"))
         label = query.get("labelId", [None])[0]
-        kinds = set(query.get("historyTypes", [])) or {"messageAdded", "labelAdded"}
+        kinds = set(query.get("historyTypes", [])) or set(HISTORY_KINDS)
         records = []
-        for hid, mid, kind, added_labels in self.state.history:
+        for hid, mid, kind, changed in self.state.history:
             message = self.state.messages.get(mid)
-            if hid <= start or kind not in kinds or (label and message is not None and label not in message.labels):
+            # A record is the label's when its message has the label, or when it is the label that changed.
+            if hid <= start or kind not in kinds or (label and message is not None and label not in message.labels
+                                                     and label not in changed):
                 continue
             entry = {"message": {"id": mid, "threadId": mid, "labelIds": message.labels if message else []}}
             record = {"id": str(hid), "messages": [{"id": mid, "threadId": mid}]}
-            if kind == "messageAdded":
-                record["messagesAdded"] = [entry]
-            else:
-                record["labelsAdded"] = [{**entry, "labelIds": added_labels}]
+            record[HISTORY_KINDS[kind]] = [entry if kind == "messageAdded" else {**entry, "labelIds": changed}]
             records.append(record)
         page, token = _page(records, query, lambda r: r["id"], self.max_page)
         if page is None:
@@ -472,11 +544,24 @@ def _page(items: list, query: dict, key, max_page: int | None) -> tuple[list, st
 
 
 _REASONS = {200: "OK", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 429: "Too Many Requests"}
+_MESSAGES = {"backendError": "Internal error encountered.", "insufficientPermissions": "Insufficient Permission",
+             "failedPrecondition": "Precondition check failed."}
 
 
 def _error(status: int, message: str, reason: str) -> dict:
     return {"error": {"code": status, "message": message,
                       "errors": [{"message": message, "domain": "usageLimits", "reason": reason}]}}
+
+
+def _insufficient_scope() -> dict:
+    """Gmail's answer to a token without the scope a call needs (its ``details`` are what googleapiclient reads)."""
+    return {"error": {"code": 403, "message": "Request had insufficient authentication scopes.",
+                      "errors": [{"message": "Insufficient Permission", "domain": "global",
+                                  "reason": "insufficientPermissions"}],
+                      "status": "PERMISSION_DENIED",
+                      "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                                   "reason": "ACCESS_TOKEN_SCOPE_INSUFFICIENT", "domain": "googleapis.com",
+                                   "metadata": {"service": "gmail.googleapis.com"}}]}}
 
 
 def _redirect(status: int, location: str):

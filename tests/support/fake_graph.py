@@ -5,7 +5,8 @@ certificate made per run for that address: clients trust it through
 ``ca_file`` alone, so TLS stays verified. It serves the authority's OpenID
 configuration and token endpoint (client credentials; refresh token with
 strict rotation, revocation, short-lived access tokens) and, under ``/v1.0``, message delta per
-folder, a message's internet headers, and its MIME ``$value``. Knobs: page size, a
+folder, a message's internet headers, and its MIME ``$value``; the post-actions' changes (PATCH
+``isRead``, POST ``move``) and the mail folder lists (top level, child folders). Knobs: page size, a
 410 on a given delta page, expired tokens (also from a given request on), throttling
 answers, a slow ``$value`` (to see concurrency) or one that never comes, a slow refresh
 (to see two in flight), a revoked grant.
@@ -13,8 +14,15 @@ answers, a slow ``$value`` (to see concurrency) or one that never comes, a slow 
 Rotation is strict: a refresh token that was rotated out is refused from then on
 (``invalid_grant``, AADSTS70000), stricter than Microsoft, so a refresh that raced a
 rotation, or a rotated token that was not saved, shows up instead of passing by luck.
-A folder exists once a message was added to it, or by its well-known name; any other
-answers as Graph does: 404 ErrorItemNotFound for an id, 400 ErrorInvalidIdMalformed for a name.
+A folder exists once a message was added to it, or by its well-known name, or once made by
+``add_folder`` (listed by display name, and known by its id); any other answers as Graph does: 404
+ErrorItemNotFound for an id, 400 ErrorInvalidIdMalformed for a name.
+
+Delta reads a per-folder log of changes: a message added (created), its ``isRead`` changed
+(updated), moved out (deleted: ``@removed``). A round reports what the request's ``changeType``
+asks for, as Graph documents (all three without one); ``ignore_change_type`` reports them all
+anyway, a Graph that does not honour it. A move gives the message a new id in its new folder, as
+Graph's (mutable) ids do.
 """
 
 from __future__ import annotations
@@ -41,7 +49,10 @@ CLIENT_ID = "11111111-2222-3333-4444-555555555555"
 CLIENT_SECRET = "graph-client-secret-do-not-log"
 USER = "inbox@contoso.test"
 PID_TAG_MESSAGE_SIZE = "Integer 0x0E08"
-WELL_KNOWN = frozenset({"inbox", "archive", "deleteditems", "drafts", "junkemail", "sentitems"})
+# The well-known folders every mailbox has, by their display names (listed at the top level).
+WELL_KNOWN_NAMES = {"inbox": "Inbox", "archive": "Archive", "deleteditems": "Deleted Items", "drafts": "Drafts",
+                    "junkemail": "Junk Email", "sentitems": "Sent Items"}
+WELL_KNOWN = frozenset(WELL_KNOWN_NAMES)
 # The same API served under another path of the same host: a base URL the source was not configured with.
 ELSEWHERE = "/elsewhere"
 
@@ -56,17 +67,40 @@ class FakeMessage:
     raw: bytes
     received: dt.datetime
     exchange_size: int | None = None  # PidTagMessageSize; None: the raw size
+    is_read: bool = False
+
+
+@dataclass(frozen=True)
+class FakeFolder:
+    id: str
+    name: str  # displayName
+    parent: str | None = None  # the parent folder's id; None: top level
+    well_known: str | None = None
+
+    @property
+    def key(self) -> str:
+        """Where its messages are kept in ``FakeGraph.folders``: its well-known name, else its id."""
+        return self.well_known or self.id
 
 
 class FakeGraph:
     """Start with ``FakeGraph()`` (it listens at once), ``stop()`` at the end.
 
     ``add(folder, raw, received=...)`` appends a message to a folder. Delta state
-    tokens are positions in a folder's append-only list, kept server-side by id.
+    tokens are positions in a folder's append-only log of changes, kept server-side by id.
     """
 
     def __init__(self, *, page_size: int = 10):
-        self.folders: dict[str, list[FakeMessage]] = {}
+        self.folders: dict[str, list[FakeMessage]] = {}  # what each folder holds now
+        self._log: dict[str, list[tuple[str, FakeMessage]]] = {}  # per folder: (created|updated|deleted, message)
+        self.mail_folders: dict[str, FakeFolder] = {
+            f"AAMkWK-{name}": FakeFolder(f"AAMkWK-{name}", display, None, name)
+            for name, display in WELL_KNOWN_NAMES.items()}
+        self.ignore_change_type = False  # delta reports every kind of change, whatever changeType asks for
+        # (status, error code) a change (PATCH, move) answers instead of being made: of every message, or by id.
+        self.refuse_change: tuple[int, str] | None = None
+        self.refuse_change_of: dict[str, tuple[int, str]] = {}
+        self.refuse_folders: tuple[int, str] | None = None  # (status, error code) every mail folder list answers
         self.page_size = page_size
         self.requests: list[tuple[str, str, dict]] = []  # (method, path, query), in order
         self.token_grants: list[dict] = []  # the token endpoint's accepted forms
@@ -144,8 +178,35 @@ class FakeGraph:
             self._serial += 1
             message = FakeMessage(f"AAMk-{self._serial:04d}", raw,
                                   received or dt.datetime.now(dt.UTC), exchange_size)
-            self.folders.setdefault(folder, []).append(message)
+            self._put(self._key(folder), message)
         return message
+
+    def add_folder(self, name: str, parent: str | None = None) -> str:
+        """A mail folder called ``name`` (under the folder of id ``parent``, or a well-known name); its id."""
+        with self._lock:
+            self._serial += 1
+            fid = f"AAMkF-{self._serial:04d}"
+            if parent is not None and parent.lower() in WELL_KNOWN:
+                parent = f"AAMkWK-{parent.lower()}"
+            self.mail_folders[fid] = FakeFolder(fid, name, parent)
+            self.folders.setdefault(fid, [])
+        return fid
+
+    def folder_of(self, mid: str) -> str | None:
+        """The key (well-known name, or id) of the folder that holds message ``mid`` now."""
+        with self._lock:
+            return next((key for key, messages in self.folders.items() if any(m.id == mid for m in messages)), None)
+
+    def _key(self, segment: str) -> str:
+        """The ``folders`` key of a folder named in a URL or a request: a well-known name, a known id, or as is."""
+        if segment.lower() in WELL_KNOWN:
+            return segment.lower()
+        known = self.mail_folders.get(segment)
+        return known.key if known else segment
+
+    def _put(self, key: str, message: FakeMessage) -> None:
+        self.folders.setdefault(key, []).append(message)
+        self._log.setdefault(key, []).append(("created", message))
 
     def expire_state_tokens(self) -> None:
         """Forget every delta state: each link handed out so far answers 410 SyncStateNotFound."""
@@ -230,7 +291,7 @@ class FakeGraph:
     def folder_error(self, folder: str) -> tuple[int, dict] | None:
         """Graph's answer for a folder the mailbox does not have; None if it has it."""
         with self._lock:
-            if folder in self.folders or folder in WELL_KNOWN:
+            if folder in self.folders or folder in WELL_KNOWN or folder in self.mail_folders:
                 return None
         if folder.startswith("AAMk"):
             return 404, {"error": {"code": "ErrorItemNotFound", "message": "The specified object was not found in "
@@ -242,49 +303,136 @@ class FakeGraph:
             self._delta_requests += 1
             if self.gone_on_page == self._delta_requests:
                 self._states.clear()
-            messages = self.folders.get(folder, [])
+            key = self._key(folder)
+            log = self._log.get(key, [])
+            # A state: (what is left to report of the round, the log position the round ends at, its options).
             if "$deltatoken" in query or "$skiptoken" in query:
-                key = query.get("$deltatoken") or query.get("$skiptoken")
-                if key == "latest":
-                    state = (len(messages), len(messages), query)
-                elif key in self._states:
-                    state = self._states[key]
+                token = query.get("$deltatoken") or query.get("$skiptoken")
+                if token == "latest":
+                    state = ([], len(log), query)
+                elif token in self._states:
+                    state = self._states[token]
                 else:
                     return 410, {"error": {"code": "SyncStateNotFound", "message":
                                            "The sync state generation is not found; generation=3;[highest=7]."}}
-                if "$deltatoken" in query:
-                    state = (state[0], len(messages), state[2])  # a new round: what arrived since
-            else:
-                state = (0, len(messages), query)
-            start, end, options = state
+                if "$deltatoken" in query:  # a new round: the changes since
+                    state = (self._changes(log, state[1], state[2]), len(log), state[2])
+            else:  # a first round: what the folder holds now
+                state = ([("created", m) for m in self.folders.get(key, [])], len(log), query)
+            pending, end, options = state
             size = self.page_size
             if prefer.startswith("odata.maxpagesize="):
                 size = min(size, int(prefer.split("=", 1)[1]))
             since = options.get("$filter", "").removeprefix("receivedDateTime ge ")
             since_at = dt.datetime.fromisoformat(since.replace("Z", "+00:00")) if since else None
-            page, position = [], start
-            while position < end and len(page) < size:
-                message = messages[position]
+            page, position = [], 0
+            while position < len(pending) and len(page) < size:
+                kind, message = pending[position]
                 position += 1
-                if since_at is None or message.received >= since_at:
-                    page.append(self._delta_item(message, options))
+                if kind != "created" or since_at is None or message.received >= since_at:
+                    page.append(self._delta_item(kind, message, options))
             token = f"t{len(self._states) + 1}-{self._delta_requests}"
             base = f"{self.links_base or graph_url or self.graph_url}/users/{USER}/mailFolders/{folder}/messages/delta"
             body = {"@odata.context": "https://graph.microsoft.com/v1.0/$metadata#Collection(message)", "value": page}
-            if position < end:
-                self._states[token] = (position, end, options)
+            if position < len(pending):
+                self._states[token] = (pending[position:], end, options)
                 body["@odata.nextLink"] = f"{base}?$skiptoken={token}"
             else:
-                self._states[token] = (end, end, options)
+                self._states[token] = ([], end, options)
                 body["@odata.deltaLink"] = f"{base}?$deltatoken={token}"
             return 200, body
 
-    def _delta_item(self, message: FakeMessage, options: dict) -> dict:
+    def _changes(self, log: list[tuple[str, FakeMessage]], start: int, options: dict) -> list[tuple[str, FakeMessage]]:
+        """The log's changes from ``start``, one per message (created then updated is created), as asked for."""
+        merged: dict[str, tuple[str, FakeMessage]] = {}
+        for kind, message in log[start:]:
+            if kind == "updated" and merged.get(message.id, ("",))[0] == "created":
+                continue
+            merged[message.id] = (kind, message)
+        wanted = None if self.ignore_change_type else options.get("changeType")
+        return [(kind, message) for kind, message in merged.values() if wanted in (None, kind)]
+
+    def _delta_item(self, kind: str, message: FakeMessage, options: dict) -> dict:
+        if kind == "deleted":
+            return {"id": message.id, "@removed": {"reason": "deleted"}}
+        if kind == "updated":  # what Graph sends of an updated message: its id and what changed
+            return {"id": message.id, "isRead": message.is_read}
         item = {"id": message.id}
         if PID_TAG_MESSAGE_SIZE in options.get("$expand", ""):
             size = message.exchange_size if message.exchange_size is not None else len(message.raw)
             item["singleValueExtendedProperties"] = [{"id": PID_TAG_MESSAGE_SIZE, "value": str(size)}]
         return item
+
+    # -- changes and folder lists ------------------------------------------------------
+
+    def change_refusal(self, mid: str) -> tuple[int, dict] | None:
+        refusal = self.refuse_change_of.get(mid) or self.refuse_change
+        if refusal is None:
+            return None
+        status, code = refusal
+        return status, {"error": {"code": code, "message": "Access is denied. Check credentials and try again."
+                                  if status == 403 else "Something failed."}}
+
+    def mark_read(self, mid: str, body) -> tuple[int, dict]:
+        if not (isinstance(body, dict) and set(body) == {"isRead"} and isinstance(body["isRead"], bool)):
+            return 400, {"error": {"code": "BadRequest", "message": "only isRead is expected here"}}
+        with self._lock:
+            key, message = self._find(mid)
+            if message is None:
+                return 404, _item_not_found()
+            if message.is_read != body["isRead"]:
+                message.is_read = body["isRead"]
+                self._log[key].append(("updated", message))
+            return 200, {"id": message.id, "isRead": message.is_read}
+
+    def move(self, mid: str, body) -> tuple[int, dict]:
+        destination = body.get("destinationId") if isinstance(body, dict) else None
+        if not isinstance(destination, str) or not destination:
+            return 400, {"error": {"code": "BadRequest", "message": "destinationId is required"}}
+        with self._lock:
+            key, message = self._find(mid)
+            if message is None:
+                return 404, _item_not_found()
+            if not (destination.lower() in WELL_KNOWN or destination in self.mail_folders):
+                if destination.startswith("AAMk"):
+                    return 404, _item_not_found()
+                return 400, {"error": {"code": "ErrorInvalidIdMalformed", "message": "Id is malformed."}}
+            self.folders[key].remove(message)
+            self._log[key].append(("deleted", message))
+            self._serial += 1
+            moved = FakeMessage(f"AAMk-{self._serial:04d}", message.raw, message.received, message.exchange_size,
+                                message.is_read)
+            self._put(self._key(destination), moved)
+            return 201, {"id": moved.id, "isRead": moved.is_read}
+
+    def list_folders(self, parent: str | None, query: dict, graph_url: str) -> tuple[int, dict]:
+        """A page of the top-level folders (or ``parent``'s children), ``$top`` (default 10) from ``$skip``."""
+        if self.refuse_folders:
+            status, code = self.refuse_folders
+            return status, {"error": {"code": code, "message": "Access is denied."}}
+        with self._lock:
+            if parent is not None:
+                if parent.lower() in WELL_KNOWN:
+                    parent = f"AAMkWK-{parent.lower()}"
+                if parent not in self.mail_folders:
+                    return 404, _item_not_found()
+            children = [f for f in self.mail_folders.values() if f.parent == parent]
+        top, skip = int(query.get("$top", 10)), int(query.get("$skip", 0))
+        body = {"value": [{"id": f.id, "displayName": f.name} for f in children[skip:skip + top]]}
+        if skip + top < len(children):
+            listing = f"{self.links_base or graph_url}/users/{USER}/mailFolders" + (
+                f"/{parent}/childFolders" if parent else "")
+            body["@odata.nextLink"] = f"{listing}?$top={top}&$skip={skip + top}"
+        return 200, body
+
+    def _find(self, mid: str) -> tuple[str | None, FakeMessage | None]:
+        if mid in self.deleted:
+            return None, None
+        for key, messages in self.folders.items():
+            for message in messages:
+                if message.id == mid:
+                    return key, message
+        return None, None
 
     def message(self, mid: str) -> FakeMessage | None:
         with self._lock:
@@ -296,6 +444,10 @@ class FakeGraph:
         parsed = BytesHeaderParser().parsebytes(message.raw)
         return {"id": message.id,
                 "internetMessageHeaders": [{"name": k, "value": str(v)} for k, v in parsed.items()]}
+
+
+def _item_not_found() -> dict:
+    return {"error": {"code": "ErrorItemNotFound", "message": "The specified object was not found in the store."}}
 
 
 def _handler(fake: FakeGraph):
@@ -311,7 +463,12 @@ def _handler(fake: FakeGraph):
         def do_POST(self):
             self._serve("POST")
 
+        def do_PATCH(self):
+            self._serve("PATCH")
+
         def _serve(self, method: str):
+            # Read whatever the answer: a body left unread would be taken for the next request on the connection.
+            self.body = self.rfile.read(int(self.headers.get("Content-Length", 0) or 0))
             url = urllib.parse.urlsplit(self.path)
             query = dict(urllib.parse.parse_qsl(url.query))
             fake.requests.append((method, url.path, query))
@@ -330,8 +487,7 @@ def _handler(fake: FakeGraph):
                 return self._json(200, {"issuer": f"{fake.authority}/v2.0", "token_endpoint": f"{base}/token",
                                         "authorization_endpoint": f"{base}/authorize"})
             if method == "POST" and path == f"/{TENANT}/oauth2/v2.0/token":
-                length = int(self.headers.get("Content-Length", 0))
-                form = dict(urllib.parse.parse_qsl(self.rfile.read(length).decode()))
+                form = dict(urllib.parse.parse_qsl(self.body.decode()))
                 if fake.token_redirect:
                     status, location = fake.token_redirect
                     return self._json(status, {}, {"Location": location})
@@ -368,6 +524,11 @@ def _handler(fake: FakeGraph):
                 if fake.huge_delta_bytes:
                     return self._huge_delta()
                 return self._json(*fake.delta(parts[5], query, self.headers.get("Prefer", ""), graph_url))
+            if method == "GET" and parts[4:5] == ["mailFolders"] and (
+                    len(parts) == 5 or (len(parts) == 7 and parts[6] == "childFolders")):
+                return self._json(*fake.list_folders(parts[5] if len(parts) == 7 else None, query, graph_url))
+            if method in ("PATCH", "POST") and len(parts) >= 6 and parts[4] == "messages":
+                return self._change(method, parts)
             message = fake.message(parts[5]) if len(parts) >= 6 and parts[4] == "messages" else None
             if message is None:
                 return self._json(404, {"error": {"code": "ErrorItemNotFound", "message": "not found"}})
@@ -391,6 +552,24 @@ def _handler(fake: FakeGraph):
                 self.wfile.write(message.raw)
                 return None
             return self._json(400, {"error": {"code": "BadRequest", "message": path}})
+
+        def _change(self, method: str, parts: list[str]):
+            """PATCH a message (isRead), or POST its move."""
+            mid = parts[5]
+            try:
+                body = json.loads(self.body or b"null")
+            except ValueError:
+                return self._json(400, {"error": {"code": "BadRequest", "message": "not JSON"}})
+            if method == "PATCH" and len(parts) == 6:
+                change = fake.mark_read
+            elif method == "POST" and parts[6:] == ["move"]:
+                change = fake.move
+            else:
+                return self._json(405, {"error": {"code": "MethodNotAllowed", "message": method}})
+            refusal = fake.change_refusal(mid)
+            if refusal:
+                return self._json(*refusal)
+            return self._json(*change(mid, body))
 
         def _huge_delta(self):
             """A 200 delta page of ``huge_delta_bytes``, written a megabyte at a time as the client reads it."""

@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from mailpoll import post_actions
 from mailpoll.models import FolderCursor, PostAction, PostActionStatus, Request
-from mailpoll.providers import for_mailbox
+from mailpoll.providers import ProviderError, for_mailbox
 from mailpoll.providers.imap import ImapProvider
 from mailpoll.sync.after_store import apply_due
 from mailpoll.sync.store import store_message
@@ -186,3 +186,25 @@ def test_a_uid_without_its_uidvalidity_gets_no_post_action(imap_mailbox):
     mailbox = imap_mailbox(initial_mode="full", post_action="mark_read")
     store_message(mailbox, "INBOX", 3, mail("one"))
     assert Request.objects.count() == 1 and not PostAction.objects.exists()
+
+
+def test_a_session_lost_during_post_actions_is_every_item_s_error_and_not_the_poll_s(dovecot, imap_mailbox,
+                                                                                      monkeypatch):
+    mailbox = imap_mailbox(initial_mode="full", post_action="mark_read", folders=["INBOX", "Reports"])
+    dovecot.create_folder(mailbox.username, "Reports")
+    dovecot.append(mailbox.username, "INBOX", mail("one"))
+    dovecot.append(mailbox.username, "Reports", mail("two"))
+    calls = []
+
+    def drop(self, folder, items):
+        calls.append(folder)
+        self.close()  # the connection is gone: what the first folder's commands would meet
+        raise ProviderError(f"{folder}: connection lost")
+
+    monkeypatch.setattr(ImapProvider, "apply_post_actions", drop)
+    poll_now(mailbox)
+
+    assert len(calls) == 1  # no command is sent on a session known to be lost
+    assert set(PostAction.objects.values_list("status", "attempts")) == {("pending", 1)}
+    assert all("connection lost" in error for error in PostAction.objects.values_list("last_error", flat=True))
+    assert mailbox.last_error == "" and Request.objects.count() == 2

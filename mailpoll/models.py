@@ -99,7 +99,8 @@ def _post_action_checks(prefix: str, allowed: list[str]) -> list[models.CheckCon
     """A post-action is a known one, and names a folder or label exactly when it needs one."""
     needs = Q(post_action__in=POST_ACTIONS_WITH_DESTINATION)
     return [
-        models.CheckConstraint(condition=Q(post_action__in=allowed), name=f"{prefix}_post_action_valid"),
+        models.CheckConstraint(condition=Q(post_action__in=allowed), name=f"{prefix}_post_action_valid",
+                               violation_error_message="Choose what to do to the message after storing it."),
         models.CheckConstraint(
             condition=(needs & ~Q(post_action_folder="")) | (~needs & Q(post_action_folder="")),
             name=f"{prefix}_post_action_destination",
@@ -163,29 +164,37 @@ class Mailbox(models.Model):
     class Meta:
         verbose_name_plural = "mailboxes"
         constraints = [
-            models.UniqueConstraint(fields=["org", "name"], name="mailbox_org_name_unique"),
+            models.UniqueConstraint(fields=["org", "name"], name="mailbox_org_name_unique",
+                                    violation_error_message="This org already has a mailbox of that name."),
             models.CheckConstraint(
                 condition=~Q(initial_mode="since") | Q(initial_since__isnull=False),
                 name="mailbox_since_has_date",
+                violation_error_message="“Since a date” needs the date.",
             ),
             # Plain-text credentials never cross a network. (An API mailbox has no IMAP security of its own: its
             # endpoints are https, or http on the loopback only, by check mailpoll.E003.)
             models.CheckConstraint(
                 condition=~Q(security="none") | Q(host__in=LOOPBACK_HOSTS) | ~Q(provider="imap"),
-                name="mailbox_plaintext_loopback_only"
+                name="mailbox_plaintext_loopback_only",
+                violation_error_message="No encryption is allowed only for a server on this machine: choose TLS or STARTTLS.",
             ),
             # Zero or less would make a mailbox due on every cycle, and its backoff zero.
-            models.CheckConstraint(condition=Q(poll_interval__gt=timedelta(0)), name="mailbox_poll_interval_positive"),
+            models.CheckConstraint(condition=Q(poll_interval__gt=timedelta(0)), name="mailbox_poll_interval_positive",
+                                   violation_error_message="The poll interval must be more than zero."),
             # An unknown value must not quietly mean "no encryption" to a provider.
-            models.CheckConstraint(condition=Q(security__in=Security.values), name="mailbox_security_valid"),
+            models.CheckConstraint(condition=Q(security__in=Security.values), name="mailbox_security_valid",
+                                   violation_error_message="Choose TLS, STARTTLS or none."),
             models.CheckConstraint(
                 condition=_provider_auth_pairs(),
-                name="mailbox_auth_fits_provider"),
+                name="mailbox_auth_fits_provider",
+                violation_error_message="This provider does not sign in that way: IMAP takes a password or OAuth, the Gmail API and Graph OAuth or a service account."),
             # An IMAP server has to be somewhere; an API mailbox's endpoint comes from the settings.
-            models.CheckConstraint(condition=~Q(provider="imap") | ~Q(host=""), name="mailbox_imap_has_host"),
+            models.CheckConstraint(condition=~Q(provider="imap") | ~Q(host=""), name="mailbox_imap_has_host",
+                                   violation_error_message="An IMAP mailbox needs its server."),
             # IMAP with OAuth must say whose tokens it presents (an API mailbox's issuer is its provider's).
             models.CheckConstraint(condition=~Q(provider="imap", auth="oauth") | ~Q(oauth_provider=""),
-                                   name="mailbox_imap_oauth_has_issuer"),
+                                   name="mailbox_imap_oauth_has_issuer",
+                                   violation_error_message="IMAP with OAuth needs whose tokens the server takes: Google or Microsoft."),
             *_post_action_checks("mailbox", ["", *PostActionKind.values]),
         ]
 
@@ -279,14 +288,18 @@ class FolderCursor(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["mailbox", "folder"], name="cursor_mailbox_folder_unique"),
+            models.UniqueConstraint(fields=["mailbox", "folder"], name="cursor_mailbox_folder_unique",
+                                    violation_error_message="This mailbox has a cursor for that folder already."),
             models.CheckConstraint(condition=Q(uidvalidity__isnull=False) | Q(last_uid=0, sweep_until__isnull=True),
-                                   name="cursor_position_needs_uidvalidity"),
+                                   name="cursor_position_needs_uidvalidity",
+                                   violation_error_message="A UID position needs the UIDVALIDITY it belongs to."),
             models.CheckConstraint(condition=Q(sweep_since__isnull=True) | Q(sweep_until__isnull=False),
-                                   name="cursor_sweep_since_only_in_a_sweep"),
+                                   name="cursor_sweep_since_only_in_a_sweep",
+                                   violation_error_message="A sweep date belongs to an unfinished sweep only."),
             # One folder has one kind of cursor: IMAP's UIDs or an API's opaque position.
             models.CheckConstraint(condition=Q(position="") | Q(uidvalidity__isnull=True),
-                                   name="cursor_one_kind_of_position"),
+                                   name="cursor_one_kind_of_position",
+                                   violation_error_message="A folder has a UID position or an API position, not both."),
         ]
 
     def __str__(self):
@@ -366,8 +379,10 @@ class MailRule(models.Model):
         ordering = ["org", "position", "id"]
         indexes = [models.Index(fields=["org", "position", "id"], name="mailrule_org_order")]
         constraints = [
-            models.CheckConstraint(condition=Q(action__in=RuleAction.values), name="mailrule_action_valid"),
-            models.CheckConstraint(condition=Q(sender_auth__in=SenderAuth.values), name="mailrule_sender_auth_valid"),
+            models.CheckConstraint(condition=Q(action__in=RuleAction.values), name="mailrule_action_valid",
+                                   violation_error_message="Choose route, ignore or hold for triage."),
+            models.CheckConstraint(condition=Q(sender_auth__in=SenderAuth.values), name="mailrule_sender_auth_valid",
+                                   violation_error_message="Choose how the sender must be authenticated."),
             # A route names where; ignoring or holding names nowhere, so an edit cannot leave a stale target.
             models.CheckConstraint(
                 condition=Q(action="route", site_target__isnull=False) | (~Q(action="route") & Q(site_target__isnull=True)),
@@ -686,13 +701,16 @@ class DeploymentGrant(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["org", "identity", "tenant"], name="deploymentgrant_one_per_tenant"),
+            models.UniqueConstraint(fields=["org", "identity", "tenant"], name="deploymentgrant_one_per_tenant",
+                                    violation_error_message="This org already has a grant of that identity (and tenant): edit it instead."),
             models.CheckConstraint(condition=Q(identity__in=DeploymentIdentity.values),
-                                   name="deploymentgrant_identity_valid"),
+                                   name="deploymentgrant_identity_valid",
+                                   violation_error_message="Choose the Google service account or the Microsoft app."),
             # A Google grant has no tenant; a Microsoft grant without one would match a mailbox that names none.
             models.CheckConstraint(
                 condition=Q(identity="google_service_account", tenant="") | (Q(identity="microsoft_app") & ~Q(tenant="")),
-                name="deploymentgrant_tenant_iff_microsoft"),
+                name="deploymentgrant_tenant_iff_microsoft",
+                violation_error_message="A Microsoft app grant names its tenant; a Google grant names none."),
         ]
 
     def __str__(self):

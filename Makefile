@@ -21,8 +21,9 @@ $(STAMP): pyproject.toml
 migrate: setup
 	$(BIN)/python manage.py migrate --noinput
 
-run: migrate
-	$(BIN)/python manage.py seeddemo
+# scripts/run_all.py checks RUN_ADDRESS's port first, then migrates and seeds the demo login, then starts
+# the web, a worker and a poller: a taken port stops it before anything starts.
+run: setup
 	$(BIN)/python scripts/run_all.py
 
 test: setup

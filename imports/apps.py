@@ -7,3 +7,6 @@ class ImportsConfig(AppConfig):
 
     def ready(self):
         from . import checks  # noqa: F401  (checks register themselves)
+        from .job_subjects import register_job_subjects
+
+        register_job_subjects()

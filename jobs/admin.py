@@ -10,6 +10,8 @@ import json
 from datetime import timedelta
 
 from django.contrib import admin, messages
+from django.contrib.admin.templatetags.admin_urls import admin_urlname
+from django.contrib.admin.views.main import ChangeList
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db.models import DurationField, F, OuterRef, Q, Subquery
 from django.db.models.expressions import RawSQL
@@ -17,12 +19,13 @@ from django.db.models.functions import Coalesce, Now
 from django.urls import reverse
 from django.utils.formats import date_format
 from django.utils.html import format_html, format_html_join
+from django.utils.text import Truncator
 from django.utils.timezone import localtime
 
 from seoinsight.models import Org
 from seoinsight.orgscope import ReadOnly, ReadOnlyAdmin, SuperuserOnlyAdmin
 
-from . import operator_actions, processes, registry, schedules, sql
+from . import operator_actions, processes, registry, schedules, sql, subjects
 from .cancellation import NOT_LIVE, cancel_jobs
 from .errors import CANCELLED, TIMED_OUT
 from .models import Job, JobStatus, Process, Schedule, ZombieJob
@@ -35,6 +38,9 @@ STATUS_COLOURS = {
 }
 
 EMPTY = "—"
+
+# The built-in smoke-test and benchmark type (jobs.handlers): noise to an operator, listed only when asked for.
+INTERNAL_TYPES = frozenset({"noop"})
 
 ZOMBIE_SUBTITLE = (
     "A zombie is a running job whose worker has given no sign of life (heartbeat) for longer than "
@@ -126,6 +132,28 @@ class TypeFilter(admin.SimpleListFilter):
         return queryset.filter(type=self.value()) if self.value() else queryset
 
 
+class InternalFilter(admin.SimpleListFilter):
+    """Jobs of ``INTERNAL_TYPES`` are left out unless shown here, or named in the type filter."""
+
+    title = "internal jobs"
+    parameter_name = "internal"
+    SHOWN = "shown"
+
+    def lookups(self, request, model_admin):
+        return [(self.SHOWN, "shown")]
+
+    def choices(self, changelist):
+        yield {"selected": self.value() is None, "display": "hidden",
+               "query_string": changelist.get_query_string(remove=[self.parameter_name])}
+        yield {"selected": self.value() == self.SHOWN, "display": "shown",
+               "query_string": changelist.get_query_string({self.parameter_name: self.SHOWN})}
+
+    def queryset(self, request, queryset):
+        if self.value() == self.SHOWN or request.GET.get(TypeFilter.parameter_name) in INTERNAL_TYPES:
+            return queryset
+        return queryset.exclude(type__in=INTERNAL_TYPES)
+
+
 class OrgFilter(admin.SimpleListFilter):
     title = "org"
     parameter_name = "org"
@@ -177,18 +205,37 @@ class FactFilter(admin.SimpleListFilter):
         return queryset.filter(rules[self.value()]) if self.value() in rules else queryset
 
 
+def subject_html(request, model_admin, subject: subjects.Subject | None) -> str:
+    """The subject's label, linked to its admin page when the user may view that page."""
+    if subject is None:
+        return EMPTY
+    label = Truncator(subject.label).chars(60)
+    subject_admin = model_admin.admin_site._registry.get(subject.model)
+    if subject_admin is None or not subject_admin.has_view_permission(request):
+        return format_html('<span title="{}">{}</span>', subject.label, label)
+    url = reverse(admin_urlname(subject.model._meta, "change"), args=[subject.pk],
+                  current_app=model_admin.admin_site.name)
+    return format_html('<a href="{}" title="{}">{}</a>', url, subject.label, label)
+
+
+class JobChangeList(ChangeList):
+    def get_results(self, request):
+        super().get_results(request)
+        self.model_admin.attach_subjects(request, self.result_list)
+
+
 @admin.register(Job)
 class JobAdmin(ReadOnlyAdmin):
-    list_display = ["short_id", "type", "org_id", "status_badge", "runs_at", "priority", "queue_name",
+    list_display = ["short_id", "type", "subject", "org_id", "status_badge", "runs_at", "priority", "queue_name",
                     "attempts_of_max", "progress_bar", "duration", "created_at"]
-    list_filter = ["status", FactFilter, TypeFilter, QueueFilter, OrgFilter]
+    list_filter = ["status", FactFilter, TypeFilter, InternalFilter, QueueFilter, OrgFilter]
     search_fields = ["id", "dedup_key", "type"]
     search_help_text = "Job id (or its last characters), dedup key or type."
     ordering = ["-created_at"]
     show_full_result_count = False
     empty_value_display = EMPTY
     actions = ["requeue_jobs", "requeue_jobs_with_fresh_budget", "mark_jobs_failed", "cancel_selected_jobs"]
-    readonly_fields = ["id", "type", "org_id", "status_badge", "attempts_of_max", "dedup_key", "priority",
+    readonly_fields = ["id", "type", "subject", "org_id", "status_badge", "attempts_of_max", "dedup_key", "priority",
                        "queue_name", "created_at", "run_after", "started_at", "finished_at", "duration",
                        "heartbeat_age", "cancel_requested_at", "ran_on", "progress_bar",
                        "error_text", "traceback_text", "payload_json", "progress_json", "report_json"]
@@ -202,6 +249,21 @@ class JobAdmin(ReadOnlyAdmin):
     def get_queryset(self, request):
         return self.scope(request, self.rows()).order_by(*self.get_ordering(request))
 
+    def get_changelist(self, request, **kwargs):
+        return JobChangeList
+
+    def get_object(self, request, object_id, from_field=None):
+        job = super().get_object(request, object_id, from_field)
+        self.attach_subjects(request, [job])
+        return job
+
+    def attach_subjects(self, request, jobs) -> None:
+        """Set ``subject_html`` on each of ``jobs``: one query per describer of their types (``jobs.subjects``)."""
+        jobs = list(jobs)
+        found = subjects.describe(jobs)
+        for job in jobs:
+            job.subject_html = subject_html(request, self, found.get(job.pk))
+
     def has_operate_permission(self, request):
         """The actions write to jobs, so they need ``change_job`` although no field is editable."""
         return request.user.has_perm("jobs.change_job")
@@ -210,6 +272,11 @@ class JobAdmin(ReadOnlyAdmin):
     def short_id(self, job):
         # uuidv7 starts with the timestamp: jobs created together share a prefix, not a tail.
         return format_html('<span title="{}">…{}</span>', job.pk, str(job.pk)[-8:])
+
+    @admin.display(description="for")
+    def subject(self, job):
+        """The import, attachment or site target the job works on (``jobs.subjects``)."""
+        return getattr(job, "subject_html", EMPTY)
 
     @admin.display(description="status", ordering="status")
     def status_badge(self, job):
@@ -343,7 +410,7 @@ class JobAdmin(ReadOnlyAdmin):
 class ZombieJobAdmin(JobAdmin):
     """Running jobs past their type's staleness threshold, by the same rule as the sweep."""
 
-    list_display = ["short_id", "type", "org_id", "attempts_of_max", "started_at", "last_sign_of_life",
+    list_display = ["short_id", "type", "subject", "org_id", "attempts_of_max", "started_at", "last_sign_of_life",
                     "stale_for"]
     list_filter = [TypeFilter, QueueFilter, OrgFilter]
 

@@ -8,3 +8,6 @@ class MailpollConfig(AppConfig):
     def ready(self):
         from . import checks  # noqa: F401  (checks register themselves)
         from . import grant_checks  # noqa: F401
+        from .job_subjects import register_job_subjects
+
+        register_job_subjects()

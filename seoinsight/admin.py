@@ -1,8 +1,11 @@
+import re
+
 from django import forms
 from django.contrib import admin
 from django.contrib.auth import admin as auth_admin
 from django.contrib.auth.models import Group, User
 
+from .hosts import prefix_problem, site_hosts
 from .models import ApiToken, Membership, Org, Site, SiteTarget
 from .orgscope import OrgScopedAdmin, OrgScopedInline, SuperuserOnlyAdmin
 
@@ -63,17 +66,69 @@ class ApiTokenAdmin(OrgScopedAdmin, admin.ModelAdmin):
         return False
 
 
+class HostListField(forms.CharField):
+    """Host names, one per line or separated by commas; ``Site.clean`` normalises and checks each."""
+
+    widget = forms.Textarea(attrs={"rows": 2})
+
+    def prepare_value(self, value):
+        return "\n".join(value) if isinstance(value, list | tuple) else value
+
+    def to_python(self, value):
+        return [host for host in re.split(r"[\s,]+", super().to_python(value)) if host]
+
+
+class SiteForm(forms.ModelForm):
+    aliases = HostListField(required=False, help_text=Site._meta.get_field("aliases").help_text)
+
+    class Meta:
+        model = Site
+        fields = ["org", "domain", "aliases", "slug", "default_target"]
+
+
+class TargetPrefixForm(forms.ModelForm):
+    """A target's URL prefix is an http(s) URL on one of its site's hosts, or the operator confirms another host.
+
+    Checked when the target is new or its prefix or site changes, so that a target saved before the rule, or
+    confirmed once, does not stop every later save of its site's page.
+    """
+
+    use_prefix_anyway = forms.BooleanField(
+        required=False, label="Use this prefix anyway",
+        help_text="Only needed when the URL prefix is not on one of the site's hosts.")
+
+    class Meta:
+        model = SiteTarget
+        fields = ["url_prefix", "use_prefix_anyway", "search_console_property"]
+
+    def clean(self):
+        data = super().clean()
+        # On the site's page the site is the one being saved, with the domain and aliases just typed.
+        site, prefix = data.get("site"), data.get("url_prefix")
+        unchanged = self.instance.pk is not None and not {"url_prefix", "site"} & set(self.changed_data)
+        if site is None or not prefix or unchanged:
+            return data
+        problem = prefix_problem(prefix, site_hosts(site), confirmed=data.get("use_prefix_anyway", False))
+        if problem:
+            self.add_error("url_prefix", problem)
+        return data
+
+
 class SiteTargetInline(OrgScopedInline, admin.TabularInline):
     model = SiteTarget
+    form = TargetPrefixForm
     extra = 0
 
 
 @admin.register(Site)
 class SiteAdmin(OrgScopedAdmin, admin.ModelAdmin):
-    list_display = ["domain", "org", "slug", "default_target", "created_at"]
+    form = SiteForm
+    list_display = ["domain", "aliases", "org", "slug", "default_target", "created_at"]
     list_filter = ["org"]
-    search_fields = ["domain", "slug"]
+    search_fields = ["domain", "slug", "hosts__host"]
     autocomplete_fields = ["org"]
+    fields = ["org", "domain", "aliases", "host_names", "slug", "default_target"]
+    readonly_fields = ["host_names"]
     inlines = [SiteTargetInline]
 
     def get_form(self, request, obj=None, change=False, **kwargs):
@@ -84,6 +139,11 @@ class SiteAdmin(OrgScopedAdmin, admin.ModelAdmin):
                 else SiteTarget.objects.none()
         return form
 
+    @admin.display(description="hosts")
+    def host_names(self, site):
+        """What URLs are matched against, as saved: the domain and the aliases."""
+        return ", ".join(sorted(site_hosts(site))) if site.pk else "—"
+
 
 class WriteOnlyTextarea(forms.Textarea):
     """A textarea that never renders a value back, not even the one a refused form was posted with."""
@@ -92,10 +152,11 @@ class WriteOnlyTextarea(forms.Textarea):
         return None
 
 
-class SiteTargetForm(forms.ModelForm):
+class SiteTargetForm(TargetPrefixForm):
     """The service-account key is write-only: never rendered back, replaced only when a new one is pasted.
 
     A key stays with the site it was pasted for: moving the target to another site needs the key again.
+    The URL prefix is checked against the site's hosts (``TargetPrefixForm``).
     """
 
     service_account_key = forms.CharField(
@@ -109,7 +170,7 @@ class SiteTargetForm(forms.ModelForm):
 
     class Meta:
         model = SiteTarget
-        fields = ["site", "url_prefix", "search_console_property"]
+        fields = ["site", "url_prefix", "use_prefix_anyway", "search_console_property"]
 
     def clean_service_account_key(self):
         key = self.cleaned_data["service_account_key"].strip()

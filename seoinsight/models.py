@@ -10,6 +10,7 @@ import hashlib
 import secrets
 
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
 from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.db import models
@@ -17,6 +18,7 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from . import crypto
+from .hosts import normalise_domain, site_aliases, site_hosts
 
 TOKEN_PREFIX = "sik_"
 # Where a service-account key may send its signed assertion: Google's token endpoint, unless
@@ -55,7 +57,8 @@ class Membership(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["user", "org"], name="membership_user_org_unique")]
+        constraints = [models.UniqueConstraint(fields=["user", "org"], name="membership_user_org_unique",
+                                               violation_error_message="This user is already a member of this org.")]
 
     def __str__(self):
         return f"{self.user} in {self.org_id}"
@@ -81,7 +84,8 @@ class ApiToken(models.Model):
     objects = ApiTokenQuerySet.as_manager()
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["org", "name"], name="apitoken_org_name_unique")]
+        constraints = [models.UniqueConstraint(fields=["org", "name"], name="apitoken_org_name_unique",
+                                               violation_error_message="This org already has a token with that name.")]
 
     def __str__(self):
         return f"{self.org_id}/{self.name}"
@@ -107,8 +111,22 @@ def hash_token(raw: str) -> str:
 
 
 class Site(models.Model):
+    """A client's web site. Its domain and aliases are the hosts its data is matched by (``seoinsight.hosts``).
+
+    ``clean()`` normalises what was typed: ``https://www.Example.co.uk/`` is the domain ``example.co.uk`` with
+    the alias ``www.example.co.uk``. Rows stored before that rule may hold other spellings (migration 0005
+    says which it left); they match no URL until corrected.
+    """
+
     org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="sites")
-    domain = models.CharField(max_length=253, help_text="e.g. example.com")
+    domain = models.CharField(
+        max_length=253,
+        help_text="The host name the site is served on, e.g. example.com. A URL is fine: its host is kept, and "
+                  "www. becomes an alias.")
+    aliases = ArrayField(
+        models.CharField(max_length=253), blank=True, default=list,
+        db_default=models.Value([], ArrayField(models.CharField(max_length=253))),
+        help_text="Other host names of the same site, e.g. www.example.com, one per line.")
     slug = models.SlugField(max_length=64, blank=True, default="", db_default="",
                             help_text="A short name for mail: reports+<slug>@… (when the org allows it).")
     default_target = models.ForeignKey(
@@ -119,7 +137,8 @@ class Site(models.Model):
     class Meta:
         ordering = ["domain"]
         constraints = [
-            models.UniqueConstraint(fields=["org", "domain"], name="site_org_domain_unique"),
+            models.UniqueConstraint(fields=["org", "domain"], name="site_org_domain_unique",
+                                    violation_error_message="Another site of this org has that domain."),
             models.UniqueConstraint(fields=["org", "slug"], condition=~models.Q(slug=""), name="site_org_slug_unique",
                                     violation_error_message="Another site of this org has that slug."),
         ]
@@ -129,9 +148,56 @@ class Site(models.Model):
 
     def clean(self):
         super().clean()
+        errors = {}
         # A foreign key cannot say "one of my own targets"; this does, for every form.
         if self.default_target_id is not None and (self.pk is None or self.default_target.site_id != self.pk):
-            raise ValidationError({"default_target": "Choose one of this site's own targets."})
+            errors["default_target"] = "Choose one of this site's own targets."
+        www = None
+        if self.domain:  # an empty one is the field's own error
+            try:
+                self.domain, www = normalise_domain(self.domain)
+            except ValueError as exc:
+                errors["domain"] = str(exc)
+        try:
+            self.aliases = site_aliases(self.domain, www, self.aliases)
+        except ValueError as exc:
+            errors["aliases"] = str(exc)
+        if not errors and self.org_id is not None:
+            errors = self._taken_hosts()
+        if errors:
+            raise ValidationError(errors)
+
+    def _taken_hosts(self) -> dict[str, list[str]]:
+        """The hosts of this site that another site of its org has, as errors of the field naming them.
+
+        What a form can say before the save; the UNIQUE of ``SiteHost`` stays the authority.
+        """
+        errors: dict[str, list[str]] = {}
+        taken = (SiteHost.objects.filter(org_id=self.org_id, host__in=site_hosts(self)).exclude(site_id=self.pk)
+                 .select_related("site").order_by("host"))
+        for row in taken:
+            field = "domain" if row.host == self.domain else "aliases"
+            errors.setdefault(field, []).append(f"{row.host} is already a host of the site {row.site}.")
+        return errors
+
+
+class SiteHost(models.Model):
+    """Every host of a site — its domain and each alias — one row each, so that a host belongs to one site of an org.
+
+    Written only by the trigger ``seoinsight_site_hosts`` (migration 0005) whenever a site's domain, aliases or
+    org change: a list column alone could not make the database refuse one org's two sites sharing a host, this
+    UNIQUE does, and it is also the index ``seoinsight.sites`` looks hosts up by.
+    """
+
+    site = models.ForeignKey(Site, on_delete=models.CASCADE, related_name="hosts", editable=False)
+    org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="+", editable=False)
+    host = models.CharField(max_length=253, editable=False)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["org", "host"], name="sitehost_org_host_unique")]
+
+    def __str__(self):
+        return self.host
 
 
 class SiteTarget(models.Model):
@@ -139,7 +205,8 @@ class SiteTarget(models.Model):
 
     site = models.ForeignKey(Site, on_delete=models.CASCADE, related_name="targets")
     url_prefix = models.CharField(
-        max_length=2000, blank=True, help_text="e.g. https://example.com/ — rows outside it are skipped."
+        max_length=2000, blank=True,
+        help_text="A URL on one of the site's hosts, e.g. https://example.com/blog/ — rows outside it are skipped."
     )
     search_console_property = models.CharField(
         max_length=300, blank=True, help_text="e.g. sc-domain:example.com or https://example.com/"
@@ -153,6 +220,7 @@ class SiteTarget(models.Model):
             models.CheckConstraint(
                 condition=~models.Q(url_prefix="") | ~models.Q(search_console_property=""),
                 name="sitetarget_has_prefix_or_property",
+                violation_error_message="Give a URL prefix or a Search Console property (or both).",
             )
         ]
 

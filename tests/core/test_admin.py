@@ -100,7 +100,8 @@ def test_moving_a_target_to_another_site_needs_the_key_again(admin_client):
     assert "paste the service-account key again" in refused.context["adminform"].form.errors["service_account_key"][0]
     assert SiteTarget.objects.get(pk=target.pk).site_id == target.site_id
 
-    moved = change(admin_client, target, site=other_site.pk, service_account_key=json.dumps(KEY))
+    moved = change(admin_client, target, site=other_site.pk, url_prefix=f"https://{other_site.domain}/",
+                   service_account_key=json.dumps(KEY))
     assert moved.status_code == 302
     assert SiteTarget.objects.get(pk=target.pk).site_id == other_site.pk
 

@@ -73,7 +73,8 @@ def build_org(org_id: str) -> dict:
                                search_console_property=f"sc-domain:{org_id}.example")
     target.set_service_account(json.dumps(KEY))  # so the pull action would queue an import for it
     target.save()
-    job = JobFactory(org_id=org_id, failed=True, dedup_key=f"noop:{org_id}")
+    # An operator's type: the list hides the internal noop by default.
+    job = JobFactory(org_id=org_id, type="map_reconcile", failed=True, dedup_key=f"map_reconcile:{org_id}")
     zombie = JobFactory(org_id=org_id, stale=True)
     imp = ImportFactory(site_target=target, filename=f"{org_id}-report.csv")
     metric = UrlMetric.objects.create(site_target=target, url=f"https://{org_id}.example/a",

@@ -16,6 +16,8 @@ from tests.factories import JobFactory, OrgFactory, UserFactory
 pytestmark = pytest.mark.usefixtures("zombies_possible", "test_types")  # zombies: tests/conftest.py
 
 JOBS_URL = reverse("admin:jobs_job_changelist")
+# The factory's jobs are of the internal noop type, which the list hides unless shown.
+ALL_JOBS_URL = f"{JOBS_URL}?internal=shown"
 ZOMBIES_URL = reverse("admin:jobs_zombiejob_changelist")
 
 
@@ -53,35 +55,35 @@ def test_changelist_filters_by_status_type_and_org_and_shows_progress(admin_clie
     halfway = JobFactory(org_id="acme", type="noop", running=True, progress={"done": 5, "total": 10})
     other = JobFactory(org_id="globex", type="test_record", failed=True)
 
-    response = admin_client.get(JOBS_URL)
+    response = admin_client.get(ALL_JOBS_URL)
     html = response.content.decode()
 
     assert response.status_code == 200
     assert listed(response) == {halfway.pk, other.pk}
     assert '<progress value="5" max="10"' in html and "50%" in html
-    for choice in ("?status__exact=failed", "?type=noop", "?type=test_record", "?org=acme", "?org=globex"):
-        assert choice in html
-    assert listed(admin_client.get(JOBS_URL, {"status__exact": "failed"})) == {other.pk}
-    assert listed(admin_client.get(JOBS_URL, {"type": "noop"})) == {halfway.pk}
-    assert listed(admin_client.get(JOBS_URL, {"org": "globex"})) == {other.pk}
+    for choice in ("status__exact=failed", "type=noop", "type=test_record", "org=acme", "org=globex"):
+        assert f"?internal=shown&amp;{choice}" in html
+    assert listed(admin_client.get(JOBS_URL, {"internal": "shown", "status__exact": "failed"})) == {other.pk}
+    assert listed(admin_client.get(JOBS_URL, {"internal": "shown", "type": "noop"})) == {halfway.pk}
+    assert listed(admin_client.get(JOBS_URL, {"internal": "shown", "org": "globex"})) == {other.pk}
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("url", [JOBS_URL, ZOMBIES_URL])
-def test_every_column_sorts(admin_client, url):
+@pytest.mark.parametrize(("url", "shown"), [(JOBS_URL, {"internal": "shown"}), (ZOMBIES_URL, {})])
+def test_every_column_sorts(admin_client, url, shown):
     jobs = {JobFactory(stale=True).pk, JobFactory(stale=True, attempts=2).pk}
-    columns = len(admin_client.get(url).context["cl"].list_display)
+    columns = len(admin_client.get(url, shown).context["cl"].list_display)
 
     for column in range(1, columns):
         for order in (str(column), f"-{column}"):
-            assert listed(admin_client.get(url, {"o": order})) == jobs, f"sorting by column {order}"
+            assert listed(admin_client.get(url, {**shown, "o": order})) == jobs, f"sorting by column {order}"
 
 
 @pytest.mark.django_db
 def test_changelist_searches_by_the_tail_of_the_id_shown(admin_client):
     wanted, _ = JobFactory(), JobFactory()
 
-    response = admin_client.get(JOBS_URL, {"q": str(wanted.pk)[-8:]})
+    response = admin_client.get(JOBS_URL, {"internal": "shown", "q": str(wanted.pk)[-8:]})
 
     assert listed(response) == {wanted.pk}
 
@@ -115,7 +117,7 @@ def test_requeue_restarts_failed_jobs_and_leaves_done_ones(admin_client):
     failed = JobFactory(failed=True, attempts=2)
     done = JobFactory(done=True)
 
-    response = run_action(admin_client, JOBS_URL, "requeue_jobs", [failed, done])
+    response = run_action(admin_client, ALL_JOBS_URL, "requeue_jobs", [failed, done])
 
     failed.refresh_from_db()
     done.refresh_from_db()
@@ -132,7 +134,7 @@ def test_mark_failed_records_the_operator(admin_client):
     queued = JobFactory()
     done = JobFactory(done=True)
 
-    response = run_action(admin_client, JOBS_URL, "mark_jobs_failed", [queued, done])
+    response = run_action(admin_client, ALL_JOBS_URL, "mark_jobs_failed", [queued, done])
 
     queued.refresh_from_db()
     done.refresh_from_db()
@@ -150,8 +152,8 @@ def test_actions_need_the_change_permission(client):
     client.force_login(user)
     queued = JobFactory()
 
-    response = client.get(JOBS_URL)
-    run_action(client, JOBS_URL, "mark_jobs_failed", [queued])
+    response = client.get(ALL_JOBS_URL)
+    run_action(client, ALL_JOBS_URL, "mark_jobs_failed", [queued])
 
     assert response.status_code == 200
     assert "mark_jobs_failed" not in response.content.decode()
@@ -238,7 +240,7 @@ def test_staleness_is_judged_by_the_database_clock_not_the_web_servers(admin_cli
     monkeypatch.setattr(timezone, "now", lambda: real_now() + timedelta(hours=1))
 
     assert listed(admin_client.get(ZOMBIES_URL)) == set()
-    run_action(admin_client, JOBS_URL, "requeue_jobs", [alive])
+    run_action(admin_client, ALL_JOBS_URL, "requeue_jobs", [alive])
 
     alive.refresh_from_db()
     assert (alive.status, alive.attempts) == (JobStatus.RUNNING, 1)
@@ -251,10 +253,10 @@ def test_requeue_with_a_fresh_budget_runs_a_job_whose_attempts_are_spent(admin_c
     spent = JobFactory(failed=True, type="test_slow", attempts=2, report={"old": True},
                        traceback="Traceback (most recent call last): ...")
 
-    refused = run_action(admin_client, JOBS_URL, "requeue_jobs", [spent])
+    refused = run_action(admin_client, ALL_JOBS_URL, "requeue_jobs", [spent])
     assert messages_of(refused) == ["0 jobs requeued; 1 skipped (no attempts left: use Requeue with a fresh budget)"]
 
-    response = run_action(admin_client, JOBS_URL, "requeue_jobs_with_fresh_budget", [spent])
+    response = run_action(admin_client, ALL_JOBS_URL, "requeue_jobs_with_fresh_budget", [spent])
 
     spent.refresh_from_db()
     assert (spent.status, spent.attempts, spent.counted_attempts) == (JobStatus.QUEUED, 2, 0)
@@ -267,7 +269,7 @@ def test_requeue_says_which_job_holds_the_key_it_would_need(admin_client):
     failed = JobFactory(failed=True, type="test_active", enqueued_key="crawl:3")
     holder = JobFactory(running=True, type="test_active", dedup_key="crawl:3", enqueued_key="crawl:3")
 
-    response = run_action(admin_client, JOBS_URL, "requeue_jobs", [failed])
+    response = run_action(admin_client, ALL_JOBS_URL, "requeue_jobs", [failed])
 
     assert Job.objects.get(pk=failed.pk).status == JobStatus.FAILED
     assert messages_of(response) == [

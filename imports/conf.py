@@ -15,6 +15,13 @@ SETTINGS = Declarations(
     Setting("IMPORT_DATE_ORDER", str, "dmy",
             "how a/b/yyyy dates are read when all of a file's fit both orders and the import chose none: "
             "dmy (day first) or mdy (month first)"),
+    # Off unless set: a periodic type registered in every process would be enqueued by the test suite's workers too
+    # (tests/jobs/test_schedules.py keeps the pytest process free of them).
+    Setting("IMPORT_SCHEDULED_PULLS_EVERY", int, 0,
+            "seconds between the workers' runs of the job that queues the due scheduled Search Console pulls "
+            "(each target's schedule); 0: scheduled pulls off"),
+    Setting("IMPORT_STALE_AFTER_DAYS", int, 7,
+            "a site whose newest data is older than this many days is listed first on the admin's index"),
 )
 
 get = SETTINGS.get

@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from jobs.queue import enqueue
 from jobs.registry import register
+from seoinsight.models import SEARCH_CONSOLE_SETTLING_DAYS
 
 from . import ingest
 from .job_hooks import enqueue_reconcile, import_failed, import_requeued
@@ -32,7 +33,7 @@ log = logging.getLogger(__name__)
 ROW_LIMIT = 25000  # the API's maximum rows per query
 # Search Console data settles after about two days; the default period ends before that.
 DEFAULT_DAYS = 28
-SETTLING_DAYS = 3
+SETTLING_DAYS = SEARCH_CONSOLE_SETTLING_DAYS
 
 
 def settled_period(start: date | None = None, end: date | None = None) -> tuple[date, date]:
@@ -57,25 +58,40 @@ def parsed_rows(rows: list[dict], first_row: int):
         )
 
 
+class PullAlreadyQueued(Exception):
+    """A live pull holds the dedup key asked for: nothing was queued (the transaction is rolled back)."""
+
+    def __init__(self, job):
+        super().__init__(f"job {job.id} holds the key {job.dedup_key!r}")
+        self.job = job
+
+
 def create_api_import(site_target, period_start: date, period_end: date, *, created_by=None,
-                      by_date: bool = True, row_limit: int = ROW_LIMIT) -> Import:
-    """Create an API Import and its job, in one transaction."""
+                      by_date: bool = True, row_limit: int = ROW_LIMIT, dedup_key: str | None = None) -> Import:
+    """Create an API Import and its job, in one transaction.
+
+    ``dedup_key`` (default: the Import's own) lets a caller say which pulls are one: while a live job holds
+    it, ``PullAlreadyQueued`` is raised and neither the Import nor a job is left behind.
+    """
     with transaction.atomic():
         imp = Import.objects.create(
             org_id=site_target.org_id, site_target=site_target, kind=ImportKind.API,
             origin=ImportOrigin.API, uid=uuid4().hex, period_start=period_start, period_end=period_end,
             created_by=created_by,
         )
-        enqueue_api_import(imp, by_date=by_date, row_limit=row_limit)
+        enqueue_api_import(imp, by_date=by_date, row_limit=row_limit, dedup_key=dedup_key)
     return imp
 
 
-def enqueue_api_import(imp: Import, *, by_date: bool = True, row_limit: int = ROW_LIMIT):
+def enqueue_api_import(imp: Import, *, by_date: bool = True, row_limit: int = ROW_LIMIT,
+                       dedup_key: str | None = None):
     """Queue the job for an API Import; call inside the transaction that created it."""
     job = enqueue("import_api", org_id=imp.org_id,
                   payload={"import_id": imp.pk, "site_target_id": imp.site_target_id,
                            "by_date": by_date, "row_limit": row_limit},
-                  dedup_key=f"import_api:{imp.pk}")
+                  dedup_key=dedup_key or f"import_api:{imp.pk}")
+    if job.payload.get("import_id") != imp.pk:
+        raise PullAlreadyQueued(job)
     Import.objects.filter(pk=imp.pk).update(job=job)
     imp.job = job
     return job

@@ -134,10 +134,14 @@ def banner(address: str, password: str, pids: dict[str, int], environ) -> str:
             f"Ctrl-C stops all three.\n")
 
 
+# What `make run` turns on that a deployment chooses for itself (each off by default): the environment wins.
+RUN_DEFAULTS = {"IMPORT_SCHEDULED_PULLS_EVERY": "3600"}
+
+
 def start(command: list[str]) -> subprocess.Popen:
     # Own sessions: a terminal Ctrl-C reaches only this script, which then stops
     # each child exactly once (a worker's second signal means "exit now").
-    return subprocess.Popen(command, cwd=ROOT, start_new_session=True)
+    return subprocess.Popen(command, cwd=ROOT, start_new_session=True, env={**RUN_DEFAULTS, **os.environ})
 
 
 def address_problem(address: str) -> tuple[int, str] | None:

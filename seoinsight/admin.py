@@ -1,12 +1,15 @@
 import re
+from datetime import UTC
 
 from django import forms
 from django.contrib import admin
 from django.contrib.auth import admin as auth_admin
 from django.contrib.auth.models import Group, User
+from django.utils import timezone
 
 from .hosts import prefix_problem, site_hosts
-from .models import ApiToken, Membership, Org, Site, SiteTarget
+from .models import (ApiToken, Membership, Org, PullSchedule, Site, SiteTarget, next_pull, pull_due,
+                     scheduled_pulls_on)
 from .orgscope import OrgScopedAdmin, OrgScopedInline, SuperuserOnlyAdmin
 
 # What waits for a person comes first on the index (seoinsight.waiting: the apps register their queues).
@@ -114,9 +117,45 @@ class TargetPrefixForm(forms.ModelForm):
         return data
 
 
-class SiteTargetInline(OrgScopedInline, admin.TabularInline):
+def utc(moment) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+class TargetColumns:
+    """Mix in first to a site target admin or inline: the id ``importfile --target`` takes, the scheduled pull."""
+
+    def formfield_for_dbfield(self, db_field, request, **kwargs):
+        field = super().formfield_for_dbfield(db_field, request, **kwargs)
+        if db_field.name in ("pull_schedule", "pull_days"):
+            # A POST without them (a page loaded before they existed, a script) keeps the target's values.
+            field.required = False
+        return field
+
+    @admin.display(description="id", ordering="pk")
+    def target_id(self, target):
+        return target.pk or "—"
+
+    @admin.display(description="last / next pull")
+    def pull_state(self, target):
+        """What the schedule did and will do, as of now (the workers queue a due pull at their next look)."""
+        if target.pull_schedule == PullSchedule.OFF:
+            return "not scheduled"
+        if not target.has_search_console_credentials:
+            return "not pulled: no service-account key"
+        if not scheduled_pulls_on():
+            return "not pulled: this deployment queues no scheduled pulls (IMPORT_SCHEDULED_PULLS_EVERY is 0)"
+        last = utc(target.pull_queued_at) if target.pull_queued_at else "never"
+        schedule, now = (target.pull_schedule, target.pull_queued_at), timezone.now()
+        upcoming = "due now" if pull_due(*schedule, now) else f"from {utc(next_pull(*schedule, now))}"
+        return f"last queued {last} · next {upcoming}"
+
+
+class SiteTargetInline(TargetColumns, OrgScopedInline, admin.TabularInline):
     model = SiteTarget
     form = TargetPrefixForm
+    fields = ["target_id", "url_prefix", "use_prefix_anyway", "search_console_property", "pull_schedule", "pull_days",
+              "pull_state"]
+    readonly_fields = ["target_id", "pull_state"]
     extra = 0
 
 
@@ -197,15 +236,32 @@ class SiteTargetForm(TargetPrefixForm):
 
 
 @admin.register(SiteTarget)
-class SiteTargetAdmin(OrgScopedAdmin, admin.ModelAdmin):
+class SiteTargetAdmin(TargetColumns, OrgScopedAdmin, admin.ModelAdmin):
     """The site target admin; apps above the core add their actions by subclassing it (imports.admin)."""
 
     form = SiteTargetForm
-    list_display = ["__str__", "site", "search_console_property", "has_key", "created_at"]
-    list_filter = ["site__org"]
+    list_display = ["target_id", "__str__", "site", "search_console_property", "has_key", "pull_state", "created_at"]
+    list_display_links = ["target_id", "__str__"]
+    list_filter = ["site__org", "pull_schedule"]
     search_fields = ["url_prefix", "search_console_property", "site__domain"]
     autocomplete_fields = ["site"]
+    fieldsets = [
+        (None, {"fields": ["importfile_usage", "site", "url_prefix", "use_prefix_anyway", "search_console_property",
+                           "service_account_key", "clear_service_account_key"]}),
+        ("Scheduled pull", {
+            "fields": ["pull_schedule", "pull_days", "pull_state"],
+            "description": "The workers queue the Search Console pull of a scheduled target once a day or once a "
+                           "week (UTC), each pull fetching the days refreshed up to yesterday again.",
+        }),
+    ]
+    readonly_fields = ["importfile_usage", "pull_state"]
 
     @admin.display(boolean=True, description="service-account key")
     def has_key(self, target):
         return target.has_search_console_credentials
+
+    @admin.display(description="id")
+    def importfile_usage(self, target):
+        if target.pk is None:
+            return "given when saved"
+        return f"{target.pk} — import a file into it with: manage.py importfile FILE --target {target.pk}"

@@ -7,12 +7,14 @@ Every row a user can reach hangs off an ``Org``; views resolve the caller's org
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 import secrets
+from datetime import UTC, datetime, time, timedelta
 
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.core.exceptions import ValidationError
-from django.core.validators import RegexValidator
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models.functions import Now
 from django.utils import timezone
@@ -200,8 +202,94 @@ class SiteHost(models.Model):
         return self.host
 
 
+# Search Console's figures for a day are final about this many days later (its API is asked for final data only).
+SEARCH_CONSOLE_SETTLING_DAYS = 3
+# Search Console keeps 16 months of data: a pull cannot reach further back.
+MAX_PULL_DAYS = 480
+
+
+class PullSchedule(models.TextChoices):
+    """How often the workers pull a target's Search Console data (``imports.schedules``). Periods are UTC."""
+
+    OFF = "off", "Off"
+    DAILY = "daily", "Daily"
+    WEEKLY = "weekly", "Weekly (from Monday)"
+
+    @property
+    def days(self) -> int:
+        return {"off": 0, "daily": 1, "weekly": 7}[self.value]
+
+
+# Whether this deployment queues scheduled pulls at all: imports says (its IMPORT_SCHEDULED_PULLS_EVERY) through
+# ``set_scheduled_pulls``; the core's screens only ask, so a schedule that nothing runs says so.
+_scheduled_pulls_on: Callable[[], bool] = lambda: False
+
+
+def set_scheduled_pulls(is_on: Callable[[], bool]) -> None:
+    global _scheduled_pulls_on
+    _scheduled_pulls_on = is_on
+
+
+def scheduled_pulls_on() -> bool:
+    return _scheduled_pulls_on()
+
+
+def pull_period_start(schedule: str, at: datetime) -> datetime | None:
+    """The start of the period of ``schedule`` that holds ``at``: its UTC day, or its week from Monday 00:00 UTC.
+
+    >>> pull_period_start("weekly", datetime(2026, 12, 4, 15, 30, tzinfo=UTC))  # a Friday
+    datetime.datetime(2026, 11, 30, 0, 0, tzinfo=datetime.timezone.utc)
+    >>> pull_period_start("off", datetime(2026, 12, 4, tzinfo=UTC)) is None
+    True
+    """
+    days = PullSchedule(schedule).days
+    if not days:
+        return None
+    day = datetime.combine(at.astimezone(UTC).date(), time(), UTC)
+    return day - timedelta(days=day.weekday()) if days == 7 else day
+
+
+def pull_due(schedule: str, last_queued: datetime | None, now: datetime) -> bool:
+    """Whether a target's scheduled pull is due at ``now``: it has a schedule and none was queued this period.
+
+    A ``last_queued`` ahead of ``now`` (taken while the clock was ahead) holds until a period starts after it.
+    """
+    start = pull_period_start(schedule, now)
+    return start is not None and (last_queued is None or last_queued < start)
+
+
+def next_pull(schedule: str, last_queued: datetime | None, now: datetime) -> datetime | None:
+    """From when the next scheduled pull may be queued: ``now`` if due, else the next period's start; None if off."""
+    if pull_due(schedule, last_queued, now):
+        return now
+    start = pull_period_start(schedule, max(now, last_queued) if last_queued else now)
+    return None if start is None else start + timedelta(days=PullSchedule(schedule).days)
+
+
+def pull_days_problem(schedule: str, days: int) -> str | None:
+    """Why refreshing ``days`` days is too few for ``schedule``, or None.
+
+    A day's figures are final SEARCH_CONSOLE_SETTLING_DAYS late; a pull fetches final figures only, so a day
+    must still be among the days refreshed by the first pull after that, one period later at worst.
+
+    >>> pull_days_problem("weekly", 7)
+    'A weekly pull must refresh at least 10 days, or the days still settling at each pull are never fetched.'
+    >>> pull_days_problem("daily", 4) is None
+    True
+    """
+    period = PullSchedule(schedule).days
+    least = period + SEARCH_CONSOLE_SETTLING_DAYS
+    if period and days < least:
+        return (f"A {schedule} pull must refresh at least {least} days, "
+                "or the days still settling at each pull are never fetched.")
+    return None
+
+
 class SiteTarget(models.Model):
-    """What data is imported against: a URL prefix of a site, or a Search Console property."""
+    """What data is imported against: a URL prefix of a site, or a Search Console property.
+
+    A target with a property and a key may be pulled on a schedule (``pull_*``, run by ``imports.schedules``).
+    """
 
     site = models.ForeignKey(Site, on_delete=models.CASCADE, related_name="targets")
     url_prefix = models.CharField(
@@ -213,6 +301,19 @@ class SiteTarget(models.Model):
     )
     # A Google service-account key (JSON), encrypted; write-only (see set_service_account).
     search_console_credentials = models.TextField(blank=True, editable=False)
+    pull_schedule = models.CharField(
+        max_length=10, choices=PullSchedule.choices, default=PullSchedule.OFF, db_default=PullSchedule.OFF,
+        verbose_name="scheduled pull",
+        help_text="Pull the property's data on its own, once a day or once a week (UTC), when the deployment runs "
+                  "scheduled pulls (docs/operations.md). Needs the property and the service-account key.")
+    pull_days = models.PositiveSmallIntegerField(
+        default=10, db_default=10, validators=[MinValueValidator(1), MaxValueValidator(MAX_PULL_DAYS)],
+        verbose_name="days refreshed",
+        help_text="Each scheduled pull fetches this many days, up to yesterday, again: Search Console's figures "
+                  "for a day are final 2–3 days late.")
+    # The turn of the current period, taken by the guarded UPDATE of imports.schedules that queues the pull.
+    pull_queued_at = models.DateTimeField(null=True, blank=True, editable=False,
+                                          verbose_name="last scheduled pull queued")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -221,11 +322,40 @@ class SiteTarget(models.Model):
                 condition=~models.Q(url_prefix="") | ~models.Q(search_console_property=""),
                 name="sitetarget_has_prefix_or_property",
                 violation_error_message="Give a URL prefix or a Search Console property (or both).",
-            )
+            ),
+            models.CheckConstraint(
+                condition=models.Q(pull_schedule__in=PullSchedule.values),
+                name="sitetarget_pull_schedule_known",
+                violation_error_message="Choose a scheduled pull: off, daily or weekly.",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(pull_schedule=PullSchedule.OFF) | ~models.Q(search_console_property=""),
+                name="sitetarget_schedule_needs_property",
+                violation_error_message="A scheduled pull needs a Search Console property.",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(pull_days__gte=1, pull_days__lte=MAX_PULL_DAYS),
+                name="sitetarget_pull_days_range",
+                violation_error_message=f"Refresh from 1 to {MAX_PULL_DAYS} days (Search Console keeps 16 months).",
+            ),
         ]
 
     def __str__(self):
         return self.url_prefix or self.search_console_property
+
+    def clean(self):
+        super().clean()
+        if self.pull_schedule == PullSchedule.OFF:
+            return
+        errors = {}
+        if not self.search_console_credentials:
+            errors["pull_schedule"] = ("A scheduled pull needs the service-account key: paste it on the target's own "
+                                       "page (Site targets) first.")
+        problem = isinstance(self.pull_days, int) and pull_days_problem(self.pull_schedule, self.pull_days)
+        if problem:
+            errors["pull_days"] = problem
+        if errors:
+            raise ValidationError(errors)
 
     @property
     def org_id(self) -> str:

@@ -3,6 +3,10 @@
 A queue is a label, the admin list that holds it, and a count for one HTTP
 request: the count is the app's to scope (its admin's own queryset), so a user
 sees only their orgs' waiting rows, and nothing of a list they may not view.
+
+A listing is a queue whose rows are each worth a line on the index (every site
+with its newest data): its callable answers the lines, late ones first, and how
+many are late, which is its count.
 """
 
 from __future__ import annotations
@@ -14,24 +18,66 @@ from django.http import HttpRequest
 
 
 @dataclass(frozen=True)
+class Line:
+    label: str  # "acme.example"
+    url: str  # its page
+    note: str  # "newest data 2026-11-20, 14 days ago"
+    late: bool  # waits for a person
+
+
+@dataclass(frozen=True)
+class Listed:
+    """A listing's answer for one request: ``late`` lines in all, the first of them first in ``lines``."""
+
+    heading: str
+    lines: tuple[Line, ...]
+    late: int
+    more: int = 0  # lines left out of ``lines``
+
+
+@dataclass(frozen=True)
+class Shown:
+    """A queue as one request sees it; ``listed`` only for a listing."""
+
+    label: str
+    url: str
+    count: int
+    listed: Listed | None = None
+
+
+@dataclass(frozen=True)
 class Queue:
     label: str  # "documents waiting for a site"
     url: Callable[[], str]  # the admin list that shows them (resolved when shown)
     count: Callable[[HttpRequest], int | None]  # None: this user may not see the list
 
+    def show(self, request: HttpRequest) -> Shown | None:
+        count = self.count(request)
+        return None if count is None else Shown(self.label, self.url(), count)
 
-_queues: list[Queue] = []
+
+@dataclass(frozen=True)
+class Listing:
+    label: str  # "sites whose data is stale"
+    url: Callable[[], str]
+    lines: Callable[[HttpRequest], Listed | None]  # None: this user may not see the list
+
+    def show(self, request: HttpRequest) -> Shown | None:
+        listed = self.lines(request)
+        return None if listed is None else Shown(self.label, self.url(), listed.late, listed)
+
+
+_queues: list[Queue | Listing] = []
 
 
 def register(label: str, url: Callable[[], str], count: Callable[[HttpRequest], int | None]) -> None:
     _queues.append(Queue(label, url, count))
 
 
-def for_request(request: HttpRequest) -> list[tuple[str, str, int]]:
-    """(label, url, count) of each queue this user may see, in the order the apps registered them."""
-    shown = []
-    for queue in _queues:
-        count = queue.count(request)
-        if count is not None:
-            shown.append((queue.label, queue.url(), count))
-    return shown
+def register_listing(label: str, url: Callable[[], str], lines: Callable[[HttpRequest], Listed | None]) -> None:
+    _queues.append(Listing(label, url, lines))
+
+
+def for_request(request: HttpRequest) -> list[Shown]:
+    """Each queue this user may see, in the order the apps registered them."""
+    return [shown for shown in (queue.show(request) for queue in _queues) if shown is not None]

@@ -7,8 +7,11 @@ from django.contrib import messages
 from django.db.models import BooleanField, DateTimeField
 from django.db.models.expressions import RawSQL
 from django.template.defaultfilters import truncatechars
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
+
+from imports.models import Import, ImportStatus
 
 from ..models import Auth, AttachmentStatus, FolderCursor, GrantState, LiveWatch, Mailbox, OAuthGrant, Provider
 from ..oauth.rules import CLIFFS, cliff_warning
@@ -27,6 +30,10 @@ ATTACHMENT_COLOURS = {
     AttachmentStatus.NEEDS_ROUTE: BLUE,
 }
 
+# A mailed document's import, as the attachment list shows it (any other status: AMBER).
+IMPORT_COLOURS = {ImportStatus.QUEUED: GREY, ImportStatus.RUNNING: BLUE, ImportStatus.DONE: GREEN,
+                  ImportStatus.FAILED: RED}
+
 # A mailbox's token state: what decides whether the poller takes it at all (mailpoll.sql's claim).
 TOKEN_ACTIVE, TOKEN_NEEDS_REAUTH, TOKEN_NOT_CONNECTED, TOKEN_SERVICE, TOKEN_NONE = (
     "active", "needs_reauth", "not_connected", "service", "none")
@@ -44,6 +51,13 @@ def badge(colour: str, text: str, title: str = ""):
         '<span title="{}" style="background:{};color:#fff;padding:1px 7px;border-radius:8px;white-space:nowrap">'
         "{}</span>", title, colour, text,
     )
+
+
+def import_badge(imp: Import):
+    """The import's status as a badge, its error on hover, linked to its page on the Imports pages."""
+    url = reverse("imports:detail", args=[imp.pk])
+    shown = badge(IMPORT_COLOURS.get(imp.status, AMBER), f"Import {imp.get_status_display().lower()}", imp.error)
+    return format_html('<a href="{}" title="{}">{}</a>', url, f"import {imp.pk} on the Imports pages", shown)
 
 
 def ago(moment, now=None) -> str:

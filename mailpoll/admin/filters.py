@@ -1,8 +1,10 @@
-"""The mail admin's list filters: mailbox health, token state, stuck attachments, document type."""
+"""The mail admin's list filters: mailbox health, token state, stuck attachments, their imports, document type."""
 
 from __future__ import annotations
 
 from django.contrib import admin
+
+from imports.models import ImportStatus
 
 from .. import conf
 from .display import TOKEN_ACTIVE, TOKEN_NEEDS_REAUTH, TOKEN_NOT_CONNECTED, duration_label
@@ -34,6 +36,24 @@ class StuckFilter(admin.SimpleListFilter):
 
     def queryset(self, request, queryset):
         return queryset.stuck(conf.get("MAILPOLL_STUCK_AFTER")) if self.value() == "yes" else queryset
+
+
+class ImportOutcomeFilter(admin.SimpleListFilter):
+    """What became of the Import a CSV or Excel attachment was handed to (the attachment itself is done)."""
+
+    title = "import"
+    parameter_name = "import"
+
+    def lookups(self, request, model_admin):
+        return [(ImportStatus.FAILED, "import failed"), (ImportStatus.DONE, "imported"),
+                ("waiting", "import queued or running")]
+
+    def queryset(self, request, queryset):
+        if self.value() == "waiting":
+            return queryset.filter(source_import__status__in=[ImportStatus.QUEUED, ImportStatus.RUNNING])
+        if self.value() in (ImportStatus.FAILED, ImportStatus.DONE):
+            return queryset.filter(source_import__status=self.value())
+        return queryset
 
 
 class DocumentTypeFilter(admin.SimpleListFilter):

@@ -72,7 +72,8 @@ class SecondsField(forms.IntegerField):
     def validate(self, value):
         super().validate(value)
         if value is not None and value < timedelta(seconds=MIN_POLL_INTERVAL):
-            raise forms.ValidationError(f"Poll at most every {MIN_POLL_INTERVAL} seconds.")
+            raise forms.ValidationError(f"At least {MIN_POLL_INTERVAL} seconds: more often would only hammer the "
+                                        "server.")
 
 
 class SiteTargetChoiceField(forms.ModelChoiceField):
@@ -105,8 +106,8 @@ class MailboxForm(forms.ModelForm):
     )
     poll_interval = SecondsField(
         label="Poll interval (seconds)", initial=120, widget=forms.NumberInput(attrs={"min": MIN_POLL_INTERVAL}),
-        help_text="How often this mailbox is due. A pollmail cycle runs every MAILPOLL_INTERVAL seconds, so a "
-        "shorter interval than that has no effect.",
+        help_text=f"How often this mailbox is due: at least {MIN_POLL_INTERVAL} seconds (default 120). A pollmail "
+        "cycle runs every MAILPOLL_INTERVAL seconds, so a shorter interval than that has no effect.",
     )
     # Declared without initial: the form must make the operator choose (seed 002: a policy decision).
     initial_mode = forms.ChoiceField(choices=InitialMode.choices, widget=forms.RadioSelect,

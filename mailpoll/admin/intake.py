@@ -11,27 +11,34 @@ in ``filters``, health in ``mailpoll.health``.
 
 from __future__ import annotations
 
+from functools import partial
+
 from django.contrib import admin, messages
 from django.db.models import Count
 from django.template.defaultfilters import filesizeformat, truncatechars
 from django.urls import path, reverse
 from django.utils.html import format_html
 
+from imports.models import ImportStatus
+from jobs import conf as jobs_conf
 from seoinsight.orgscope import OrgScopedAdmin, OrgScopedInline, ReadOnlyAdmin
 
 from .. import attachments, conf
 from ..oauth import tokens as oauth
+from .connection import connection_test_action, connection_test_view
 from .cursors import FolderCursorInline, resync_folders_action
 from .display import (ATTACHMENT_COLOURS, BLUE, EMPTY, GREEN, GREY, RED, AMBER, ago, badge, cliff_text, connect_button,
-                      counted, duration_label, error_heading, grant_of, live_state, next_try, preformatted, report,
-                      token_badge, when, with_next_try)
-from .filters import DocumentTypeFilter, HealthFilter, StuckFilter, TokenStateFilter
+                      counted, duration_label, error_heading, grant_of, import_badge, live_state, next_try,
+                      preformatted, report, token_badge, when, with_next_try)
+from .filters import DocumentTypeFilter, HealthFilter, ImportOutcomeFilter, StuckFilter, TokenStateFilter
 from .forms import MailboxForm
 from .post_actions import mailbox_attention, with_attention
 from .triage import ignore_action, make_rule_link, route_to_action
 from ..health import FAILING, HEALTHY, NEVER, mailbox_health
 from ..models import Attachment, AttachmentStatus, Auth, GrantState, Mailbox, Provider, Request, RequestStatus
 from ..oauth.connect import ConnectViews
+from ..sync import poller
+from ..sync.connection_check import DEADLINE as CONNECTION_DEADLINE
 
 
 
@@ -42,8 +49,10 @@ from ..oauth.connect import ConnectViews
 @admin.register(Mailbox)
 class MailboxAdmin(OrgScopedAdmin, admin.ModelAdmin):
     form = MailboxForm
-    list_display = ["name", "org", "provider_auth", "account", "enabled", "health_badge", "token", "last_poll",
-                    "last_success", "last_error_short", "failures", "next_try_at", "attention", "live_watch_state"]
+    # What needs doing first (health, last error, next try, what waits), then which account: it fits 1,400 px
+    # with the side bar and the filters open. The health cell also says enabled, failures in a row, the token
+    # and the live watch; the org is under the name, the last poll under the next try.
+    list_display = ["mailbox", "health", "last_error_short", "next_try_column", "attention", "account"]
     list_filter = ["org", "enabled", "provider", "auth", HealthFilter, TokenStateFilter]
     list_select_related = ["org", "oauth_grant", "live_watch"]
     search_fields = ["name", "username", "host"]
@@ -51,11 +60,11 @@ class MailboxAdmin(OrgScopedAdmin, admin.ModelAdmin):
     autocomplete_fields = ["org"]
     empty_value_display = EMPTY
     inlines = [FolderCursorInline]
-    actions = ["poll_now", "enable", "disable", "resync_folders"]
+    actions = ["poll_now", "test_connection", "enable", "disable", "resync_folders"]
     readonly_fields = ["provider_auth", "secret_state", "app_secret_state", "token_detail", "cliff", "connect",
                        "health_badge", "last_polled_at", "last_success_at", "consecutive_failures", "next_try_at",
                        "last_error_at", "last_error_text", "requests_link", "created_at", "live_watch_state",
-                       "live_watch_since", "attention"]
+                       "live_watch_since", "attention", "connection_test"]
 
     def get_queryset(self, request):
         return with_attention(with_next_try(super().get_queryset(request)))
@@ -85,6 +94,8 @@ class MailboxAdmin(OrgScopedAdmin, admin.ModelAdmin):
         if obj:
             # First, so the page answers at a glance: which provider, its token, its health and last error.
             glance = ["provider_auth", "health_badge", "attention", "last_error_text"]
+            if self.has_change_permission(request, obj):
+                glance.append("connection_test")
             if obj.auth != Auth.PASSWORD:
                 # Connect changes the mailbox's grant: offered only to who may change the mailbox.
                 connect = ["connect"] if self.has_change_permission(request, obj) else []
@@ -98,15 +109,18 @@ class MailboxAdmin(OrgScopedAdmin, admin.ModelAdmin):
     def get_list_display(self, request):
         return self._live_column(request, super().get_list_display(request))
 
-    @staticmethod
-    def _live_column(request, names):
+    # The fields and columns that name the process watching a live mailbox, and what org staff see instead.
+    SUPERUSERS_ONLY = {"live_watch_state": "live_watch_since", "health": "health_seen_by_staff"}
+
+    @classmethod
+    def _live_column(cls, request, names):
         """Only superusers see which host and process watches a live mailbox: org staff see since when."""
         if request.user.is_superuser:
             return names
         if isinstance(names, list) and names and isinstance(names[0], tuple):  # fieldsets
-            return [(title, {**options, "fields": ["live_watch_since" if name == "live_watch_state" else name
-                                                   for name in options["fields"]]}) for title, options in names]
-        return ["live_watch_since" if name == "live_watch_state" else name for name in names]
+            return [(title, {**options, "fields": [cls.SUPERUSERS_ONLY.get(name, name) for name in options["fields"]]})
+                    for title, options in names]
+        return [cls.SUPERUSERS_ONLY.get(name, name) for name in names]
 
     def get_readonly_fields(self, request, obj=None):
         # An org owns its mailboxes' requests (and their dedup): a mailbox does not move between orgs.
@@ -122,13 +136,17 @@ class MailboxAdmin(OrgScopedAdmin, admin.ModelAdmin):
             # The redirect URI registered at Google and Microsoft: one for every mailbox (the state says which).
             path("oauth/callback/", wrap(views.callback), name="mailpoll_mailbox_oauth_callback"),
             path("<path:object_id>/connect/", wrap(views.start), name="mailpoll_mailbox_connect"),
+            path("<path:object_id>/test-connection/", wrap(partial(connection_test_view, self)),
+                 name="mailpoll_mailbox_test_connection"),
             *super().get_urls(),
         ]
 
     def render_change_form(self, request, context, add=False, change=False, form_url="", obj=None):
-        if obj is not None and obj.auth == Auth.OAUTH and self.has_change_permission(request, obj):
-            # The Connect button's form, rendered after the change form (templates/admin/mailpoll/mailbox).
-            context["connect_url"] = reverse("admin:mailpoll_mailbox_connect", args=[obj.pk])
+        if obj is not None and self.has_change_permission(request, obj):
+            # The buttons' forms, rendered after the change form (templates/admin/mailpoll/mailbox).
+            context["test_connection_url"] = reverse("admin:mailpoll_mailbox_test_connection", args=[obj.pk])
+            if obj.auth == Auth.OAUTH:
+                context["connect_url"] = reverse("admin:mailpoll_mailbox_connect", args=[obj.pk])
         return super().render_change_form(request, context, add=add, change=change, form_url=form_url, obj=obj)
 
     def save_model(self, request, obj, form, change):
@@ -143,18 +161,20 @@ class MailboxAdmin(OrgScopedAdmin, admin.ModelAdmin):
     def attention(self, mailbox):
         return mailbox_attention(mailbox) or EMPTY
 
+    @admin.display(description="mailbox", ordering="name")
+    def mailbox(self, mailbox):
+        return format_html("{}<br><small>{}</small>", mailbox.name, mailbox.org)
+
     @admin.display(description="account", ordering="username")
     def account(self, mailbox):
         where = mailbox.host if mailbox.provider == Provider.IMAP else mailbox.get_provider_display()
-        return f"{mailbox.username}@{where}"
+        # A long address has no space to wrap at: it may break anywhere rather than widen the list.
+        return format_html('<span style="overflow-wrap:anywhere">{}</span><br><small>{}</small>',
+                           f"{mailbox.username}@{where}", self.provider_auth(mailbox))
 
     @admin.display(description="provider", ordering="provider")
     def provider_auth(self, mailbox):
         return f"{mailbox.get_provider_display()}, {mailbox.get_auth_display()}"
-
-    @admin.display(description="token", ordering="oauth_grant__state")
-    def token(self, mailbox):
-        return token_badge(mailbox)
 
     @admin.display(description="token state")
     def token_detail(self, mailbox):
@@ -169,6 +189,13 @@ class MailboxAdmin(OrgScopedAdmin, admin.ModelAdmin):
     def connect(self, mailbox):
         return connect_button(mailbox)
 
+    @admin.display(description="connection")
+    def connection_test(self, mailbox):
+        # Submits the page's separate "mailpoll-test-connection" form (a POST with its CSRF token).
+        return format_html('<button type="submit" class="button" form="mailpoll-test-connection">Test connection'
+                           "</button> <small>Connects, logs in and opens each folder read-only, within {} s; "
+                           "stores and changes nothing. Save your edits first.</small>", f"{CONNECTION_DEADLINE:g}")
+
     @admin.display(description="app secret")
     def app_secret_state(self, mailbox):
         return "stored (encrypted)" if mailbox.app_secret else "none stored"
@@ -177,7 +204,20 @@ class MailboxAdmin(OrgScopedAdmin, admin.ModelAdmin):
     def health_badge(self, mailbox):
         state, label = mailbox_health(mailbox)
         colour = {HEALTHY: GREEN, FAILING: RED, NEVER: BLUE}.get(state, GREY)
-        return badge(colour, label, mailbox.last_error if state == FAILING else "")
+        if state == FAILING:
+            return badge(colour, label, mailbox.last_error)
+        return badge(colour, label, f"last success {ago(mailbox.last_success_at)}" if state == HEALTHY else "")
+
+    @admin.display(description="health", ordering="consecutive_failures")
+    def health(self, mailbox, *, internal: bool = True):
+        """The list's health cell: the health, a user-consent mailbox's token state, and a live mailbox's watch."""
+        token = token_badge(mailbox) if mailbox.auth == Auth.OAUTH else ""
+        live = format_html("<br><small>{}</small>", live_state(mailbox, internal=internal)) if mailbox.live else ""
+        return format_html("{} {}{}", self.health_badge(mailbox), token, live)
+
+    @admin.display(description="health", ordering="consecutive_failures")
+    def health_seen_by_staff(self, mailbox):
+        return self.health(mailbox, internal=False)
 
     @admin.display(description="live (IMAP IDLE)")
     def live_watch_state(self, mailbox):
@@ -187,13 +227,12 @@ class MailboxAdmin(OrgScopedAdmin, admin.ModelAdmin):
     def live_watch_since(self, mailbox):
         return live_state(mailbox, internal=False)
 
-    @admin.display(description="last poll", ordering="last_polled_at")
-    def last_poll(self, mailbox):
-        return when(mailbox.last_polled_at)
-
-    @admin.display(description="last success", ordering="last_success_at")
-    def last_success(self, mailbox):
-        return when(mailbox.last_success_at)
+    @admin.display(description="next try at", ordering="claim_due_at")
+    def next_try_column(self, mailbox):
+        """When a poller takes it next, and when one last did (it keeps growing when no pollmail runs)."""
+        polled = mailbox.last_polled_at
+        last = format_html("<br><small>last poll {}</small>", when(polled)) if polled else ""
+        return format_html("{}{}", next_try(mailbox), last)
 
     @admin.display(description="last error", ordering="last_error_at")
     def last_error_short(self, mailbox):
@@ -205,10 +244,6 @@ class MailboxAdmin(OrgScopedAdmin, admin.ModelAdmin):
             mailbox.last_error, "opacity:.6" if heading else "", f"{heading}: " if heading else "",
             truncatechars(mailbox.last_error, 60), ago(mailbox.last_error_at) if mailbox.last_error_at else "?",
         )
-
-    @admin.display(description="failures in a row", ordering="consecutive_failures")
-    def failures(self, mailbox):
-        return mailbox.consecutive_failures
 
     @admin.display(description="next try at", ordering="claim_due_at")
     def next_try_at(self, mailbox):
@@ -230,14 +265,13 @@ class MailboxAdmin(OrgScopedAdmin, admin.ModelAdmin):
         url = reverse("admin:mailpoll_request_changelist") + f"?mailbox__id__exact={mailbox.pk}"
         return format_html('<a href="{}">{}</a>', url, counted(mailbox.requests.count(), "request", "requests"))
 
-    @admin.action(description="Poll now (next cycle of any running pollmail)", permissions=["change"])
+    @admin.action(description="Poll now (wakes any running pollmail)", permissions=["change"])
     def poll_now(self, request, queryset):
         ids = list(queryset.values_list("pk", flat=True))
-        # NULL last_polled_at is "due": the next claim of any poller replica takes it first.
-        changed = Mailbox.objects.filter(pk__in=ids, enabled=True).update(last_polled_at=None)
-        report(self, request,
-               f"{counted(changed, 'mailbox', 'mailboxes')} marked due: the next cycle of any running pollmail "
-               f"(every {conf.get('MAILPOLL_INTERVAL'):g} s) polls them", len(ids) - changed,
+        changed = poller.mark_due(ids)
+        woken = ("any running pollmail is woken and polls them now" if jobs_conf.get("JOBS_LISTEN_NOTIFY") else
+                 f"the next cycle of any running pollmail (every {conf.get('MAILPOLL_INTERVAL'):g} s) polls them")
+        report(self, request, f"{counted(changed, 'mailbox', 'mailboxes')} marked due: {woken}", len(ids) - changed,
                "disabled mailboxes are never polled: enable them first")
         # The claim takes an OAuth mailbox only with an active grant (mailpoll.sql): say so rather than wait.
         blocked = (Mailbox.objects.filter(pk__in=ids, enabled=True, auth=Auth.OAUTH)
@@ -245,6 +279,10 @@ class MailboxAdmin(OrgScopedAdmin, admin.ModelAdmin):
         if blocked:
             self.message_user(request, f"{', '.join(blocked)}: needs re-authorization or not connected, so it will "
                               "not be polled until someone reconnects it (Connect on its page).", messages.WARNING)
+
+    @admin.action(description="Test connection (log in, open the folders; changes nothing)", permissions=["change"])
+    def test_connection(self, request, queryset):
+        return connection_test_action(self, request, queryset)
 
     @admin.action(description="Resync folders… (pick the folders to read again in full)", permissions=["change"])
     def resync_folders(self, request, queryset):
@@ -269,7 +307,13 @@ class MailboxAdmin(OrgScopedAdmin, admin.ModelAdmin):
 
 
 class AttachmentColumns:
-    """Columns shared by the attachment list and the inline of a request."""
+    """Columns shared by the attachment list and the inline of a request (their querysets join ``source_import``).
+
+    A CSV or Excel attachment is ``done`` once its run handed the file to an Import. What then becomes of the
+    data is that Import's own state, which moves on its own (its job retried, requeued, failed by an operator),
+    so the attachment's state machine does not follow it: where the attachment says only "done", these columns
+    show its Import's outcome instead, failure and error included.
+    """
 
     @admin.display(description="size", ordering="size")
     def human_size(self, attachment):
@@ -277,30 +321,31 @@ class AttachmentColumns:
 
     @admin.display(description="status", ordering="status")
     def status_badge(self, attachment):
+        if attachment.status == AttachmentStatus.DONE and attachment.source_import is not None:
+            return import_badge(attachment.source_import)
         return badge(ATTACHMENT_COLOURS.get(attachment.status, GREY), attachment.get_status_display())
 
     @admin.display(description="why")
     def reason(self, attachment):
-        """Why it failed, was skipped, or waits for a site."""
+        """Why it failed, was skipped, waits for a site, or why its import failed."""
         waiting = attachment.status == AttachmentStatus.NEEDS_ROUTE
         text = attachment.error or attachment.skip_reason or (attachment.route_reason if waiting else "")
+        imp = attachment.source_import
+        if not text and imp is not None and imp.status == ImportStatus.FAILED:
+            text = f"its import failed: {imp.error}"
         return format_html('<span title="{}">{}</span>', text, truncatechars(text, 100)) if text else EMPTY
-
-    @admin.display(description="import")
-    def import_link(self, attachment):
-        if attachment.source_import_id is None:
-            return EMPTY
-        url = reverse("admin:imports_import_change", args=[attachment.source_import_id])
-        return format_html('<a href="{}">import {}</a>', url, attachment.source_import_id)
 
 
 class AttachmentInline(AttachmentColumns, OrgScopedInline, admin.TabularInline):
     model = Attachment
-    fields = ["filename", "document_type", "mime", "human_size", "status_badge", "reason", "import_link"]
+    fields = ["filename", "document_type", "mime", "human_size", "status_badge", "reason"]
     readonly_fields = fields
     extra = 0
     can_delete = False
     show_change_link = True
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("source_import")
 
     def has_add_permission(self, request, obj=None):
         return False
@@ -357,8 +402,8 @@ class RequestAdmin(ReadOnlyAdmin):
 class AttachmentAdmin(AttachmentColumns, ReadOnlyAdmin):
     list_display = ["filename", "request_link", "sender", "document_type", "human_size", "status_badge", "attempts",
                     "reason", "created_at"]
-    list_filter = [StuckFilter, "status", DocumentTypeFilter]
-    list_select_related = ["request"]
+    list_filter = [StuckFilter, "status", ImportOutcomeFilter, DocumentTypeFilter]
+    list_select_related = ["request", "source_import"]
     search_fields = ["filename", "original_filename", "=sha256", "request__subject"]
     search_help_text = "File name, SHA-256 or the request's subject."
     ordering = ["-created_at"]
@@ -366,7 +411,7 @@ class AttachmentAdmin(AttachmentColumns, ReadOnlyAdmin):
     actions = ["route_to", "ignore", "release", "retry"]
     readonly_fields = ["request_link", "sender", "kind", "document_type", "filename", "original_filename", "mime",
                        "human_size", "sha256", "stored_as", "status_badge", "route", "skip_reason", "error",
-                       "attempts", "processing_started_at", "created_at", "import_link", "context", "extracted"]
+                       "attempts", "processing_started_at", "created_at", "import_outcome", "context", "extracted"]
     fields = readonly_fields
 
     def has_operate_permission(self, request):
@@ -379,6 +424,10 @@ class AttachmentAdmin(AttachmentColumns, ReadOnlyAdmin):
         if request.GET.get(StuckFilter.parameter_name) == "yes":
             subtitle = (f"Attachments processing for over {duration_label(after)}: their worker probably died. "
                         "The watchdog releases them at the end of every poll cycle; Release does it now.")
+        elif request.GET.get(ImportOutcomeFilter.parameter_name) == ImportStatus.FAILED:
+            subtitle = ("Documents handed to their import, whose import then failed: the attachment did its part, "
+                        "the import's page says what went wrong. Once the cause is fixed, requeue the import's job "
+                        "(Jobs) or send the file again.")
         elif request.GET.get("status__exact") == AttachmentStatus.NEEDS_ROUTE:
             subtitle = ("Documents waiting for a person to choose their site: no rule routed them, their sender "
                         "was not authenticated as required, or their mailbox has no site target. Route to… "
@@ -388,6 +437,17 @@ class AttachmentAdmin(AttachmentColumns, ReadOnlyAdmin):
                                    StuckFilter.parameter_name, counted(stuck, "attachment", "attachments"),
                                    duration_label(after))
         return super().changelist_view(request, {"subtitle": subtitle, **(extra_context or {})})
+
+    @admin.display(description="import")
+    def import_outcome(self, attachment):
+        """What became of the data: the import's status, counts and whole error, with its pages."""
+        imp = attachment.source_import
+        if imp is None:
+            return EMPTY
+        counts = format_html("<p>{} rows read, {} inserted, {} updated, {} skipped</p>", imp.read, imp.inserted,
+                             imp.updated, imp.skipped)
+        return format_html('{} <small>import {}, <a href="{}">in the admin</a></small>{}{}', import_badge(imp), imp.pk,
+                           reverse("admin:imports_import_change", args=[imp.pk]), counts, preformatted(imp.error))
 
     @admin.display(description="from", ordering="request__sender")
     def sender(self, attachment):

@@ -18,11 +18,33 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
-from datetime import date
+from datetime import date, datetime
 
 from ..cursor import FolderStatus
 # A provider's part in post-actions: these items and results, and the outcomes' names.
 from ..post_actions import DONE, ERROR, GONE, LABEL, MARK_READ, MOVE, PostActionItem, PostActionResult  # noqa: F401
+
+
+class RawMessage(bytes):
+    """A message's raw RFC 5322 bytes (or its header block) as its server handed them over, with the time the
+    server received it: IMAP's INTERNALDATE, Gmail's ``internalDate``, Graph's ``receivedDateTime``.
+
+    ``received_at`` is aware, or None when the server did not say. The store falls back to it for a message
+    without a usable ``Date:`` header. Being bytes, it passes unchanged through everything between the fetch
+    and the store (batches, a failed batch stored again one by one), which need not know it is there.
+    """
+
+    received_at: datetime | None
+
+    def __new__(cls, raw: bytes, received_at: datetime | None = None):
+        message = super().__new__(cls, raw)
+        message.received_at = received_at
+        return message
+
+
+def received_by_server(raw: bytes) -> datetime | None:
+    """When the server received ``raw``, if it is a ``RawMessage`` that knows; else None."""
+    return getattr(raw, "received_at", None)
 
 
 class ProviderError(Exception):
@@ -106,6 +128,11 @@ class MailProvider(_Session):
         """Select ``folder`` (read-only) and return its UIDVALIDITY and UIDNEXT."""
 
     @abstractmethod
+    def check_folder(self, folder: str) -> int | None:
+        """Select ``folder`` read-only, as a poll would, reading and changing nothing: how many messages it
+        holds (the admin's *Test connection*). ``FolderError`` if the server refuses it."""
+
+    @abstractmethod
     def search(self, search: str, *, start_uid: int | None = None, since: date | None = None) -> list[int]:
         """UIDs of the selected folder matching a cursor plan's search."""
 
@@ -137,6 +164,14 @@ class ChangesProvider(_Session):
     @abstractmethod
     def changes(self, folder: str, cursor: str | None, *, mode: str, since: date | None = None) -> Iterator:
         """The folder's changes since ``cursor``; without one, a first read in ``mode`` (``full`` for a resync)."""
+
+    def check_folder(self, folder: str) -> int | None:
+        """``MailProvider.check_folder`` for an API: the first batch of a "new only" read, which only takes
+        the folder's current position (no message is fetched, nothing is stored or changed). None: an API does
+        not say how many messages a folder holds."""
+        for _batch in self.changes(folder, None, mode="new-only"):
+            break
+        return None
 
     def completes_read(self, cursor: str) -> bool:
         """Whether committing ``cursor`` means the folder has been read through (a resync is over).

@@ -27,7 +27,8 @@ within ``MAILPOLL_MAX_MESSAGE_BYTES`` fetched with ``format="raw"``, the others 
 ``BATCH_BYTES`` (estimated), a group per yielded ``Batch``: a page of large messages is never
 in memory at once, and only the page's last ``Batch`` carries its cursor (the others ``None``).
 A raw message larger than the limit whatever its estimate also becomes ``TooBig``. A message
-deleted meanwhile (404) is left out.
+deleted meanwhile (404) is left out. Raw bytes and header blocks come as ``RawMessage``s carrying the
+message's ``internalDate``, the store's fallback for a message without a ``Date:``.
 
 Every answer is read to a bound in bytes (``gmail_http``): ``answer_bytes`` of the batch's estimates for
 messages, a few MB for the rest. A batch of raw messages that overflows its bound (estimates that lie)
@@ -73,13 +74,13 @@ from imports.searchconsole_client import NETWORK_ERRORS, network_failure
 from seoinsight.outbound import BodyTooLarge, RedirectRefused, scrub, where
 
 from .. import conf
-from .base import ProviderError
+from .base import ProviderError, RawMessage
 from .changes import Batch, CursorExpired, Throttled, TooBig
 from .gmail_http import DEFAULT_BYTES, BoundedHttp, limited
 from .gmail_rules import (CALL_HISTORY, CALL_MESSAGE, CALL_OTHER, CALL_SWEEP, EXPIRED, GONE, MAX_ATTEMPTS,
                           MINIMAL_BYTES, RETRY, THROTTLED, NotGmail, added_to, answer_bytes, backoff_delay, decide,
-                          header_block, history_id, is_sweep, message_id, metadata_headers, page_token, parse_sweep,
-                          size_estimate, size_groups, stored_cursor_problem, sweep_cursor)
+                          header_block, history_id, internal_date, is_sweep, message_id, metadata_headers, page_token,
+                          parse_sweep, size_estimate, size_groups, stored_cursor_problem, sweep_cursor)
 
 log = logging.getLogger(__name__)
 
@@ -323,7 +324,9 @@ class GmailSource:
             with self._shape("messages.get (raw)"):
                 for mid, resource in found.items():
                     data = _decode_raw(resource.get("raw", ""))
-                    items.append((mid, data if len(data) <= self.max_bytes else TooBig(len(data), header_block(data))))
+                    received = internal_date(resource.get("internalDate"))
+                    items.append((mid, RawMessage(data, received) if len(data) <= self.max_bytes
+                                   else TooBig(len(data), RawMessage(header_block(data), received))))
             # Larger than its bound whatever its estimate said: the size is what was read before stopping.
             items += self._too_big(overflowed)
             if at < len(groups) - 1:
@@ -335,7 +338,9 @@ class GmailSource:
         """``TooBig`` items of the messages ``sizes`` names, with their headers (``format=metadata``)."""
         found, overflowed = self._get_many(list(sizes), "metadata")
         with self._shape("messages.get (metadata)"):
-            return [(mid, TooBig(sizes[mid], metadata_headers(found[mid]) if mid in found else b""))
+            return [(mid, TooBig(sizes[mid], RawMessage(metadata_headers(found[mid]),
+                                                        internal_date(found[mid].get("internalDate")))
+                                 if mid in found else b""))
                     for mid in sizes if mid in found or mid in overflowed]
 
     def _get_many(self, ids: list[str], fmt: str, estimates: dict[str, int] | None = None,

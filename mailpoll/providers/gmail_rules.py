@@ -1,6 +1,6 @@
 """Gmail's pure decisions: backoff, what a failed call means, cursors (history ids, sweep cursors) and what
-may become one, history records, grouping, the bytes an answer may take, which label a folder names, and
-what to fix when Google refuses a service account.
+may become one, history records, grouping, the bytes an answer may take, when a message was received, which
+label a folder names, and what to fix when Google refuses a service account.
 
 Plain functions over plain values, so each is table-tested without a server; ``gmail.py``
 makes the calls.
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from datetime import UTC, datetime
 from urllib.parse import parse_qs, urlencode
 
 from seoinsight.backoff import doubling
@@ -41,6 +42,7 @@ HISTORY_ID = re.compile(r"[0-9]{1,20}")
 # Page tokens and message ids are opaque, but short and URL-safe; anything else is not Gmail's.
 PAGE_TOKEN = re.compile(r"[0-9A-Za-z_\-.~+/=]{1,512}")
 MESSAGE_ID = re.compile(r"[0-9A-Za-z_\-]{1,128}")
+INTERNAL_DATE = re.compile(r"[0-9]{1,16}")
 
 # The bytes one message's part of an answer may take besides its content: JSON fields, a batch part's headers.
 PART_OVERHEAD = 16 * 1024
@@ -257,6 +259,24 @@ def metadata_headers(resource: dict) -> bytes:
     lines = [f"{h.get('name', '')}: {h.get('value', '')}\r\n"
              for h in resource.get("payload", {}).get("headers", [])]
     return ("".join(lines) + "\r\n").encode("utf-8", "surrogateescape")
+
+
+def internal_date(value) -> datetime | None:
+    """A message resource's ``internalDate`` (milliseconds since the epoch, as a decimal string: when Gmail
+    received it) as an aware datetime; None for anything else. Only a fallback for a missing ``Date:``, so a
+    value out of shape is no reason to refuse the message.
+
+    >>> internal_date("1700000000123")
+    datetime.datetime(2023, 11, 14, 22, 13, 20, 123000, tzinfo=datetime.timezone.utc)
+    >>> internal_date(None), internal_date("-5"), internal_date("9" * 20), internal_date(1700000000000)
+    (None, None, None, None)
+    """
+    if not isinstance(value, str) or not INTERNAL_DATE.fullmatch(value):
+        return None
+    try:
+        return datetime.fromtimestamp(int(value) / 1000, tz=UTC)
+    except (OverflowError, OSError, ValueError):
+        return None
 
 
 def resolve_label(folder: str, labels: dict[str, str]) -> str | None:

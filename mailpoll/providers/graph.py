@@ -1,7 +1,8 @@
 """Microsoft Graph mail: a folder's new messages since a delta cursor, in batches.
 
 ``GraphSource.changes(folder, cursor, ...)`` yields
-``changes.Batch``es, one per delta page: ``(message id, raw MIME | TooBig)`` items
+``changes.Batch``es, one per delta page: ``(message id, raw MIME | TooBig)`` items (the MIME, or the
+TooBig's headers, a ``RawMessage`` with the message's ``receivedDateTime``)
 and, on the round's last page only, the ``@odata.deltaLink`` to commit once the
 batch is stored. A ``nextLink`` is never a cursor: Graph retires the sync state of
 earlier pages while a round goes on (``SyncStateNotFound`` on a replayed
@@ -43,7 +44,7 @@ from seoinsight.outbound import BodyTooLarge, RedirectRefused, read_capped, refu
 
 from .. import conf
 from ..cursor import fetch_groups
-from .base import FolderError, PollInterrupted, ProviderError
+from .base import FolderError, PollInterrupted, ProviderError, RawMessage
 from .changes import Batch, CursorExpired, Throttled, TooBig
 from .graph_auth import SessionRefused, new_session
 from .graph_rules import (
@@ -60,6 +61,7 @@ from .graph_rules import (
     is_missing_folder,
     page_cap,
     parse_retry_after,
+    received_time,
     throttle_wait,
     under_api,
 )
@@ -160,7 +162,7 @@ class GraphSource:
             url, params = cursor, None
         else:
             url = f"{self._user_url}/mailFolders/{_segment(folder)}/messages/delta"
-            params = {"$select": "id", "changeType": "created",
+            params = {"$select": "id,receivedDateTime", "changeType": "created",
                       "$expand": f"singleValueExtendedProperties($filter=id eq '{PID_TAG_MESSAGE_SIZE}')"}
             if mode == "new-only":
                 params["$deltatoken"] = "latest"
@@ -292,11 +294,11 @@ class GraphSource:
             fetched = list(pool.map(lambda item: self._content(folder, item), listed))
         return [(item["id"], content) for item, content in zip(listed, fetched, strict=True) if content is not None]
 
-    def _content(self, folder: str, item: dict) -> bytes | TooBig | None:
+    def _content(self, folder: str, item: dict) -> RawMessage | TooBig | None:
         mid, limit = item["id"], self.max_message_bytes
-        size = _exchange_size(item)
+        size, received = _exchange_size(item), received_time(item)
         if size is not None and size > limit:
-            return self._too_big(folder, mid, size)
+            return self._too_big(folder, mid, size, received)
         response = self._get(folder, f"{self._user_url}/messages/{_segment(mid)}/$value")
         with response:
             if response.status_code == 404:
@@ -316,9 +318,9 @@ class GraphSource:
             except requests.RequestException as exc:
                 raise self._failed(folder, exc) from exc
         # Closed first: the header request below takes a connection of its own.
-        return bytes(raw) if over is None else self._too_big(folder, mid, over)
+        return RawMessage(raw, received) if over is None else self._too_big(folder, mid, over, received)
 
-    def _too_big(self, folder: str, mid: str, size: int) -> TooBig | None:
+    def _too_big(self, folder: str, mid: str, size: int, received: dt.datetime | None) -> TooBig | None:
         response = self._get(folder, f"{self._user_url}/messages/{_segment(mid)}",
                              params={"$select": "internetMessageHeaders"})
         if response.status_code == 404:
@@ -337,7 +339,7 @@ class GraphSource:
                         mid, exc.__cause__)
             return TooBig(size, b"")
         try:
-            return TooBig(size, header_block(answer))
+            return TooBig(size, RawMessage(header_block(answer), received))
         except NotGraph as exc:
             raise self._not_graph(folder, exc) from None
 

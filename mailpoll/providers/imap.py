@@ -17,7 +17,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from contextlib import contextmanager
-from datetime import date
+from datetime import UTC, date, datetime
 
 from imapclient import DELETED, SEEN
 from imapclient.exceptions import IMAPClientAbortError, IMAPClientError, LoginError, ProtocolError
@@ -42,6 +42,7 @@ from .base import (
     PostActionItem,
     PostActionResult,
     ProviderError,
+    RawMessage,
     RefusalEndedSession,
 )
 from .transport import BoundedIMAPClient, Channel, Limits, ResponseTooLarge
@@ -70,7 +71,8 @@ class ImapProvider(MailProvider):
         if mb.auth != Auth.OAUTH:
             refusal = self._open(lambda client: client.login(mb.username, mb.get_secret()))
             if refusal is not None:
-                raise ProviderError(f"IMAP login to {mb.host}:{mb.port} as {mb.username} failed: {refusal}")
+                raise ProviderError(
+                    f"IMAP login to {mb.host}:{mb.port} as {mb.username} failed: {refusal}") from refusal
             return
         # Outside _context: NeedsReauthorization and TokenRefreshError are the poller's to record as they are.
         token = oauth_apps.token_for(mb)
@@ -112,6 +114,8 @@ class ImapProvider(MailProvider):
                 self.client = BoundedIMAPClient(mb.host, channel=self.channel, port=mb.port, ssl=tls,
                                                 ssl_context=ssl.create_default_context() if tls else None,
                                                 timeout=timeout)
+                # INTERNALDATE as the server wrote it, with its offset, not as naive local time.
+                self.client.normalise_times = False
                 if mb.security == "starttls":
                     self.client.starttls(ssl.create_default_context())
                 login(self.client)
@@ -148,6 +152,12 @@ class ImapProvider(MailProvider):
             self.uidvalidity = int(info[b"UIDVALIDITY"])
             return FolderStatus(folder, self.uidvalidity, int(info.get(b"UIDNEXT") or 1))
 
+    def check_folder(self, folder: str) -> int | None:
+        self.folder, self.uidvalidity = folder, None
+        with self._context():
+            exists = self.client.select_folder(folder, readonly=True).get(b"EXISTS")
+        return int(exists) if exists is not None else None
+
     def search(self, search: str, *, start_uid: int | None = None, since: date | None = None) -> list[int]:
         if search == SEARCH_NONE:
             return []
@@ -178,8 +188,12 @@ class ImapProvider(MailProvider):
         limit = self.channel.limits.max_literal
         with self._context(uids):
             # BODY.PEEK leaves \\Seen alone: the mailbox's read state is the user's, not ours.
-            response = self.client.fetch(uids, ["BODY.PEEK[]"])
-            raws = {int(uid): data[b"BODY[]"] for uid, data in response.items() if b"BODY[]" in data}
+            response = self.client.fetch(uids, ["BODY.PEEK[]", "INTERNALDATE"])
+        raws = {}
+        for uid, data in response.items():
+            if b"BODY[]" in data:
+                # Popped, so each message is held once more only while it is wrapped, not the whole batch.
+                raws[int(uid)] = RawMessage(data.pop(b"BODY[]"), internal_date(data.get(b"INTERNALDATE")))
         # What counts is what arrived, not RFC822.SIZE: a server may announce 100 bytes and send 300 KB.
         too_big = sorted(uid for uid, raw in raws.items() if len(raw) > limit)
         for uid in too_big:
@@ -194,9 +208,11 @@ class ImapProvider(MailProvider):
 
     def fetch_headers(self, uid: int) -> bytes | None:
         with self._context([uid]):
-            response = self.client.fetch([uid], ["BODY.PEEK[HEADER]"])
+            response = self.client.fetch([uid], ["BODY.PEEK[HEADER]", "INTERNALDATE"])
         data = response.get(uid)
-        return data.get(b"BODY[HEADER]") if data else None
+        if not data or b"BODY[HEADER]" not in data:
+            return None
+        return RawMessage(data[b"BODY[HEADER]"], internal_date(data.get(b"INTERNALDATE")))
 
     # -- post-actions (mailpoll.post_actions) ----------------------------------------
 
@@ -430,6 +446,21 @@ def _refusal_said(challenge: bytes, fields: tuple[str, ...], limit: int) -> str:
     if not isinstance(said, dict):
         return ""
     return ", ".join(f"{key} {str(said[key])[:limit]}" for key in fields if key in said)
+
+
+def internal_date(value) -> datetime | None:
+    """An INTERNALDATE as imapclient parsed it (``normalise_times`` off), in UTC; None if it is not a date.
+
+    >>> from datetime import timedelta, timezone
+    >>> internal_date(datetime(2026, 6, 1, 9, 30, tzinfo=timezone(timedelta(hours=2))))
+    datetime.datetime(2026, 6, 1, 7, 30, tzinfo=datetime.timezone.utc)
+    >>> internal_date(datetime(2026, 6, 1, 9, 30)), internal_date(None), internal_date(b"garbage")
+    (datetime.datetime(2026, 6, 1, 9, 30, tzinfo=datetime.timezone.utc), None, None)
+    """
+    if not isinstance(value, datetime):
+        return None
+    # RFC 3501 gives every INTERNALDATE a zone; one without is read as UTC, as RFC 5322 reads "-0000".
+    return value.astimezone(UTC) if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
 class _RealSizes:

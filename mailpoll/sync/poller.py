@@ -11,6 +11,12 @@ swallowed, and every cycle ends with the watchdog: the loop never dies.
 Up to ``MAILPOLL_CONCURRENCY`` mailboxes are polled at once, each in its own
 thread with its own IMAP and database connections; a thread that is done claims
 the next due mailbox, so one slow server never holds the others back.
+
+Between cycles the loop LISTENs on ``POLL_NOW_CHANNEL`` (through the job workers' ``Waker``): the admin's
+*Poll now* marks mailboxes due and notifies at its commit (``mark_due``), so every running pollmail starts a
+cycle at once and one of them claims them. A notification that comes during a cycle ends the next wait at
+once. The wait is still bounded by the interval: a notification lost (the LISTEN connection reconnecting, a
+database outage, ``JOBS_LISTEN_NOTIFY`` off behind PgBouncer) delays a Poll now by one interval at most.
 """
 
 from __future__ import annotations
@@ -23,9 +29,12 @@ import time
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
-from django.db import connection
+import psycopg
+from django.db import connection, transaction
 
+from jobs import conf as jobs_conf
 from jobs import dbsession, processes
+from jobs.worker import Waker
 
 from .. import conf
 from . import sql, store, watchdog
@@ -38,6 +47,8 @@ from ..models import Mailbox
 log = logging.getLogger("mailpoll.poller")  # its name before the move: operators grep it
 
 SYNC_COMMIT_OFF = "SET synchronous_commit = off"
+# What a running pollmail LISTENs on between cycles; Poll now notifies it (``mark_due``).
+POLL_NOW_CHANNEL = "mailpoll_poll_now"
 
 
 # How long one cycle keeps claiming more mailboxes as its threads free up; then it ends and the watchdog runs.
@@ -62,6 +73,34 @@ def pause_after(more_due: bool, interval: float) -> float:
     return interval * random.uniform(0.9, 1.1)
 
 
+def mark_due(ids) -> int:
+    """Make these enabled mailboxes due now, and wake every running pollmail at the commit; how many were.
+
+    NULL ``last_polled_at`` is "due": the next claim of any replica takes them first, backoff or not.
+    """
+    with transaction.atomic():
+        changed = Mailbox.objects.filter(pk__in=ids, enabled=True).update(last_polled_at=None)
+        if changed:
+            with connection.cursor() as cur:
+                cur.execute("SELECT pg_notify(%s, '')", [POLL_NOW_CHANNEL])
+    return changed
+
+
+class PollNowWaker(Waker):
+    """The job workers' ``Waker``, listening on ``POLL_NOW_CHANNEL`` instead of the job queue's channel."""
+
+    def ensure_listening(self) -> None:
+        if self._conn is not None and not self._conn.closed:
+            self.read_off()
+            return
+        params = connection.get_connection_params()
+        for key in ("cursor_factory", "context", "prepare_threshold"):
+            params.pop(key, None)
+        self._conn = psycopg.connect(autocommit=True, **params)
+        dbsession.watch(self._conn)
+        self._conn.execute(f"LISTEN {POLL_NOW_CHANNEL}")
+
+
 class Poller:
     """Claims due mailboxes and polls them, cycle after cycle, until ``stop()`` (or SIGTERM); ``cycle()`` runs one."""
 
@@ -73,6 +112,7 @@ class Poller:
         store_messages = store_messages or store.store_messages
         self.folder_sync = FolderSync(store_messages, self._stop)
         self.mailbox_poll = MailboxPoll(self.folder_sync, ChangesSync(store_messages, self._stop), self._stop)
+        self.waker: PollNowWaker | None = None  # run()'s, between its cycles
 
     def install_signal_handlers(self) -> None:
         signal.signal(signal.SIGTERM, self._on_signal)
@@ -93,18 +133,44 @@ class Poller:
         entry.start()
         # Live mailboxes are watched alongside the cycles, through the same folder reader (mailpoll.live).
         supervisor = None if once else LiveSupervisor(self.folder_sync, self._stop).start()
+        self.waker = None if once else PollNowWaker(jobs_conf.get("JOBS_LISTEN_NOTIFY"))
         try:
             while not self._stop.is_set():
+                if self.waker is not None:
+                    # Before the cycle: a Poll now that comes while it runs ends the wait after it.
+                    self._listen()
                 self.cycle()
                 if once:
                     break
-                self._stop.wait(pause_after(self.more_due, self.interval))
+                self._wait(pause_after(self.more_due, self.interval))
         finally:
             if supervisor is not None:
                 self._stop.set()
                 supervisor.join()
+            if self.waker is not None:
+                self.waker.shutdown()
             entry.stop()
         log.info("poller stopped")
+
+    def _listen(self) -> None:
+        """LISTEN for Poll now, (re)connecting if need be; without it, the wait is a plain one."""
+        if not self.waker.listen:
+            return
+        try:
+            self.waker.ensure_listening()
+        except (psycopg.Error, OSError) as exc:
+            log.warning("cannot LISTEN for Poll now (%s: %s): waiting whole intervals until it can",
+                        type(exc).__name__, dbsession.first_line(exc))
+            self.waker.close()
+
+    def _wait(self, seconds: float) -> None:
+        """Until ``seconds`` have passed, a Poll now is notified, or the poller is told to stop."""
+        ends = time.monotonic() + seconds
+        try:
+            self.waker.wait(seconds, self._stop)
+        except (psycopg.Error, OSError):
+            self.waker.close()  # the LISTEN connection died: the rest of the wait without it
+            self._stop.wait(max(0.0, ends - time.monotonic()))
 
     def cycle(self) -> list[int]:
         """One cycle: claim, poll (claiming more as threads free up, while some are due), watchdog.

@@ -19,6 +19,10 @@ hash match, and a file without a row (a crash between the two) is an orphan to
 clean, never a row pointing at nothing or at a partial file. A full disk fails
 the message (it is not stored, the cursor stays before it) and leaves nothing
 behind. A body document is the Request's ``body_text`` and needs no file.
+
+A Request's ``received_at`` is its ``Date:`` header; without a usable one, the time the server received the
+message, when the provider handed it over as a ``providers.base.RawMessage`` (INTERNALDATE, Gmail's
+``internalDate``, Graph's ``receivedDateTime``); else NULL.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from ..message.headers import dedup_ref
 from ..models import AttachmentKind, AttachmentStatus, PostAction, RequestStatus
 from ..message.parse import ParsedMessage, UnparseableMessage, parse_headers, parse_message
 from ..message.triage import triage
+from ..providers.base import received_by_server
 from ..routing.decide import IGNORE, ROUTE, TRIAGE, AfterStore, Decision
 from ..routing.router import Router
 
@@ -104,7 +109,7 @@ def store_messages(mailbox, folder: str, fetched: list[tuple[int | str | None, b
             head = parse_headers(raw)
             parsed.append(_Row(uid, dedup_ref(head.message_id, raw), RequestStatus.REJECTED,
                                reject_reason=f"unparseable message: {exc}", sender=head.sender, subject=head.subject,
-                               received_at=head.date, size=len(raw)))
+                               received_at=head.date or received_by_server(raw), size=len(raw)))
     seen = stored_refs(mailbox.org_id, [message.source_ref for message in parsed])
     router = None  # the org's rules, read once a new message needs them
     rows: list[_Row | None] = []  # None: a duplicate, known before inserting
@@ -136,14 +141,15 @@ def store_oversized(mailbox, folder: str, uid: int | str | None, size: int, head
     parsed = parse_headers(headers)
     source_ref = dedup_ref(parsed.message_id, headers + str(size).encode())
     return store_rejected(mailbox, folder, uid, source_ref, f"message is {size:,} bytes, over the {limit:,}-byte limit",
-                          size=size, sender=parsed.sender, subject=parsed.subject)
+                          size=size, sender=parsed.sender, subject=parsed.subject,
+                          received=parsed.date or received_by_server(headers))
 
 
 def store_rejected(mailbox, folder: str, uid: int | str | None, source_ref: str, reason: str, *, size: int = 0,
-                   sender: str = "", subject: str = "") -> Stored:
+                   sender: str = "", subject: str = "", received: datetime | None = None) -> Stored:
     """Record a message we cannot take in, with the reason: it is visible, never silently skipped."""
     row = _Row(uid, source_ref[:300], RequestStatus.REJECTED, reject_reason=reason, size=size,
-               sender=sender[:500], subject=subject[:1000])
+               sender=sender[:500], subject=subject[:1000], received_at=received)
     return _outcomes(mailbox, folder, [row], _insert(mailbox, folder, [row]))[0]
 
 
@@ -173,8 +179,9 @@ def _accepted(uid: int | None, raw: bytes, message: ParsedMessage, router: Route
     """Triage a new message, route its documents and write their files: the row to insert."""
     plan = triage(message)
     row = _Row(uid, message.source_ref[:300], RequestStatus.ACCEPTED, sender=message.sender[:500],
-               subject=message.subject[:1000], received_at=message.date, body_text=message.body_text,
-               size=len(raw), recipients=list(message.recipients), auth_results=list(message.auth_results))
+               subject=message.subject[:1000], received_at=message.date or received_by_server(raw),
+               body_text=message.body_text, size=len(raw), recipients=list(message.recipients),
+               auth_results=list(message.auth_results))
     envelope = router.envelope(folder=folder, sender=message.sender, recipients=message.recipients,
                                subject=message.subject, auth_results=message.auth_results)
     decisions = []

@@ -93,7 +93,7 @@ def test_ago(seconds, expected):
     ({"folders": "INBOX, , Sent"}, "folders", "A folder name cannot be empty"),
     ({"folders": "INBOX, INBOX"}, "folders", "Listed twice: INBOX."),
     ({"folders": " "}, "folders", "This field is required."),
-    ({"poll_interval": "5"}, "poll_interval", "Poll at most every 30 seconds."),
+    ({"poll_interval": "5"}, "poll_interval", "At least 30 seconds"),
     ({"password": ""}, "password", "A new mailbox needs the account's password."),
 ])
 def test_the_form_refuses_with_a_message_that_says_why(overrides, field, message):
@@ -289,7 +289,7 @@ def test_poll_now_clears_last_polled_at_of_enabled_mailboxes(admin_client):
     assert due.last_polled_at is None
     assert off.last_polled_at is not None
     assert messages_of(response) == [
-        "1 mailbox marked due: the next cycle of any running pollmail (every 120 s) polls them; "
+        "1 mailbox marked due: any running pollmail is woken and polls them now; "
         "1 skipped (disabled mailboxes are never polled: enable them first)"
     ]
 

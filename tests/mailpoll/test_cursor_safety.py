@@ -136,11 +136,12 @@ def test_a_link_that_drops_mid_sweep_completes_over_successive_polls_without_rea
 
     with DroppingProxy(dovecot.port) as proxy:
         mailbox = imap_mailbox(port=proxy.port, initial_mode="full")
-        # about 3.3 KB each on the wire: a cut 14 KB into the FETCH responses falls in every poll's third batch
+        # about 3.4 KB each on the wire (its INTERNALDATE too): a cut 15 KB into the FETCH responses falls in every
+        # poll's third batch
         dovecot.append_many(mailbox.username, "INBOX", [mail(f"m{i:02}", body="y" * 3000) for i in range(12)])
         cursors, cuts = [], 0
         for _ in range(6):
-            proxy.cut_after(14_000, marker=b" FETCH (")
+            proxy.cut_after(15_000, marker=b" FETCH (")
             fetched_per_poll.append([])
             start = FolderCursor.objects.filter(mailbox=mailbox, folder="INBOX").values_list("last_uid", flat=True)
             start = start[0] if start else 0

@@ -41,7 +41,7 @@ def test_full_first_sync_pages_until_the_delta_link_which_alone_is_a_cursor(fake
     assert [i for b in batches for i, _ in b.items] == ids
     assert [raw for b in batches for _, raw in b.items] == raws
     [first] = [q for _, _, q in fake.requests_to("/delta")][:1]
-    assert first["changeType"] == "created" and first["$select"] == "id"
+    assert first["changeType"] == "created" and first["$select"] == "id,receivedDateTime"
     assert "Integer 0x0E08" in first["$expand"]
 
 

@@ -15,8 +15,28 @@ from seoinsight import storage
 from seoinsight.models import SiteTarget
 
 
+# Where an operator finds a target's id; said by --help and by the error for an id that is not a target.
+WHERE_IDS_ARE = ("the id column of the admin's Site targets list (/admin/seoinsight/sitetarget/) or of the "
+                 "targets on a site's page")
+TARGETS_LISTED = 10
+
+
 def not_queued(message: str) -> CommandError:
     return CommandError(message, returncode=EXIT_NOT_QUEUED)
+
+
+def unknown_target(target: int, org: str | None) -> CommandError:
+    """No such target (in ``org``): where ids are found, and the org's own targets when it was named."""
+    message = f"no site target {target}" + (f" in org {org!r}" if org else "") + f". A target's id is {WHERE_IDS_ARE}"
+    if org:
+        known = list(SiteTarget.objects.filter(site__org_id=org).select_related("site")
+                     .order_by("pk")[:TARGETS_LISTED + 1])
+        if known:
+            listed = ", ".join(f"{t.pk} ({t}, site {t.site})" for t in known[:TARGETS_LISTED])
+            message += f"; org {org!r}'s targets: {listed}" + (", …" if len(known) > TARGETS_LISTED else "")
+        else:
+            message += f"; org {org!r} has no site targets"
+    return not_queued(message + ".")
 
 
 class Command(BaseCommand):
@@ -29,7 +49,8 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("path", help=f"The file to import ({ACCEPTED}).")
-        parser.add_argument("--target", type=int, required=True, help="Id of the site target to import into.")
+        parser.add_argument("--target", type=int, required=True,
+                            help=f"Id of the site target to import into: {WHERE_IDS_ARE}.")
         parser.add_argument("--org", help="Org the target must belong to (default: the target's own org).")
         parser.add_argument("--period-start", type=iso_date, metavar="YYYY-MM-DD",
                             help="Period of a file without a Date column (with --period-end).")
@@ -61,7 +82,7 @@ class Command(BaseCommand):
             reason = first_line(exc) or type(exc).__name__
             raise not_queued(f"the database is unavailable, nothing was queued ({reason})") from None
         if site_target is None:
-            raise not_queued(f"no site target {target}" + (f" in org {org!r}" if org else ""))
+            raise unknown_target(target, org)
         # What the worker would refuse, said now: nothing is queued for a file that cannot be imported.
         try:
             found = inspect_file(source, source.name, sheet=sheet, date_order=date_order)

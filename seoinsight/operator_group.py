@@ -1,0 +1,90 @@
+"""The "Operator" group: the permissions an org's staff member needs to run intake day to day, declared once.
+
+What the group may do is ``GRANTED``; every other model with an admin page is in ``LEFT_OUT`` with the reason,
+so a new admin page is a decision, not an accident (tests/core/test_operator_group.py holds both lists to the
+admin's registry and the seeded group to ``GRANTED``). Deleting is nobody's in the group: rows tie imports, jobs
+and mail together, and removing them is a superuser's call.
+
+The permissions only open admin pages; which rows show on them is the user's orgs (``seoinsight.orgscope``):
+an operator sees and changes only the orgs they are a member of. Apps are named by label, not imported (this
+module is the ground floor).
+
+Migration 0008 seeds the group with ``sync``. A change to ``GRANTED`` needs a migration that runs ``sync``
+again (``RunPython(operator_group.sync_migration)``), after the migrations of the models it names.
+"""
+
+from __future__ import annotations
+
+NAME = "Operator"
+
+# model label -> the actions granted on it.
+GRANTED: dict[str, tuple[str, ...]] = {
+    # Set up intake: where mail comes from and where it goes.
+    "mailpoll.mailbox": ("view", "add", "change"),
+    "mailpoll.mailrule": ("view", "add", "change"),
+    "seoinsight.site": ("view", "add", "change"),
+    "seoinsight.sitetarget": ("view", "add", "change"),
+    "imports.import": ("view", "add", "change"),
+    # Work the queues: route, ignore, retry (the actions need change; nothing there is edited by hand).
+    "mailpoll.attachment": ("view", "change"),
+    "mailpoll.postaction": ("view", "change"),
+    "mailpoll.request": ("view", "change"),
+    # Look, not touch: what ran, what was imported, what the downstream has.
+    "jobs.job": ("view",),
+    "jobs.zombiejob": ("view",),
+    "imports.urlmetric": ("view",),
+    "outbox.entry": ("view",),
+}
+
+# model label -> why an org's operator gets nothing on it.
+LEFT_OUT: dict[str, str] = {
+    "auth.user": "a staff user who may edit users can make himself a superuser: superusers only",
+    "auth.group": "the groups are what users may do: superusers only",
+    "seoinsight.org": "orgs are the tenants: created and named by a superuser",
+    "seoinsight.membership": "who belongs to an org decides what they see: a superuser's decision",
+    "seoinsight.apitoken": "machine credentials, issued with manage.py createapitoken",
+    "mailpoll.deploymentgrant": "lets an org read mail with the deployment's own identity: superusers only",
+    "jobs.schedule": "periodic jobs serve every org: superusers only",
+    "jobs.process": "the deployment's processes: superusers only",
+}
+
+
+def codenames() -> list[tuple[str, str]]:
+    """(app label, permission codename) of every granted permission, in a stable order."""
+    found = []
+    for label, actions in GRANTED.items():
+        app_label, model = label.split(".")
+        found.extend((app_label, f"{action}_{model}") for action in actions)
+    return sorted(found)
+
+
+def sync(apps) -> list[tuple[str, str]]:
+    """Make the group hold exactly the granted permissions that exist; returns those that do not exist yet.
+
+    Idempotent: creates the group if missing, adds what is missing, removes what is not granted. ``apps`` is a
+    migration's state or ``django.apps.apps``. A permission missing here is a model whose migration has not run
+    yet; the migration that adds it runs ``sync`` again.
+    """
+    from django.db.models import Q
+
+    Group = apps.get_model("auth", "Group")
+    Permission = apps.get_model("auth", "Permission")
+    wanted = codenames()
+    match = Q()
+    for app_label, codename in wanted:
+        match |= Q(content_type__app_label=app_label, codename=codename)
+    found = Permission.objects.filter(match).values_list("pk", "content_type__app_label", "codename")
+    group, _ = Group.objects.get_or_create(name=NAME)
+    group.permissions.set([pk for pk, _, _ in found])
+    return sorted(set(wanted) - {(app_label, codename) for _, app_label, codename in found})
+
+
+def sync_migration(apps, schema_editor) -> None:
+    """``sync`` as a migration step, after creating the permissions Django would create only once all have run."""
+    from django.contrib.auth.management import create_permissions
+
+    for app_config in apps.get_app_configs():
+        app_config.models_module = True  # what create_permissions checks; the state's configs have none
+        create_permissions(app_config, apps=apps, verbosity=0)
+        app_config.models_module = None
+    sync(apps)

@@ -542,8 +542,9 @@ class Waker:
     finished run at once.
     """
 
-    def __init__(self, listen: bool):
+    def __init__(self, listen: bool, channel: str | None = None):
         self.listen = listen
+        self.channel = channel or conf.NOTIFY_CHANNEL  # another app's wake-ups (pollmail's Poll now) on its own
         self._conn: psycopg.Connection | None = None
         # A pipe rather than an Event: the wait polls it beside the LISTEN socket.
         self._poked, self._poke = os.pipe()
@@ -562,7 +563,7 @@ class Waker:
             params.pop(key, None)
         self._conn = psycopg.connect(autocommit=True, **params)
         dbsession.watch(self._conn)
-        self._conn.execute(f"LISTEN {conf.NOTIFY_CHANNEL}")
+        self._conn.execute(f"LISTEN {self.channel}")
 
     def read_off(self) -> None:
         """Drop the notifications a busy worker was sent, at most every DISCARD_EVERY seconds; never raises.

@@ -3,7 +3,7 @@
 It goes through the provider a poll would use (``providers.for_mailbox``: IMAP with a password or XOAUTH2,
 Gmail, Graph), with the same tokens, and selects each configured folder read-only
 (``check_folder``): nothing is fetched, stored or changed, no cursor moves, and the mailbox's health is left
-alone. A watcher shuts the connection down at the deadline, as a poll's does (``mailbox_poll._Watch``).
+alone. A watcher shuts the connection down at the deadline, as a poll's does (``mailbox_poll.Watch``).
 
 The outcome is a headline in plain words (``providers.diagnosis``) and details: what each folder holds, and
 the raw text of what went wrong, with any URL cut to its origin and the mailbox's own secrets masked. Only the
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from seoinsight.crypto import SecretUnreadable
 from seoinsight.outbound import scrub
 
-from .mailbox_poll import _Watch
+from .mailbox_poll import Watch
 from ..models import Mailbox
 from ..providers import FolderError, for_mailbox
 from ..providers.diagnosis import TIMED_OUT, chain, headline, success
@@ -46,7 +46,7 @@ def check(mailbox: Mailbox, *, deadline: float = DEADLINE) -> Outcome:
     watch = None
     try:
         provider = for_mailbox(mailbox)
-        watch = _Watch(provider, deadline, threading.Event())
+        watch = Watch(provider, deadline, threading.Event())
         with watch, provider:
             for folder in mailbox.folder_list:
                 try:
@@ -59,7 +59,7 @@ def check(mailbox: Mailbox, *, deadline: float = DEADLINE) -> Outcome:
                     details.append(f"{folder}: {'found' if count is None else f'{count} messages'}")
     except Exception as exc:
         shown = headline(exc)
-        if watch is not None and watch.cause == _Watch.DEADLINE:
+        if watch is not None and watch.cause == Watch.DEADLINE:
             shown = f"{TIMED_OUT}: no answer within {deadline:g} s"
         outcome = Outcome(False, shown, [*details, _raw(exc, mailbox)])
     else:

@@ -77,7 +77,7 @@ class MailboxPoll:
                 log.info("mailbox=%s outbox full, but %s never read yet (new only): recording where new mail "
                          "starts, nothing fetched", mailbox.pk, ", ".join(folders))
             provider = for_mailbox(mailbox)
-            watch = _Watch(provider, conf.get("MAILPOLL_POLL_DEADLINE"), self._stop)
+            watch = Watch(provider, conf.get("MAILPOLL_POLL_DEADLINE"), self._stop)
             # IMAP's UID cursor or an API's changes: the same storage, the same rule for the cursor.
             sync = self.changes_sync if isinstance(provider, ChangesProvider) else self.folder_sync
             with watch, provider:
@@ -97,11 +97,11 @@ class MailboxPoll:
             # secret); anything else is named by its type.
             error = str(exc) if isinstance(exc, SELF_EXPLAINING) else f"{type(exc).__name__}: {exc}"
             cause = watch.cause if watch else None
-            if cause == _Watch.STOPPING:
+            if cause == Watch.STOPPING:
                 log.info("mailbox=%s poll cut short by the shutdown: %s", mailbox.pk, error)
                 return results
             backoff = True
-            if cause == _Watch.DEADLINE:
+            if cause == Watch.DEADLINE:
                 stored = _stored_since(mailbox, started)
                 # A poll that was getting somewhere (a first sweep of a big folder) resumes from its cursor
                 # next time, at the usual interval; one that stored nothing is a server to back off from.
@@ -212,7 +212,7 @@ def positioned_folders(mailbox: Mailbox) -> set[str]:
                .values_list("folder", flat=True))
 
 
-class _Watch:
+class Watch:
     """Ends one poll from outside: at its deadline, or ``STOP_GRACE`` seconds after the poller is told to stop.
 
     It shuts the provider's connection down (``MailProvider.interrupt``), which wakes

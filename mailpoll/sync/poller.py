@@ -86,21 +86,6 @@ def mark_due(ids) -> int:
     return changed
 
 
-class PollNowWaker(Waker):
-    """The job workers' ``Waker``, listening on ``POLL_NOW_CHANNEL`` instead of the job queue's channel."""
-
-    def ensure_listening(self) -> None:
-        if self._conn is not None and not self._conn.closed:
-            self.read_off()
-            return
-        params = connection.get_connection_params()
-        for key in ("cursor_factory", "context", "prepare_threshold"):
-            params.pop(key, None)
-        self._conn = psycopg.connect(autocommit=True, **params)
-        dbsession.watch(self._conn)
-        self._conn.execute(f"LISTEN {POLL_NOW_CHANNEL}")
-
-
 class Poller:
     """Claims due mailboxes and polls them, cycle after cycle, until ``stop()`` (or SIGTERM); ``cycle()`` runs one."""
 
@@ -112,7 +97,7 @@ class Poller:
         store_messages = store_messages or store.store_messages
         self.folder_sync = FolderSync(store_messages, self._stop)
         self.mailbox_poll = MailboxPoll(self.folder_sync, ChangesSync(store_messages, self._stop), self._stop)
-        self.waker: PollNowWaker | None = None  # run()'s, between its cycles
+        self.waker: Waker | None = None  # run()'s, between its cycles
 
     def install_signal_handlers(self) -> None:
         signal.signal(signal.SIGTERM, self._on_signal)
@@ -133,7 +118,7 @@ class Poller:
         entry.start()
         # Live mailboxes are watched alongside the cycles, through the same folder reader (mailpoll.live).
         supervisor = None if once else LiveSupervisor(self.folder_sync, self._stop).start()
-        self.waker = None if once else PollNowWaker(jobs_conf.get("JOBS_LISTEN_NOTIFY"))
+        self.waker = None if once else Waker(jobs_conf.get("JOBS_LISTEN_NOTIFY"), POLL_NOW_CHANNEL)
         try:
             while not self._stop.is_set():
                 if self.waker is not None:

@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed-stamp
 PYTEST_WORKERS ?= 6
 PYTEST := $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist load
 
-.PHONY: setup run test test-fast test-django6 bench bench-imports bench-mail bench-mail-api bench-live bench-outbox bench-mail-scale bench-prune bench-schema bench-profile bench-snapshot bench-soak migrate stopdb clean
+.PHONY: setup run test test-fast test-django6 bench bench-imports bench-site-page bench-mail bench-mail-api bench-live bench-outbox bench-mail-scale bench-prune bench-schema bench-profile bench-snapshot bench-soak migrate stopdb clean
 
 setup: $(STAMP)
 
@@ -60,6 +60,9 @@ bench: migrate $(BENCH_STAMP)
 
 bench-imports: migrate
 	$(BIN)/python -m bench.imports
+
+bench-site-page: migrate
+	$(BIN)/python -m bench.site_page
 
 bench-mail: migrate
 	sh scripts/install_dovecot.sh

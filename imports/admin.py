@@ -6,30 +6,48 @@ nothing of imports, so this app registers the site target admin again, with its 
 
 from django.contrib import admin, messages
 from django.urls import reverse
-from django.utils.html import format_html
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
 
 from seoinsight.admin import SiteTargetAdmin
 from seoinsight.models import SiteTarget
 from seoinsight.orgscope import ReadOnlyAdmin
 
-from .models import Import, UrlMetric
+from .models import Import, ImportOutcome, ImportStatus, UrlMetric
+from .outcomes import SHOWN_LABELS, shown_status
 from .searchconsole_api import DEFAULT_DAYS, create_api_import, settled_period
+from .sitepage import display, periods
 
+
+
+# The statuses the import list marks (any other is plain text).
+STATUS_COLOURS = {ImportStatus.FAILED: "#c62828", ImportOutcome.NOTHING_IMPORTED: "#c62828",
+                  ImportOutcome.MOSTLY_SKIPPED: "#a15c00"}
 
 
 @admin.register(Import)
 class ImportAdmin(ReadOnlyAdmin):
-    list_display = ["id", "original_filename", "org", "site_target", "kind", "status", "read", "inserted",
+    list_display = ["id", "original_filename", "org", "site_target", "kind", "status_shown", "read", "inserted",
                     "updated", "skipped", "errors", "created_at", "job_link"]
     list_display_links = ["id", "original_filename"]
-    list_filter = ["status", "kind", "origin", "org"]
+    list_filter = ["status", "outcome", "kind", "origin", "org"]
     list_select_related = ["site_target__site"]
     search_fields = ["original_filename", "=uid"]
     date_hierarchy = "created_at"
-    readonly_fields = ["org", "site_target", "kind", "origin", "status", "original_filename", "size", "file",
+    readonly_fields = ["org", "site_target", "kind", "origin", "status", "outcome", "reimport_of",
+                       "original_filename", "size", "file",
                        "period_start", "period_end", "read", "inserted", "updated", "skipped", "errors", "error",
                        "created_by", "created_at", "finished_at", "job_link"]
     fields = readonly_fields
+
+    @admin.display(description="status", ordering="status")
+    def status_shown(self, imp):
+        """A done import that imported little or nothing shows that, in colour, not a plain "Done"."""
+        shown = shown_status(imp.status, imp.outcome)
+        colour = STATUS_COLOURS.get(shown)
+        if colour is None:
+            return SHOWN_LABELS[shown]
+        return format_html('<span style="color: {}; font-weight: 600">{}</span>', colour, SHOWN_LABELS[shown])
 
     @admin.display(description="job")
     def job_link(self, imp):
@@ -39,16 +57,49 @@ class ImportAdmin(ReadOnlyAdmin):
         return format_html('<a href="{}">…{}</a>', url, str(imp.job_id)[-8:])
 
 
+class MetricPeriodFilter(admin.SimpleListFilter):
+    """The site page's presets (up to yesterday here: the list spans every site): rows whose whole period is inside."""
+
+    title = "period"
+    parameter_name = "period"
+
+    def lookups(self, request, model_admin):
+        return [(key, label) for key, label in periods.PRESETS.items() if key != "custom"]
+
+    def queryset(self, request, queryset):
+        if self.value() not in periods.PRESETS or self.value() == "custom":
+            return queryset
+        period = periods.choose(self.value(), today=timezone.localdate(), newest=None).current
+        return queryset.filter(period_start__gte=period.start, period_end__lte=period.end)
+
+
 @admin.register(UrlMetric)
 class UrlMetricAdmin(ReadOnlyAdmin):
-    list_display = ["url", "site_target", "period_start", "period_end", "clicks", "impressions", "ctr", "position",
-                    "page"]
+    # Fits 1,400 px beside the admin's menu: the URL names its site (the target is a filter), the period
+    # is one column, figures are rounded as the site page shows them.
+    list_display = ["url", "period", "clicks", "impressions", "ctr_percent", "position_rounded"]
     # Plain filters only: this table holds millions of rows, so no per-row distinct lookups.
-    list_filter = ["site_target", "period_start", "period_end"]
-    list_select_related = ["site_target", "page"]
+    list_filter = [MetricPeriodFilter, "site_target"]
+    list_select_related = ["site_target"]
+    search_fields = ["url"]
+    search_help_text = "Part of the URL, as imported."
     show_full_result_count = False
-    readonly_fields = list_display + ["url_normalized", "source_import", "updated_at"]
+    readonly_fields = ["url", "url_normalized", "site_target", "period_start", "period_end", "clicks", "impressions",
+                       "ctr_percent", "position_rounded", "page", "source_import", "updated_at"]
     fields = readonly_fields
+
+    @admin.display(description="period", ordering="period_start")
+    def period(self, metric):
+        days = {f"{metric.period_start:%Y-%m-%d}": None, f"{metric.period_end:%Y-%m-%d}": None}  # one if equal
+        return format_html_join(" → ", '<span class="nowrap">{}</span>', ([day] for day in days))
+
+    @admin.display(description="CTR", ordering="ctr")
+    def ctr_percent(self, metric):
+        return display.percent(metric.ctr)
+
+    @admin.display(description="position", ordering="position")
+    def position_rounded(self, metric):
+        return display.position(metric.position)
 
 
 class SearchConsoleSiteTargetAdmin(SiteTargetAdmin):

@@ -1,9 +1,11 @@
 from django.urls import path
 
 from . import views
+from .sitepage import views as site_views
 
 app_name = "imports"
 urlpatterns = [
     path("", views.index, name="index"),
     path("<int:pk>/", views.detail, name="detail"),
+    path("sites/<int:site_id>/", site_views.site_page, name="site"),
 ]

@@ -5,7 +5,9 @@ from django import forms
 from django.contrib import admin
 from django.contrib.auth import admin as auth_admin
 from django.contrib.auth.models import Group, User
+from django.urls import reverse
 from django.utils import timezone
+from django.utils.html import format_html
 
 from .hosts import prefix_problem, site_hosts
 from .models import (ApiToken, Membership, Org, PullSchedule, Site, SiteTarget, next_pull, pull_due,
@@ -162,13 +164,20 @@ class SiteTargetInline(TargetColumns, OrgScopedInline, admin.TabularInline):
 @admin.register(Site)
 class SiteAdmin(OrgScopedAdmin, admin.ModelAdmin):
     form = SiteForm
-    list_display = ["domain", "aliases", "org", "slug", "default_target", "created_at"]
+    list_display = ["domain", "aliases", "org", "slug", "default_target", "site_page", "created_at"]
     list_filter = ["org"]
     search_fields = ["domain", "slug", "hosts__host"]
     autocomplete_fields = ["org"]
-    fields = ["org", "domain", "aliases", "host_names", "slug", "default_target"]
-    readonly_fields = ["host_names"]
+    fields = ["org", "domain", "aliases", "host_names", "slug", "default_target", "site_page"]
+    readonly_fields = ["host_names", "site_page"]
     inlines = [SiteTargetInline]
+
+    @admin.display(description="figures")
+    def site_page(self, site):
+        """The site's page (the imports app's, named by URL only: the core imports no app)."""
+        if site.pk is None:
+            return "—"
+        return format_html('<a href="{}">site page</a>', reverse("imports:site", args=[site.pk]))
 
     def get_form(self, request, obj=None, change=False, **kwargs):
         form = super().get_form(request, obj, change=change, **kwargs)

@@ -1,0 +1,159 @@
+"""How the site page writes its figures, and which way a change points. Pure.
+
+Clicks and impressions change in percent; CTR in percentage points and position
+in places, as Search Console shows them. A lower position is better, so its
+fall is good news (``tone``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, time
+
+from .listing import change
+
+
+@dataclass(frozen=True)
+class Sums:
+    """Figures of a set of rows: CTR over the rows with clicks and impressions, position weighted by impressions."""
+
+    clicks: int | None = None
+    impressions: int | None = None
+    ctr: float | None = None
+    position: float | None = None
+    rows: int = 0
+
+
+DASH = "—"
+
+
+def number(value: float | None) -> str:
+    """A count with thousands separators.
+
+    >>> number(1234567), number(None)
+    ('1,234,567', '—')
+    """
+    return DASH if value is None else f"{value:,.0f}"
+
+
+def percent(ratio: float | None) -> str:
+    """CTR as shown: a percentage with 2 decimals.
+
+    >>> percent(0.0034999999999999996), percent(None)
+    ('0.35%', '—')
+    """
+    return DASH if ratio is None else f"{ratio * 100:.2f}%"
+
+
+def position(value: float | None) -> str:
+    """A position with 1 decimal.
+
+    >>> position(3.14159), position(None)
+    ('3.1', '—')
+    """
+    return DASH if value is None else f"{value:.1f}"
+
+
+def signed_percent(ratio: float | None) -> str:
+    """A relative change: ``+25.0%``, ``−100.0%``; a dash when there was nothing before.
+
+    >>> signed_percent(0.25), signed_percent(-1.0), signed_percent(0.0), signed_percent(None)
+    ('+25.0%', '−100.0%', '0.0%', '—')
+    """
+    if ratio is None:
+        return DASH
+    return _signed(ratio * 100, ".1f") + "%"
+
+
+def _signed(value: float, spec: str) -> str:
+    text = format(abs(value), spec)
+    if float(text) == 0:
+        return text
+    return ("+" if value > 0 else "−") + text
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One figure of the totals: its name, how it is written and how its change is measured."""
+
+    name: str
+    label: str
+    higher_is_better: bool = True
+
+    def value(self, sums) -> float | None:
+        return getattr(sums, self.name)
+
+    def text(self, value: float | None) -> str:
+        return {"ctr": percent, "position": position}.get(self.name, number)(value)
+
+    def raw(self, value: float | None):
+        """The figure in a CSV cell: CTR in percent with 2 decimals, position with 1, counts as they are.
+
+        >>> METRICS[2].raw(0.0349999), METRICS[3].raw(4.26), METRICS[0].raw(12), METRICS[0].raw(None)
+        (3.5, 4.3, 12, '')
+        """
+        if value is None:
+            return ""
+        if self.name == "ctr":
+            return round(value * 100, 2)
+        return round(value, 1) if self.name == "position" else value
+
+    def change(self, current: float | None, previous: float | None) -> tuple[str, str]:
+        """(the change written out, its tone: ``better``, ``worse`` or empty when unchanged or unknown).
+
+        >>> METRICS[0].change(120, 100), METRICS[2].change(0.031, 0.025), METRICS[3].change(4.2, 5.0)
+        (('+20.0%', 'better'), ('+0.60 pts', 'better'), ('−0.8', 'better'))
+        >>> METRICS[0].change(5, 0), METRICS[3].change(None, 5.0), METRICS[1].change(90, 100)
+        (('—', ''), ('—', ''), ('−10.0%', 'worse'))
+        """
+        if self.name in ("ctr", "position"):
+            if current is None or previous is None:
+                return DASH, ""
+            delta = current - previous
+            text = _signed(delta * 100, ".2f") + " pts" if self.name == "ctr" else _signed(delta, ".1f")
+        else:
+            delta = change(current, previous)
+            if delta is None:
+                return DASH, ""
+            text = signed_percent(delta)
+        if not text.startswith(("+", "−")):
+            return text, ""
+        return text, "better" if (delta > 0) == self.higher_is_better else "worse"
+
+
+METRICS = (
+    Metric("clicks", "Clicks"),
+    Metric("impressions", "Impressions"),
+    Metric("ctr", "CTR"),
+    Metric("position", "Average position", higher_is_better=False),
+)
+CLICKS, IMPRESSIONS, CTR, POSITION = METRICS
+
+
+def chart(points, period=None) -> dict:
+    """The chart's data for site_page.js: one x per row period (its first day, UTC seconds), a series per figure.
+
+    ``points`` are (Period, Sums) in order. Daily data gets an x for every day of ``period``,
+    None on a day without data, so the lines break there instead of bridging the gap.
+    ``labels`` name each x's day or period.
+
+    >>> from imports.sitepage.periods import Period
+    >>> from datetime import date
+    >>> data = chart([(Period(date(2026, 5, 1), date(2026, 5, 1)), Sums(3, 30, 0.1, 2.0)),
+    ...               (Period(date(2026, 5, 3), date(2026, 5, 3)), Sums(4, 40, 0.1, 2.5))],
+    ...              Period(date(2026, 5, 1), date(2026, 5, 3)))
+    >>> data["labels"], data["clicks"], data["position"], data["x"][1] - data["x"][0]
+    (['2026-05-01', '2026-05-02', '2026-05-03'], [3, None, 4], [2.0, None, 2.5], 86400)
+    """
+    daily = all(p.start == p.end for p, _ in points)
+    if daily and period is not None:
+        by_day = dict((p.start, sums) for p, sums in points)
+        points = [(day, by_day.get(day.start)) for day in period.each_day()]
+    return {
+        "x": [int(datetime.combine(p.start, time(), tzinfo=UTC).timestamp()) for p, _ in points],
+        "labels": [str(p) for p, _ in points],
+        "clicks": [s and s.clicks for _, s in points],
+        "impressions": [s and s.impressions for _, s in points],
+        "position": [None if s is None or s.position is None else round(s.position, 2) for _, s in points],
+        "daily": daily,
+    }

@@ -1,0 +1,132 @@
+"""The site page's figures, read with ``sql``'s statements inside one read-only snapshot.
+
+Every function returns what PostgreSQL aggregated: a handful of rows per block,
+never the metric rows themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import date
+
+from django.db import connection, transaction
+
+from . import listing, sql
+from .display import Sums
+from .periods import Choice, Period
+
+# Enough for hashing every URL of a large site at once (20,000 URLs take about 10 MB)
+# instead of spilling to disk at the server's default 4 MB. For these statements only.
+WORK_MEM = "64MB"
+
+
+@contextmanager
+def snapshot() -> Iterator[None]:
+    """One REPEATABLE READ, READ ONLY transaction: every block of the page sees the same data.
+
+    An import committing while the page is read would otherwise make the totals and
+    the top pages disagree. Inside a transaction already open (a test's), that one decides.
+    """
+    opens = not connection.in_atomic_block
+    with transaction.atomic(), connection.cursor() as cursor:
+        if opens:
+            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        cursor.execute("SELECT set_config('work_mem', %s, true)", [WORK_MEM])
+        yield
+
+
+@dataclass(frozen=True)
+class Covered:
+    """Rows of one import (None: deleted since) and the days they cover."""
+
+    import_id: int | None
+    period: Period
+    rows: int
+
+
+@dataclass
+class Figures:
+    """Totals of both periods, one point per row period of the current one, and which imports fed it."""
+
+    current: Sums = field(default_factory=Sums)
+    previous: Sums = field(default_factory=Sums)
+    points: list[tuple[Period, Sums]] = field(default_factory=list)
+    previous_points: list[Period] = field(default_factory=list)
+    imports: list[Covered] = field(default_factory=list)
+    edges: list[Covered] = field(default_factory=list)
+
+    @property
+    def mixed(self) -> bool:
+        """Whether the current period holds both daily rows and rows covering several days."""
+        return len({p.start == p.end for p, _ in self.points}) > 1
+
+
+def statement_params(targets: list[int], choice: Choice, **more) -> dict:
+    """The parameters every statement of ``sql`` takes, and ``more``."""
+    return {"targets": targets, "start": choice.current.start, "end": choice.current.end,
+            "previous_start": choice.previous.start, "previous_end": choice.previous.end, **more}
+
+
+def _rows(statement: str, params: dict) -> list[dict]:
+    with connection.cursor() as cursor:
+        cursor.execute(statement, params)
+        names = [column.name for column in cursor.description]
+        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+def _sums(row: dict) -> Sums:
+    return Sums(row["clicks"], row["impressions"], row["ctr"], row["position"], row["rows"])
+
+
+def newest_day(targets: list[int], today: date) -> date | None:
+    with connection.cursor() as cursor:
+        cursor.execute(sql.NEWEST_DAY, {"targets": targets, "today": today})
+        return cursor.fetchone()[0]
+
+
+def figures(targets: list[int], choice: Choice, url: str | None = None) -> Figures:
+    """The site's figures (or one page's, by normalized ``url``) for ``choice``."""
+    params = statement_params(targets, choice, url=url)
+    narrow = sql.ONE_PAGE if url is not None else ""
+    result = Figures()
+    for row in _rows(sql.FIGURES.format(url=narrow), params):
+        level, current = row["level"], row["current"]
+        if level == 3:
+            setattr(result, "current" if current else "previous", _sums(row))
+        elif level == 1:
+            period = Period(row["period_start"], row["period_end"])
+            if current:
+                result.points.append((period, _sums(row)))
+            else:
+                result.previous_points.append(period)
+        elif current:
+            result.imports.append(Covered(row["import_id"], Period(row["first_day"], row["last_day"]), row["rows"]))
+    result.edges = [Covered(row["import_id"], Period(row["first_day"], row["last_day"]), row["rows"])
+                    for row in _rows(sql.EDGE_ROWS.format(url=narrow), params)]
+    return result
+
+
+@dataclass(frozen=True)
+class TopPage:
+    url_normalized: str
+    sums: Sums
+    previous_clicks: int | None
+    change: float | None
+
+
+def top_pages(targets: list[int], choice: Choice, *, sort: str, search: str = "", page: int = 1,
+              page_size: int | None = listing.PAGE_SIZE) -> tuple[list[TopPage], int]:
+    """One page of the top pages (all of them when ``page_size`` is None) and how many match in all.
+
+    The count comes with the rows: a ``page`` past the last one gives none, and 0.
+    """
+    column, _ = listing.parse_sort(sort)
+    statement = sql.TOP_PAGES_ALL_PREVIOUS if column == "change" or page_size is None else sql.TOP_PAGES
+    offset = (page - 1) * page_size if page_size else 0
+    params = statement_params(targets, choice, pattern=listing.like_pattern(search), limit=page_size, offset=offset)
+    narrow = sql.SEARCH if search else ""
+    rows = _rows(statement.format(order=listing.order_by(sort), search=narrow), params)
+    pages = [TopPage(row["url_normalized"], _sums(row), row["previous_clicks"], row["change"]) for row in rows]
+    return pages, rows[0]["total"] if rows else 0

@@ -1,0 +1,141 @@
+"""Which days the site page shows, and the period they are compared with. Pure.
+
+A preset of the last N days ends on the newest day with data, as Search
+Console's does (its data lags a few days: ending on yesterday would compare a
+partly empty period with a full one); "last month" is the calendar month before
+today's. The previous period always has the same length and ends the day before.
+A metric row counts in a period only when its whole period lies inside it
+(sql.py applies the rule): a month-long row is never split into days.
+"""
+
+from __future__ import annotations
+
+import calendar
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import date, timedelta
+
+LAST_DAYS = {"7d": 7, "28d": 28, "90d": 90}
+PRESETS = {"7d": "Last 7 days", "28d": "Last 28 days", "90d": "Last 90 days", "month": "Last month",
+           "custom": "Custom"}
+DEFAULT = "28d"
+DAY = timedelta(days=1)
+
+
+@dataclass(frozen=True)
+class Period:
+    """From ``start`` to ``end``, both days included."""
+
+    start: date
+    end: date
+
+    def __str__(self) -> str:
+        return f"{self.start:%Y-%m-%d}" if self.start == self.end else f"{self.start:%Y-%m-%d} → {self.end:%Y-%m-%d}"
+
+    @property
+    def days(self) -> int:
+        return (self.end - self.start).days + 1
+
+    def previous(self) -> Period:
+        """The period of the same length that ends the day before this one starts.
+
+        >>> print(Period(date(2026, 3, 1), date(2026, 3, 31)).previous())
+        2026-01-29 → 2026-02-28
+        """
+        return Period(self.start - self.days * DAY, self.start - DAY)
+
+    def each_day(self) -> list[Period]:
+        """Every day of the period, each a one-day Period."""
+        return [Period(self.start + n * DAY, self.start + n * DAY) for n in range(self.days)]
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The preset shown, its period and the previous one; ``problem``: why the request was not followed."""
+
+    preset: str
+    current: Period
+    previous: Period
+    problem: str = ""
+
+
+def choose(preset: str | None, start: str | None = None, end: str | None = None, *, today: date,
+           newest: date | None) -> Choice:
+    """The period a request asks for: a preset name, or ``custom`` with ISO dates ``start`` and ``end``.
+
+    ``newest`` is the newest day with data (None: no data yet, then yesterday). An unknown
+    preset is the default one; a custom range that cannot be read is the default too, with
+    the reason in ``problem``.
+
+    >>> choose("7d", today=date(2026, 12, 10), newest=date(2026, 12, 7)).current
+    Period(start=datetime.date(2026, 12, 1), end=datetime.date(2026, 12, 7))
+    >>> choose("custom", "2026-12-05", "2026-12-01", today=date(2026, 12, 10), newest=None).problem
+    'The custom period starts after it ends: showing the last 28 days instead.'
+    """
+    problem = ""
+    if preset == "custom":
+        period, problem = _custom(start, end)
+        if period is not None:
+            return Choice("custom", period, period.previous())
+    elif preset == "month":
+        period = last_month(today)
+        return Choice("month", period, period.previous())
+    if preset not in LAST_DAYS:
+        preset = DEFAULT
+    if problem:
+        problem += f": showing the {PRESETS[preset].lower()} instead."
+    period = last_days(LAST_DAYS[preset], today=today, newest=newest)
+    return Choice(preset, period, period.previous(), problem)
+
+
+def last_days(count: int, *, today: date, newest: date | None) -> Period:
+    """``count`` days ending on the newest day with data, never after today; yesterday without data.
+
+    >>> print(last_days(7, today=date(2026, 12, 10), newest=None))
+    2026-12-03 → 2026-12-09
+    >>> print(last_days(7, today=date(2026, 12, 10), newest=date(2027, 1, 1)))
+    2026-12-04 → 2026-12-10
+    """
+    end = today - DAY if newest is None else min(newest, today)
+    return Period(end - (count - 1) * DAY, end)
+
+
+def last_month(today: date) -> Period:
+    """The calendar month before ``today``'s.
+
+    >>> print(last_month(date(2026, 3, 15)))
+    2026-02-01 → 2026-02-28
+    """
+    end = today.replace(day=1) - DAY
+    return Period(end.replace(day=1), end.replace(day=calendar.monthrange(end.year, end.month)[1]))
+
+
+def _custom(start: str | None, end: str | None) -> tuple[Period | None, str]:
+    try:
+        first, last = date.fromisoformat(start or ""), date.fromisoformat(end or "")
+    except ValueError:
+        return None, "The custom period needs a start and an end date (YYYY-MM-DD)"
+    if first > last:
+        return None, "The custom period starts after it ends"
+    return Period(first, last), ""
+
+
+def gaps(period: Period, covered: Iterable[tuple[date, date]]) -> list[Period]:
+    """The runs of days of ``period`` that no covered range (start, end) touches, in order.
+
+    >>> [str(g) for g in gaps(Period(date(2026, 5, 1), date(2026, 5, 10)),
+    ...                       [(date(2026, 5, 2), date(2026, 5, 3)), (date(2026, 5, 6), date(2026, 5, 9))])]
+    ['2026-05-01', '2026-05-04 → 2026-05-05', '2026-05-10']
+    """
+    missing, day = [], period.start
+    for start, end in sorted(covered):
+        if end < day:
+            continue
+        if start > period.end:
+            break
+        if start > day:
+            missing.append(Period(day, start - DAY))
+        day = end + DAY
+    if day <= period.end:
+        missing.append(Period(day, period.end))
+    return missing

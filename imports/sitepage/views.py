@@ -1,0 +1,152 @@
+"""``/imports/sites/<id>/``: one site's figures over a chosen period, and the same as CSV (``?format=csv``).
+
+The site is looked up among the caller's org's sites only: another org's site is
+the same 404 as an unknown one. The query string says everything the page shows
+(period, target, search, sort, page, the page whose history is open), so a link
+or the CSV export reproduces it.
+"""
+
+from __future__ import annotations
+
+import csv
+
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404, render
+from django.utils import timezone
+from django.views.decorators.http import require_GET
+
+from imports.models import Import
+from imports.views import member_required
+from seoinsight.models import Site
+
+from . import display, figures, listing, periods
+
+
+@require_GET
+@member_required
+def site_page(request, site_id, org):
+    site = get_object_or_404(Site.objects.filter(org=org), pk=site_id)
+    params = request.GET.dict()
+    targets = list(site.targets.order_by("pk"))
+    shown = [t for t in targets if str(t.pk) == params.get("target")] or targets
+    target_ids = [t.pk for t in shown]
+    sort, search = params.get("sort") or listing.DEFAULT_SORT, params.get("q", "").strip()
+    today = timezone.localdate()
+    with figures.snapshot():
+        newest = figures.newest_day(target_ids, today)
+        choice = periods.choose(params.get("period"), params.get("from"), params.get("to"), today=today,
+                                newest=newest)
+        site_figures = figures.figures(target_ids, choice)
+        if params.get("format") == "csv":
+            pages, _ = figures.top_pages(target_ids, choice, sort=sort, search=search, page_size=None)
+            return _csv(site, choice, site_figures, pages)
+        number = listing.page_number(params.get("page"))
+        pages, total = figures.top_pages(target_ids, choice, sort=sort, search=search, page=number)
+        if not pages and number > 1:  # a page past the end (the data changed since the link was made)
+            number = 1
+            pages, total = figures.top_pages(target_ids, choice, sort=sort, search=search)
+        url = params.get("url")
+        history = figures.figures(target_ids, choice, url=url) if url else None
+    return render(request, "imports/site.html", {
+        "org": org,
+        "site": site,
+        "targets": targets,
+        "target": shown[0] if len(shown) == 1 and len(targets) > 1 else None,
+        "choice": choice,
+        "newest": newest,
+        "presets": periods.PRESETS.items(),
+        "params": params,
+        "totals": _totals(site_figures),
+        "chart": display.chart(site_figures.points, choice.current),
+        "mixed": site_figures.mixed,
+        **_sources(org, site_figures),
+        "gaps": periods.gaps(choice.current, [(p.start, p.end) for p, _ in site_figures.points]),
+        "previous_gaps": periods.gaps(choice.previous, [(p.start, p.end) for p in site_figures.previous_points]),
+        "pages": [_page_row(page, params) for page in pages],
+        "page_count": total,
+        "pagination": _pagination(params, number, total),
+        "headers": [(column, label, listing.query(params, sort=listing.header_sort(column, sort), page=None))
+                    for column, (label, _) in listing.ORDERS.items()],
+        "sort": listing.parse_sort(sort),
+        "search": search,
+        "search_keeps": {key: value for key, value in params.items() if key not in ("q", "page", "format")},
+        "clear_search": listing.query(params, q=None, page=None),
+        "csv_url": listing.query(params, format="csv", page=None),
+        "url": url,
+        "history": history and {
+            "totals": _totals(history),
+            "chart": display.chart(history.points, choice.current),
+            "points": _points(history.points),
+            "close": listing.query(params, url=None),
+        },
+        "points": _points(site_figures.points),
+    })
+
+
+def _totals(result: figures.Figures) -> list[dict]:
+    rows = []
+    for metric in display.METRICS:
+        current, previous = metric.value(result.current), metric.value(result.previous)
+        text, tone = metric.change(current, previous)
+        rows.append({"name": metric.name, "label": metric.label, "current": metric.text(current),
+                     "previous": metric.text(previous), "change": text, "tone": tone})
+    return rows
+
+
+def _points(points) -> list[dict]:
+    return [{"period": period, "clicks": display.number(s.clicks), "impressions": display.number(s.impressions),
+             "ctr": display.percent(s.ctr), "position": display.position(s.position)} for period, s in points]
+
+
+def _sources(org, result: figures.Figures) -> dict:
+    """The imports that fed the figures and those whose rows cross an edge, each with its Import.
+
+    The Imports are read among the caller's org's only; one deleted since is None.
+    """
+    covered = result.imports + result.edges
+    ids = {c.import_id for c in covered if c.import_id is not None}
+    found = {imp.pk: imp for imp in Import.objects.for_org(org.pk).filter(pk__in=ids).select_related("site_target")}
+    return {key: [{"covered": c, "imp": found.get(c.import_id)} for c in entries]
+            for key, entries in (("sources", result.imports), ("edges", result.edges))}
+
+
+def _page_row(page: figures.TopPage, params: dict) -> dict:
+    s = page.sums
+    text, tone = display.METRICS[0].change(s.clicks, page.previous_clicks)
+    return {"url": page.url_normalized, "history": listing.query(params, url=page.url_normalized),
+            "clicks": display.number(s.clicks), "impressions": display.number(s.impressions),
+            "ctr": display.percent(s.ctr), "position": display.position(s.position),
+            "previous_clicks": display.number(page.previous_clicks), "change": text, "tone": tone}
+
+
+def _pagination(params: dict, number: int, total: int) -> dict:
+    last = max(1, -(-total // listing.PAGE_SIZE))
+    return {"number": number, "last": last,
+            "previous": listing.query(params, page=number - 1) if number > 1 else "",
+            "next": listing.query(params, page=number + 1) if number < last else ""}
+
+
+def _csv(site: Site, choice: periods.Choice, result: figures.Figures, pages: list[figures.TopPage]) -> HttpResponse:
+    """The totals, then every row of the top pages table as filtered and sorted on screen (all its pages)."""
+    name = f"{site.domain}-{choice.current.start:%Y%m%d}-{choice.current.end:%Y%m%d}.csv"
+    response = HttpResponse(content_type="text/csv; charset=utf-8",
+                            headers={"Content-Disposition": f'attachment; filename="{name}"'})
+    out = csv.writer(response)
+    out.writerow(["Site", site.domain])
+    out.writerow(["Period", choice.current.start, choice.current.end])
+    out.writerow(["Compared with", choice.previous.start, choice.previous.end])
+    out.writerow([])
+    out.writerow(["Figure", "This period", "Previous period", "Change"])
+    for metric, row in zip(display.METRICS, _totals(result), strict=True):
+        label = "CTR (%)" if metric is display.CTR else metric.label
+        out.writerow([label, metric.raw(metric.value(result.current)), metric.raw(metric.value(result.previous)),
+                      row["change"]])
+    out.writerow([])
+    out.writerow(["Page", "Clicks", "Impressions", "CTR (%)", "Position", "Previous clicks", "Change in clicks (%)"])
+    for page in pages:
+        s = page.sums
+        out.writerow([page.url_normalized, display.CLICKS.raw(s.clicks), display.IMPRESSIONS.raw(s.impressions),
+                      display.CTR.raw(s.ctr), display.POSITION.raw(s.position),
+                      display.CLICKS.raw(page.previous_clicks),
+                      "" if page.change is None else round(page.change * 100, 1)])
+    return response

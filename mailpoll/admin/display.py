@@ -3,7 +3,7 @@ an action."""
 
 from __future__ import annotations
 
-from django.contrib import messages
+from django.contrib import admin, messages
 from django.db.models import BooleanField, DateTimeField
 from django.db.models.expressions import RawSQL
 from django.template.defaultfilters import truncatechars
@@ -121,6 +121,15 @@ def next_try(mailbox: Mailbox):
 
 def duration_label(seconds: float) -> str:
     return f"{seconds / 60:g} min" if seconds >= 60 else f"{seconds:g} s"
+
+
+def scoped_count(request, model, **lookups) -> int | None:
+    """How many rows of ``model`` matching ``lookups`` the user's orgs have, as its admin's scoped list counts
+    them; None for a user who may not view that list (the index's "Waiting for you" counts)."""
+    model_admin = admin.site._registry[model]
+    if not model_admin.has_view_permission(request):
+        return None
+    return model_admin.get_queryset(request).filter(**lookups).count()
 
 
 def counted(n: int, singular: str, plural: str) -> str:

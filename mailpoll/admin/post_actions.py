@@ -15,29 +15,20 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from seoinsight import waiting
-from seoinsight.orgscope import ReadOnlyAdmin, reachable_orgs
+from seoinsight.orgscope import ReadOnlyAdmin
 
 from .. import post_actions
 from ..models import Attachment, AttachmentStatus, Mailbox, PostAction, PostActionStatus
-from .display import AMBER, BLUE, EMPTY, GREEN, GREY, RED, badge, counted, preformatted, report, when
+from .display import AMBER, BLUE, EMPTY, GREEN, GREY, RED, badge, counted, preformatted, report, scoped_count, when
 
 STATUS_COLOURS = {PostActionStatus.PENDING: BLUE, PostActionStatus.DONE: GREEN, PostActionStatus.GONE: GREY,
                   PostActionStatus.FAILED: RED}
 
 
-def failed_post_actions(request) -> int | None:
-    """How many post-actions of the user's orgs gave up; None for a user who may not view them."""
-    if not request.user.has_perm("mailpoll.view_postaction"):
-        return None
-    orgs = reachable_orgs(request)
-    failed = PostAction.objects.filter(status=PostActionStatus.FAILED)
-    return (failed if orgs is None else failed.filter(mailbox__org_id__in=orgs)).count()
-
-
 waiting.register(
     "post-actions that failed on their mailbox",
     lambda: reverse("admin:mailpoll_postaction_changelist") + f"?status__exact={PostActionStatus.FAILED}",
-    failed_post_actions)
+    lambda request: scoped_count(request, PostAction, status=PostActionStatus.FAILED))
 
 
 def _count(queryset, per: str = "mailbox_id"):

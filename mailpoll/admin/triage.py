@@ -20,28 +20,18 @@ from django.utils.html import format_html
 
 from seoinsight import waiting
 from seoinsight.models import SiteTarget
-from seoinsight.orgscope import reachable_orgs
 
 from .. import attachments
 from ..models import Attachment, AttachmentStatus
-from .display import counted, report
+from .display import counted, report, scoped_count
 
 log = logging.getLogger(__name__)
-
-
-def waiting_for_site(request) -> int | None:
-    """How many documents of the user's orgs wait for a site; None for a user who may not view attachments."""
-    if not request.user.has_perm("mailpoll.view_attachment"):
-        return None
-    orgs = reachable_orgs(request)
-    waiting = Attachment.objects.filter(status=AttachmentStatus.NEEDS_ROUTE)
-    return (waiting if orgs is None else waiting.filter(request__org_id__in=orgs)).count()
 
 
 waiting.register(
     "documents waiting for a site",
     lambda: reverse("admin:mailpoll_attachment_changelist") + f"?status__exact={AttachmentStatus.NEEDS_ROUTE}",
-    waiting_for_site)
+    lambda request: scoped_count(request, Attachment, status=AttachmentStatus.NEEDS_ROUTE))
 
 
 def route_to_action(model_admin, request, queryset):

@@ -22,7 +22,10 @@ from jobs.dbsession import close_quietly
 from jobs.models import Job, JobStatus
 from seoinsight.backoff import doubling
 
-from .reports import notes, operator_error, report_of, what_was_read
+from .models import Import
+from .outcomes import SHOWN_LABELS, outcome_reason, skipped_hosts, top_hosts
+from .reimport import suggest
+from .reports import notes, operator_error, period_read, report_of, what_was_read
 
 EXIT_FAILED = 1
 EXIT_NOT_QUEUED = 2
@@ -174,8 +177,12 @@ def print_report(out, job, import_id) -> None:
         return
     out.write("  ".join(f"{name} {report.get(name, 0)}"
                for name in ("read", "inserted", "updated", "skipped", "errors")))
+    period = period_read(report)
+    if period is not None:
+        out.write(f"  Period: {period[0]} to {period[1]}" + (f", read from {period[2]}." if period[2] else "."))
     for line in what_was_read(report):
         out.write(f"  {line}")
+    print_outcome(out, report, import_id)
     for what, count in notes(report):
         out.write(f"  kept {count}: {what}")
     for reason, count in sorted((report.get("skipped_reasons") or {}).items()):
@@ -186,6 +193,25 @@ def print_report(out, job, import_id) -> None:
     if report.get("errors", 0) > min(len(samples), ERROR_SAMPLES_SHOWN):
         more = report["errors"] - min(len(samples), ERROR_SAMPLES_SHOWN)
         out.write(f"  … and {more} more errors: see /imports/{import_id}/")
+
+
+def print_outcome(out, report: dict, import_id) -> None:
+    """For an import that was mostly or wholly skipped: why, the hosts it skipped, and the site they are on."""
+    outcome = report.get("outcome")
+    reason = outcome_reason(outcome, read=report.get("read", 0), skipped=report.get("skipped", 0),
+                            errors=report.get("errors", 0), skipped_reasons=report.get("skipped_reasons"))
+    if not reason:
+        return
+    out.write(f"  {SHOWN_LABELS[outcome]}: {reason}")
+    hosts = top_hosts(skipped_hosts(report))
+    if hosts:
+        out.write("  Hosts outside the target: " + ", ".join(f"{host} ({count})" for host, count in hosts))
+    imp = Import.objects.select_related("site_target").get(pk=import_id)
+    offer = suggest(imp, report)
+    if offer is not None:
+        where = ("These rows are on {}, outside this target" if offer.site.pk == imp.site_target.site_id
+                 else "This file looks like it is for {}").format(offer.site)
+        out.write(f"  {where}: import it into another target from /imports/{import_id}/")
 
 
 def failure_message(import_id, job) -> str:

@@ -169,11 +169,12 @@ class ImportUploadForm(forms.Form):
                                         or self.has_error("period_start") or self.has_error("period_end")):
             self.add_error("period_start", sentence(PERIOD_NEEDED + ": give the period below"))
 
-    def save(self, *, created_by=None) -> Import:
+    def save(self, *, created_by=None, **more) -> Import:
+        """The Import of the valid upload; ``more`` goes to ``create_import`` (a re-import's origin and source)."""
         upload = self.cleaned_data["file"]
         return create_import(
             site_target=self.cleaned_data["site_target"], content=upload, filename=upload.name, size=upload.size,
             period_start=self.cleaned_data.get("period_start"), period_end=self.cleaned_data.get("period_end"),
             created_by=created_by, sheet=self.cleaned_data.get("sheet", ""),
-            date_order=self.cleaned_data.get("date_order", ""),
+            date_order=self.cleaned_data.get("date_order", ""), **more,
         )

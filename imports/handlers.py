@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import logging
 
-from django.db import transaction
-from django.utils import timezone
-
 from jobs.queue import enqueue
 from jobs.registry import register
 from seoinsight import storage
@@ -14,7 +11,7 @@ from seoinsight import storage
 from . import conf, ingest, reconcile
 from . import searchconsole_api  # noqa: F401  (registers import_api, the Search Console pull)
 from .formats import UnreadableFile, open_source
-from .job_hooks import enqueue_reconcile, import_failed, import_requeued
+from .job_hooks import import_failed, import_requeued, mark_done
 from .models import Import, ImportStatus
 
 log = logging.getLogger(__name__)
@@ -79,14 +76,9 @@ def import_csv(job):
         ingest.write_batch(write_rows, counts, job_id=job.id, what=f"rows {done + 1} to {end}")
         done = end
 
-    report = {**counts.as_dict(), "source": source.summary()}  # what was read: columns, sheet, date order
-    with transaction.atomic():
-        Import.objects.filter(pk=imp.pk).update(
-            status=ImportStatus.DONE, read=counts.read, inserted=counts.inserted, updated=counts.updated,
-            skipped=counts.skipped, errors=counts.errors, error="", finished_at=timezone.now(),
-        )
-        enqueue_reconcile(imp.org_id, imp.site_target_id)
-    return report
+    # What was read (columns, sheet, period, date order) and what it brought in.
+    report = {**counts.as_dict(), "source": source.summary()}
+    return mark_done(imp, counts, report)
 
 
 @register("map_reconcile", dedup_scope="queue")

@@ -1,5 +1,6 @@
 """What both import jobs (``import_csv``, ``import_api``) share: the hooks that keep
-an Import in step with its job, and the ``map_reconcile`` queued once rows are written.
+an Import in step with its job, how a run that read every row ends (``mark_done``), and
+the ``map_reconcile`` queued once rows are written.
 
 Below ``handlers`` and ``searchconsole_api``, which both register with these, so
 neither imports the other for them.
@@ -12,7 +13,8 @@ from django.utils import timezone
 
 from jobs.queue import enqueue
 
-from .models import Import, ImportStatus, UrlMetric
+from .models import Import, ImportOutcome, ImportStatus, UrlMetric
+from .outcomes import decide_outcome
 
 
 def import_failed(job) -> None:
@@ -38,6 +40,24 @@ def import_requeued(job) -> None:
     Import.objects.filter(pk=job.payload.get("import_id"), status=ImportStatus.FAILED).update(
         status=ImportStatus.QUEUED, error="", finished_at=None
     )
+
+
+def mark_done(imp: Import, counts, report: dict) -> dict:
+    """Every row was read: the Import is done with its final counts and outcome, and map_reconcile is queued
+    for the rows it wrote (none: no map update).
+
+    Returns the job's report, with the outcome in it.
+    """
+    outcome = decide_outcome(read=counts.read, skipped=counts.skipped, errors=counts.errors)
+    with transaction.atomic():
+        Import.objects.filter(pk=imp.pk).update(
+            status=ImportStatus.DONE, outcome=outcome, read=counts.read, inserted=counts.inserted,
+            updated=counts.updated, skipped=counts.skipped, errors=counts.errors, error="",
+            finished_at=timezone.now(),
+        )
+        if outcome != ImportOutcome.NOTHING_IMPORTED:
+            enqueue_reconcile(imp.org_id, imp.site_target_id)
+    return {**report, "outcome": outcome.value}
 
 
 def enqueue_reconcile(org_id: str, site_target_id: int):

@@ -18,8 +18,9 @@ from seoinsight.models import Org, Page, SiteTarget
 
 
 class ImportKind(models.TextChoices):
-    CSV = "csv", "CSV"  # also a Search Console .zip bundle of CSVs
+    CSV = "csv", "CSV"
     XLSX = "xlsx", "Excel"
+    ZIP = "zip", "ZIP"  # a Search Console export: a bundle of CSVs
     API = "api", "Search Console API"
 
 
@@ -41,10 +42,26 @@ class ImportStatus(models.TextChoices):
     QUEUED = "queued", "Queued"
     # The job started working on it.
     RUNNING = "running", "Running"
-    # All rows read; counts final. map_reconcile was enqueued for the target.
+    # All rows read; counts final, and the outcome says what they brought in. map_reconcile was enqueued
+    # for the target.
     DONE = "done", "Done"
     # The file is not an import (error says why), or the job failed; set by on_fail.
     FAILED = "failed", "Failed"
+
+
+class ImportOutcome(models.TextChoices):
+    """What a done import brought in (``outcomes.decide_outcome``), set with DONE; blank before that.
+
+    Done means every row was read; the outcome says whether reading them imported anything, so a file
+    for another site cannot pass for a success.
+    """
+
+    # At least half the data rows were imported.
+    IMPORTED = "imported", "Imported"
+    # Something was imported, but more than half the data rows were skipped or had errors.
+    MOSTLY_SKIPPED = "mostly_skipped", "Mostly skipped"
+    # No row was imported: all skipped or bad, or no data rows at all.
+    NOTHING_IMPORTED = "nothing_imported", "Nothing imported"
 
 
 class ImportQuerySet(models.QuerySet):
@@ -82,6 +99,10 @@ class Import(models.Model):
     skipped = models.IntegerField(default=0)
     errors = models.IntegerField(default=0)
     error = models.TextField(blank=True)
+    outcome = models.CharField(max_length=20, choices=ImportOutcome.choices, blank=True)
+    # The import whose stored file this one imports again, into another target (*Import it into …*).
+    reimport_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL,
+                                    related_name="reimports")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -95,6 +116,14 @@ class Import(models.Model):
             models.CheckConstraint(
                 condition=Q(period_start__isnull=True) | Q(period_end__gte=F("period_start")),
                 name="import_period_ordered",
+            ),
+            # A file is imported again into a target once: a second click makes no second import.
+            models.UniqueConstraint(fields=["reimport_of", "site_target"], condition=Q(reimport_of__isnull=False),
+                                    name="import_reimport_once_per_target"),
+            # An outcome is one of its values, and only a done import has one.
+            models.CheckConstraint(
+                condition=Q(outcome="") | Q(status=ImportStatus.DONE, outcome__in=ImportOutcome.values),
+                name="import_outcome_when_done",
             ),
         ]
 

@@ -43,6 +43,19 @@ def notes(report: dict) -> list[tuple[str, int]]:
                   key=lambda item: (-item[1], item[0]))
 
 
+def period_read(report: dict) -> tuple[str, str, str] | None:
+    """The period the file itself gave (first day, last day, where it was read: "Filters.csv"), or None.
+
+    >>> period_read({"source": {"period": ["2024-02-01", "2024-02-29"], "period_from": "Filters.csv"}})
+    ('2024-02-01', '2024-02-29', 'Filters.csv')
+    """
+    source = report.get("source")
+    period = source.get("period") if isinstance(source, dict) else None
+    if not (isinstance(period, list) and len(period) == 2):
+        return None
+    return str(period[0]), str(period[1]), str(source.get("period_from") or "")
+
+
 def what_was_read(report: dict) -> list[str]:
     """Sentences about the file as read: sheet, columns used and ignored, date order."""
     source = report.get("source")

@@ -17,14 +17,13 @@ from datetime import date, timedelta
 from uuid import uuid4
 
 from django.db import transaction
-from django.utils import timezone
 
 from jobs.queue import enqueue
 from jobs.registry import register
 from seoinsight.models import SEARCH_CONSOLE_SETTLING_DAYS
 
 from . import ingest
-from .job_hooks import enqueue_reconcile, import_failed, import_requeued
+from .job_hooks import import_failed, import_requeued, mark_done
 from .models import Import, ImportKind, ImportOrigin, ImportStatus
 from .searchconsole_client import SearchAnalytics, SearchConsoleError
 
@@ -146,10 +145,4 @@ def import_api(job):
         ingest.write_batch(write_page, counts, job_id=job.id, what=f"API rows {first_row + 1} to {next_row}")
         log.info("job=%s import=%s startRow %s: %s rows", job.id, imp.pk, first_row, len(rows))
 
-    with transaction.atomic():
-        Import.objects.filter(pk=imp.pk).update(
-            status=ImportStatus.DONE, read=counts.read, inserted=counts.inserted, updated=counts.updated,
-            skipped=counts.skipped, errors=counts.errors, error="", finished_at=timezone.now(),
-        )
-        enqueue_reconcile(imp.org_id, imp.site_target_id)
-    return counts.as_dict()
+    return mark_done(imp, counts, counts.as_dict())

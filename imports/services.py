@@ -26,7 +26,7 @@ KIND_BY_EXTENSION = {
     ".csv": ImportKind.CSV,
     ".tsv": ImportKind.CSV,
     ".txt": ImportKind.CSV,
-    ".zip": ImportKind.CSV,
+    ".zip": ImportKind.ZIP,
     ".xlsx": ImportKind.XLSX,
 }
 ACCEPTED = ", ".join(KIND_BY_EXTENSION)
@@ -54,17 +54,18 @@ def display_filename(name: str, max_length: int = 255) -> str:
 
 def create_import(*, site_target: SiteTarget, content, filename: str, size: int, period_start=None,
                   period_end=None, created_by=None, origin: str = ImportOrigin.UPLOAD, sheet: str = "",
-                  date_order: str = "") -> Import:
+                  date_order: str = "", reimport_of: Import | None = None) -> Import:
     """Store the file and create the Import with its ``import_csv`` job, both or neither.
 
-    ``content`` is a Django ``File`` (an upload, or an opened local file).
+    ``content`` is a Django ``File`` (an upload, or an opened local file); ``reimport_of``, the import whose
+    stored file this is again (``reimport``).
     """
     shown = display_filename(filename)
     imp = Import(
         org_id=site_target.site.org_id, site_target=site_target, kind=kind_for(shown) or ImportKind.CSV,
         origin=origin, uid=uuid.uuid4().hex, original_filename=shown, size=size,
         period_start=period_start, period_end=period_end, created_by=created_by, sheet=sheet,
-        date_order=date_order,
+        date_order=date_order, reimport_of=reimport_of,
     )
     # Storage is not transactional: the file is written first, whole or not at all
     # (temporary name, fsync, rename), and removed again if the rows are not

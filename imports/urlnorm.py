@@ -87,7 +87,7 @@ def in_scope(url_normalized: str, *, url_prefix: str = "", search_console_proper
         return True
     if prop[:10].lower() == "sc-domain:":
         domain = _normalized_host(prop[10:].strip())
-        host = _host_of(url_normalized)
+        host = host_of(url_normalized)
         return host == domain or host.endswith("." + domain)
     return url_normalized.startswith(_normalized_prefix(prop))
 
@@ -204,7 +204,12 @@ def _normalized_prefix(prefix: str) -> str:
     return normalize_url(prefix)
 
 
-def _host_of(url_normalized: str) -> str:
+def host_of(url_normalized: str) -> str:
+    """The host of a URL as ``normalize_url`` wrote it (the spelling ``seoinsight.hosts`` matches sites by).
+
+    >>> host_of("https://shop.example.com:8443/a"), host_of("https://[::1]/")
+    ('shop.example.com', '[::1]')
+    """
     authority = url_normalized.partition("://")[2].partition("/")[0]
     if authority.startswith("["):
         return authority[: authority.find("]") + 1]

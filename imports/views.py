@@ -1,7 +1,7 @@
-"""The Imports pages: upload + list + event log, and one import's detail.
+"""The Imports pages: upload + list + event log, and one import's detail (and its re-import, a POST to it).
 
 Every query is filtered on the caller's org (``seoinsight.auth``); another
-org's import is the same 404 as an unknown one. Live progress is drawn by
+org's import or target is the same 404 as an unknown one. Live progress is drawn by
 ``imports/progress.js``, which polls ``GET /jobs/<id>``.
 """
 
@@ -15,7 +15,7 @@ from django.contrib.auth.views import redirect_to_login
 from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.http import require_http_methods
 
 from jobs.models import Job, JobStatus
 from seoinsight import storage
@@ -23,8 +23,12 @@ from seoinsight.auth import NotAuthenticated, current_org_id
 from seoinsight.models import Org, SiteTarget
 
 from .forms import ImportUploadForm, sentence
-from .models import Import, ImportStatus
-from .reports import notes, operator_error, report_of, what_was_read
+from .ingest import OUTSIDE
+from .models import Import, ImportKind, ImportStatus
+from .outcomes import (SHOWN_LABELS, WARNING_OUTCOMES, outcome_reason, shown_status, skipped_hosts, skipped_urls,
+                       top_hosts)
+from .reimport import NotReimported, reimport, suggest
+from .reports import notes, operator_error, period_read, report_of, what_was_read
 from .services import OUT_OF_SPACE
 
 COUNT_FIELDS = ("read", "inserted", "updated", "skipped", "errors")
@@ -65,7 +69,11 @@ class ImportRow:
         # job may be claimed before the handler marks the import running).
         finished = imp.status in (ImportStatus.DONE, ImportStatus.FAILED)
         self.status = imp.status if finished or job is None else job.status
+        # What the badge says: a done import that brought in little or nothing shows that, not "Done".
+        self.shown_status = shown_status(self.status, imp.outcome)
         self.error = operator_error(imp.error or (job.error if job is not None else "") or "")
+        self.outcome_reason = outcome_reason(self.shown_status, read=imp.read, skipped=imp.skipped,
+                                             errors=imp.errors, skipped_reasons=self.report.get("skipped_reasons"))
 
     @property
     def what_was_read(self) -> list[str]:
@@ -84,7 +92,42 @@ class ImportRow:
 
     @property
     def status_label(self) -> str:
-        return ImportStatus(self.status).label
+        return SHOWN_LABELS[self.shown_status]
+
+    @property
+    def format_label(self) -> str:
+        """The file's format, and what it turned out to be when that says more ("ZIP · Search Console export")."""
+        label = self.imp.get_kind_display()
+        source = self.report.get("source")
+        if self.imp.kind != ImportKind.API and isinstance(source, dict) and source.get("format") == "searchconsole":
+            label += " · Search Console export"
+        return label
+
+    @property
+    def period(self) -> tuple[str, str, str] | None:
+        """(first day, last day, where it comes from): the file's own period, else the one given with the import."""
+        read = period_read(self.report)
+        if read is not None:
+            return read[0], read[1], f"read from {read[2]}" if read[2] else ""
+        if self.imp.period_start is not None:
+            given = "pulled" if self.imp.kind == ImportKind.API else "given with the import"
+            return self.imp.period_start.isoformat(), self.imp.period_end.isoformat(), given
+        return None
+
+    @property
+    def skipped_hosts(self) -> list[tuple[str, int]]:
+        return top_hosts(skipped_hosts(self.report))
+
+    @property
+    def skipped_on_other_hosts(self) -> int:
+        """Rows outside the target on hosts beyond those listed."""
+        reasons = self.report.get("skipped_reasons")
+        outside = reasons.get(OUTSIDE) if isinstance(reasons, dict) else None
+        return max(0, outside - sum(count for _, count in self.skipped_hosts)) if isinstance(outside, int) else 0
+
+    @property
+    def skipped_urls(self) -> list[str]:
+        return skipped_urls(self.report)
 
     @property
     def count_items(self) -> list[tuple[str, int]]:
@@ -154,9 +197,27 @@ def index(request, org):
     }, status=status)
 
 
-@require_GET
+@require_http_methods(["GET", "POST"])
 @member_required
 def detail(request, pk, org):
-    imports = Import.objects.for_org(org.pk).select_related("site_target__site", "job", "created_by")
+    """One import's page; a POST imports its file again into the target it names (*Import it into …*)."""
+    imports = Import.objects.for_org(org.pk).select_related("site_target__site", "job", "created_by",
+                                                            "reimport_of")
     imp = get_object_or_404(imports, pk=pk)
-    return render(request, "imports/detail.html", {"org": org, "row": ImportRow(imp), "imp": imp})
+    if request.method == "POST":
+        target_id = request.POST.get("site_target", "")
+        target = get_object_or_404(SiteTarget.objects.filter(site__org_id=org.pk).select_related("site"),
+                                   pk=int(target_id) if target_id.isdigit() else None)
+        try:
+            again = reimport(imp, target, user=request.user)
+        except NotReimported as exc:
+            messages.error(request, str(exc))
+            return redirect("imports:detail", imp.pk)
+        messages.success(request, f"“{again.original_filename}” is queued again, for {target.site} · {target}.")
+        return redirect("imports:detail", again.pk)
+    row = ImportRow(imp)
+    offer = suggest(imp, row.report) if row.shown_status in WARNING_OUTCOMES else None
+    return render(request, "imports/detail.html", {
+        "org": org, "row": row, "imp": imp, "suggestion": offer,
+        "reimports": imp.reimports.select_related("site_target__site").order_by("created_at"),
+    })

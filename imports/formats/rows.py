@@ -3,7 +3,7 @@
 A format reads its file as a ``Table``: header cells, then records of raw
 cells. ``RowSource`` maps the headers to fields, numbers the records and turns
 each into a ``ParsedRow`` or a ``RowError``, whatever the format, and says what
-it read (``summary()``: columns used and ignored, sheet, period, date order).
+it read (``summary()``: columns used and ignored, sheet, period and where it was read, date order).
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ class RowSource:
     first run did.
     """
 
-    def __init__(self, kind: str, table: Table, *, period: tuple[date, date] | None = None,
+    def __init__(self, kind: str, table: Table, *, period: tuple[date, date] | None = None, period_from: str = "",
                  sheet: str | None = None, other_sheets: Sequence[str] = (), date_order: str | None = None,
                  default_date_order: str = DAY_FIRST):
         columns = header_aliases.map_columns(table.headers)
@@ -99,6 +99,7 @@ class RowSource:
         # Named columns no field took: unrecognised ones, and a second match of a field.
         self.ignored = tuple(header for index, header in enumerate(table.headers) if header and index not in used)
         self.period = period
+        self.period_from = period_from  # the table the file's period was read from ("Filters.csv"), for the report
         self.sheet = sheet
         self.other_sheets = tuple(other_sheets)
         self._chosen_date_order = date_order or None
@@ -145,6 +146,8 @@ class RowSource:
             summary["other_sheets"] = list(self.other_sheets)
         if self.period:
             summary["period"] = [day.isoformat() for day in self.period]
+            if self.period_from:
+                summary["period_from"] = self.period_from
         if self.date_order is not None:
             summary["date_order"] = {**self.date_order._asdict(), "text": self.date_order.describe()}
         return summary

@@ -8,7 +8,9 @@ two-column table whose "Date" row says the period: relative ("Last 3 months",
 "Jan 1, 2024 - Mar 31, 2024", "1 janv. 2024 - 31 mars 2024").
 
 Rows come from the Pages table. The period is the explicit Filters range, else
-the first and last day of the Dates table, else unknown.
+the first and last day of the Dates table, else unknown; the source names the
+table it came from (``period_from``: "Filters.csv", "the sheet 'Filters'", …),
+which the import's page shows beside the period.
 """
 
 from __future__ import annotations
@@ -85,17 +87,19 @@ def from_workbook(opener: Opener, workbook: Workbook, *, sheet: str | None = Non
     filters = _first(sheets, FILTERS)
     dates = _first(sheets, DATES)
     period = period_from_filters(sheet_rows(workbook, filters)) if filters else None
+    read_from = f"the sheet '{filters}'"
     if period is None and dates:
         period = period_from_dates(sheet_rows(workbook, dates))
-    return _pages_source(pages, period, sheet=read, other_sheets=[name for name in names if name != read],
-                         **options)
+        read_from = f"the first and last day of the sheet '{dates}'"
+    return _pages_source(pages, period, period_from=read_from if period else "", sheet=read,
+                         other_sheets=[name for name in names if name != read], **options)
 
 
 def from_bundle(opener: Opener, members: Sequence[zipfile.ZipInfo], max_unzipped_bytes: int,
                 **options) -> RowSource:
     tables: dict[str, zipfile.ZipInfo] = {}
     for info in members:
-        base = info.filename.rsplit("/", 1)[-1]
+        base = _base_name(info)
         # Skip folders and macOS resource forks ("__MACOSX/._Pages.csv").
         if info.is_dir() or info.filename.startswith("__MACOSX/") or base.startswith("._"):
             continue
@@ -116,9 +120,11 @@ def from_bundle(opener: Opener, members: Sequence[zipfile.ZipInfo], max_unzipped
     filters = _first(tables, FILTERS)
     dates = _first(tables, DATES)
     period = period_from_filters(_all_rows(table(filters))) if filters else None
+    read_from = _base_name(filters) if filters else ""
     if period is None and dates:
         period = period_from_dates(_all_rows(table(dates)))
-    return _pages_source(pages, period, **options)
+        read_from = f"the first and last day of {_base_name(dates)}"
+    return _pages_source(pages, period, period_from=read_from if period else "", **options)
 
 
 def period_from_filters(rows: Iterable[Sequence[Any]]) -> tuple[date, date] | None:
@@ -195,6 +201,10 @@ def _pages_source(pages: Table, period: tuple[date, date] | None, **options) -> 
             "(a comparison export?): export a single date range"
         )
     return source
+
+
+def _base_name(info: zipfile.ZipInfo) -> str:
+    return info.filename.rsplit("/", 1)[-1]
 
 
 def _first(tables: dict[str, Any], keys: Sequence[str]) -> Any:

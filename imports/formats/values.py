@@ -171,26 +171,45 @@ class DateOrder(NamedTuple):
     """The order a file's a/b/yyyy dates are read in, and why (for the report).
 
     ``decided_by``: "choice" (the import says so), "file" (``example`` fits this
-    order only), "default" (every a/b/yyyy date fits both orders, or there are
-    none among the first dates: the configured default).
+    order only), "default" (every a/b/yyyy date fits both orders, ``example``
+    being the first, or the column holds no date at all: the configured
+    default), "unambiguous" (no a/b/yyyy date among those read to decide: they
+    are written ``written``, "iso" or "excel" or both, so no order was needed;
+    ``whole_column`` is false when deciding stopped after
+    ``PLAIN_DATES_SCANNED`` of them and the order would apply to an a/b/yyyy
+    date further down).
     """
 
     order: str
     decided_by: str
     example: str = ""
+    written: str = ""
+    whole_column: bool = True
 
     def describe(self) -> str:
-        """One sentence for the report."""
+        """One sentence for the report.
+
+        >>> DateOrder("dmy", "unambiguous", written="iso").describe()
+        'Dates written yyyy-mm-dd (ISO): unambiguous, no day-first or month-first reading was needed.'
+        """
         read = f"Dates read {DATE_ORDERS[self.order]}"
         if self.decided_by == "choice":
             return f"{read}, as chosen for this import."
         if self.decided_by == "file":
             return f"{read}: '{self.example}' can only be read that way."
+        if self.decided_by == "unambiguous":
+            written = " or ".join(_WRITTEN[kind] for kind in self.written.split("+") if kind in _WRITTEN)
+            if self.whole_column:
+                return f"Dates {written}: unambiguous, no day-first or month-first reading was needed."
+            return (f"The first {PLAIN_DATES_SCANNED:,} dates are {written}: unambiguous; a date written "
+                    f"dd/mm or mm/dd further down would be read {DATE_ORDERS[self.order]}, the default.")
         if self.example:
             return (f"{read}, the default: every date like '{self.example}' fits either order "
                     "(choose the order when importing if that is wrong).")
         return f"{read}, the default (the file's dates are not written dd/mm or mm/dd)."
 
+
+_WRITTEN = {"iso": "written yyyy-mm-dd (ISO)", "excel": "stored as Excel dates"}
 
 # A column that holds only yyyy-mm-dd or Excel dates this far has no a/b/yyyy
 # dates to decide for: the scan stops, so such a file is not read twice.
@@ -204,19 +223,24 @@ def decide_date_order(cells: Iterable, *, chosen: str | None, default: str = DAY
 
     The first cell that fits one order only decides (a later cell that does
     not fit it is a bad row, visible as such). Cells that fit both orders
-    decide nothing; a file of only those is read in ``default``.
+    decide nothing; a file of only those is read in ``default``. A file of
+    yyyy-mm-dd or Excel dates alone needs no order: it is "unambiguous".
 
     >>> decide_date_order(["1/2/2026", "1/13/2026", "2/1/2026"], chosen=None)
-    DateOrder(order='mdy', decided_by='file', example='1/13/2026')
+    DateOrder(order='mdy', decided_by='file', example='1/13/2026', written='', whole_column=True)
     >>> decide_date_order(["1/2/2026", "3/4/2026"], chosen=None)
-    DateOrder(order='dmy', decided_by='default', example='1/2/2026')
+    DateOrder(order='dmy', decided_by='default', example='1/2/2026', written='', whole_column=True)
+    >>> decide_date_order(["2026-01-13", "2026-01-14"], chosen=None)
+    DateOrder(order='dmy', decided_by='unambiguous', example='', written='iso', whole_column=True)
     >>> decide_date_order(["13/1/2026"], chosen="mdy")
-    DateOrder(order='mdy', decided_by='choice', example='')
+    DateOrder(order='mdy', decided_by='choice', example='', written='', whole_column=True)
     """
     if chosen:
         return DateOrder(chosen, "choice")
     ambiguous = ""
     plain = 0
+    whole_column = True
+    written = {"iso": False, "excel": False}
     # Texts already found to fit both orders or neither: seen again, they decide nothing again.
     undecided: set[str] = set()
     for cell in cells:
@@ -226,7 +250,12 @@ def decide_date_order(cells: Iterable, *, chosen: str | None, default: str = DAY
         if fits is None:
             if cell is not None and cell != "":
                 plain += 1
+                if isinstance(cell, str):
+                    written["iso"] = written["iso"] or bool(_ISO_DATE.fullmatch(cell.strip()))
+                elif not isinstance(cell, bool):
+                    written["excel"] = True  # a date cell or a serial number
                 if plain >= PLAIN_DATES_SCANNED and not ambiguous:
+                    whole_column = False
                     break
             continue
         day_first, month_first = fits
@@ -236,6 +265,9 @@ def decide_date_order(cells: Iterable, *, chosen: str | None, default: str = DAY
             ambiguous = cell.strip()
         if len(undecided) < UNDECIDED_REMEMBERED:
             undecided.add(cell)
+    if not ambiguous and any(written.values()):
+        return DateOrder(default, "unambiguous", written="+".join(kind for kind, seen in written.items() if seen),
+                         whole_column=whole_column)
     return DateOrder(default, "default", ambiguous)
 
 

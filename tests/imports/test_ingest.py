@@ -9,7 +9,7 @@ from imports import conflicts, ingest
 from imports.formats import ParsedRow, RowError, open_source
 from imports.formats.values import parse_date
 from imports.models import UrlMetric
-from imports.urlnorm import InvalidUrl, in_scope, normalize_url
+from imports.urlnorm import InvalidUrl, host_of, in_scope, normalize_url
 from tests.factories import SiteTargetFactory
 from tests.imports.files import write_csv
 
@@ -56,9 +56,10 @@ def test_remembered_urls_give_what_the_plain_functions_give():
         assert ingest.prepare(rows(URLS), scope, counts) == expected_records
         assert counts.error_samples == expected_errors
         assert (counts.read, counts.skipped) == (len(URLS), expected_skipped)
-    # Invalid URLs are not remembered; the others are, outside ones as None.
+    # Invalid URLs are not remembered; the others are, outside ones by their host.
     invalid = {"mailto:someone@shop.example", "https://user@shop.example/x"}
-    assert scope.located == {url: normalize_url(url) if in_scope(normalize_url(url), url_prefix=PREFIX) else None
+    assert scope.located == {url: normalize_url(url) if in_scope(normalize_url(url), url_prefix=PREFIX)
+                             else ingest.Outside(host_of(normalize_url(url)))
                              for url in URLS if url not in invalid}
 
 

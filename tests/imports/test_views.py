@@ -250,7 +250,7 @@ def test_display_filename(name, shown):
 
 
 @pytest.mark.parametrize("name, kind", [
-    ("a.csv", "csv"), ("a.TSV", "csv"), ("a.txt", "csv"), ("bundle.zip", "csv"), ("a.xlsx", "xlsx"),
+    ("a.csv", "csv"), ("a.TSV", "csv"), ("a.txt", "csv"), ("bundle.zip", "zip"), ("a.xlsx", "xlsx"),
     ("a.xls", None), ("a.csv.exe", None), ("csv", None),
 ])
 def test_kind_for(name, kind):

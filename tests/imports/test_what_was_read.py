@@ -25,7 +25,8 @@ def _source(path, **options):
     (["1/2/2026", "3/4/2026"], None, "mdy", DateOrder("mdy", "default", "1/2/2026")),
     # yyyy-mm-dd, Excel dates, empty cells and impossible days decide nothing.
     (["2026-01-13", None, "", 45356, "31/31/2026", "5/6/2026"], None, "dmy", DateOrder("dmy", "default", "5/6/2026")),
-    (["2026-01-13", "2026-01-14"], None, "dmy", DateOrder("dmy", "default", "")),
+    # Without any a/b/yyyy date there is nothing to decide (tests/imports/test_date_order_line.py).
+    (["2026-01-13", "2026-01-14"], None, "dmy", DateOrder("dmy", "unambiguous", written="iso")),
     # Repeats of cells that decided nothing (remembered, not checked again) still decide nothing.
     (["3/4/2026", "31/31/2026", "3/4/2026", "31/31/2026", "1/13/2026"], None, "dmy",
      DateOrder("mdy", "file", "1/13/2026")),
@@ -42,7 +43,8 @@ def test_a_column_of_plain_dates_is_not_read_to_its_end():
         yield from ["2026-01-01"] * 1000
         raise AssertionError("read past the plain dates")
 
-    assert decide_date_order(cells(), chosen=None) == DateOrder("dmy", "default", "")
+    assert decide_date_order(cells(), chosen=None) == DateOrder("dmy", "unambiguous", written="iso",
+                                                                whole_column=False)
 
 
 US_ROWS = [
@@ -57,7 +59,7 @@ def test_a_us_file_is_read_month_first_and_says_so(tmp_path):
     source = _source(files.write_csv(tmp_path, "us.csv", US_ROWS))
     assert [row.date for row in source.rows()] == [date(2026, 1, 12), date(2026, 1, 13), date(2026, 2, 1)]
     assert source.summary()["date_order"] == {
-        "order": "mdy", "decided_by": "file", "example": "1/13/2026",
+        "order": "mdy", "decided_by": "file", "example": "1/13/2026", "written": "", "whole_column": True,
         "text": "Dates read month first (mm/dd/yyyy): '1/13/2026' can only be read that way.",
     }
 

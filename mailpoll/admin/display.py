@@ -11,7 +11,8 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
-from imports.models import Import, ImportStatus
+from imports.models import Import, ImportOutcome, ImportStatus
+from imports.outcomes import SHOWN_LABELS, outcome_reason, shown_status
 
 from ..models import Auth, AttachmentStatus, FolderCursor, GrantState, LiveWatch, Mailbox, OAuthGrant, Provider
 from ..oauth.rules import CLIFFS, cliff_warning
@@ -30,9 +31,10 @@ ATTACHMENT_COLOURS = {
     AttachmentStatus.NEEDS_ROUTE: BLUE,
 }
 
-# A mailed document's import, as the attachment list shows it (any other status: AMBER).
+# A mailed document's import, as the attachment list shows it (any other status: AMBER); a done import that
+# brought in little or nothing shows that instead of Done (imports.outcomes.shown_status).
 IMPORT_COLOURS = {ImportStatus.QUEUED: GREY, ImportStatus.RUNNING: BLUE, ImportStatus.DONE: GREEN,
-                  ImportStatus.FAILED: RED}
+                  ImportStatus.FAILED: RED, ImportOutcome.NOTHING_IMPORTED: RED, ImportOutcome.MOSTLY_SKIPPED: AMBER}
 
 # A mailbox's token state: what decides whether the poller takes it at all (mailpoll.sql's claim).
 TOKEN_ACTIVE, TOKEN_NEEDS_REAUTH, TOKEN_NOT_CONNECTED, TOKEN_SERVICE, TOKEN_NONE = (
@@ -56,7 +58,10 @@ def badge(colour: str, text: str, title: str = ""):
 def import_badge(imp: Import):
     """The import's status as a badge, its error on hover, linked to its page on the Imports pages."""
     url = reverse("imports:detail", args=[imp.pk])
-    shown = badge(IMPORT_COLOURS.get(imp.status, AMBER), f"Import {imp.get_status_display().lower()}", imp.error)
+    status = shown_status(imp.status, imp.outcome)
+    why = imp.error or outcome_reason(status, read=imp.read, skipped=imp.skipped, errors=imp.errors,
+                                      skipped_reasons={})
+    shown = badge(IMPORT_COLOURS.get(status, AMBER), f"Import {SHOWN_LABELS[status].lower()}", why)
     return format_html('<a href="{}" title="{}">{}</a>', url, f"import {imp.pk} on the Imports pages", shown)
 
 

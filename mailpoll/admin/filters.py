@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from imports.models import ImportStatus
+from imports.models import ImportOutcome, ImportStatus
 
 from .. import conf
 from .display import TOKEN_ACTIVE, TOKEN_NEEDS_REAUTH, TOKEN_NOT_CONNECTED, duration_label
@@ -45,13 +45,20 @@ class ImportOutcomeFilter(admin.SimpleListFilter):
     parameter_name = "import"
 
     def lookups(self, request, model_admin):
-        return [(ImportStatus.FAILED, "import failed"), (ImportStatus.DONE, "imported"),
+        return [(ImportStatus.FAILED, "import failed"), (ImportOutcome.NOTHING_IMPORTED, "nothing imported"),
+                (ImportOutcome.MOSTLY_SKIPPED, "mostly skipped"), (ImportStatus.DONE, "imported"),
                 ("waiting", "import queued or running")]
 
     def queryset(self, request, queryset):
         if self.value() == "waiting":
             return queryset.filter(source_import__status__in=[ImportStatus.QUEUED, ImportStatus.RUNNING])
-        if self.value() in (ImportStatus.FAILED, ImportStatus.DONE):
+        if self.value() in (ImportOutcome.NOTHING_IMPORTED, ImportOutcome.MOSTLY_SKIPPED):
+            return queryset.filter(source_import__status=ImportStatus.DONE, source_import__outcome=self.value())
+        if self.value() == ImportStatus.DONE:
+            # Imported: done, and not one of the outcomes listed above it.
+            return queryset.filter(source_import__status=ImportStatus.DONE).exclude(
+                source_import__outcome__in=(ImportOutcome.NOTHING_IMPORTED, ImportOutcome.MOSTLY_SKIPPED))
+        if self.value() == ImportStatus.FAILED:
             return queryset.filter(source_import__status=self.value())
         return queryset
 

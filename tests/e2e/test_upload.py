@@ -107,3 +107,40 @@ def test_upload_a_csv_and_watch_it_finish(live_server, processes, media, tmp_pat
 
     imp = Import.objects.get()
     assert (imp.status, imp.read, imp.inserted) == (ImportStatus.DONE, 3, 3)
+
+
+def test_a_file_for_another_site_ends_as_nothing_imported_live(live_server, processes, media, tmp_path):
+    """The live badge reads the job's outcome: a file whose every row is off the target is never a green Done."""
+    from playwright.sync_api import expect, sync_playwright
+
+    org = OrgFactory(id="shop", name="Shop & Co")
+    SiteTargetFactory(site=SiteFactory(org=org, domain="shop.example"), url_prefix="https://shop.example/")
+    UserFactory(username="ana", org=org)
+    export = tmp_path / "Other.csv"
+    export.write_text(CSV.replace("https://shop.example/", "https://other.example/"))
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.set_default_timeout(TIMEOUT_MS)
+            expect.set_options(timeout=TIMEOUT_MS)
+            page.goto(f"{live_server.url}/accounts/login/?next=/imports/")
+            page.get_by_label("Username").fill("ana")
+            page.get_by_label("Password").fill("pw-for-tests")
+            page.get_by_role("button", name="Log in").click()
+
+            page.get_by_label("Export file").set_input_files(export)
+            page.get_by_label("Site target").select_option(label="https://shop.example/")
+            page.get_by_role("button", name="Upload and import").click()
+
+            badge = page.locator("tr[data-import]", has_text="Other.csv").locator("[data-status]")
+            expect(badge).to_have_text("Queued")
+            processes(runjobs, MEDIA_ROOT=str(media))  # now: the page's script sees the job end, no reload
+            expect(badge).to_have_text("Nothing imported")
+            expect(badge).to_have_class("badge nothing_imported")
+        finally:
+            browser.close()
+
+    imp = Import.objects.get()
+    assert (imp.status, imp.outcome, imp.skipped) == (ImportStatus.DONE, "nothing_imported", 3)

@@ -102,3 +102,16 @@ def test_an_attachment_without_import_keeps_its_own_status(admin_client):
 
     assert failed.status == AttachmentStatus.NEEDS_ROUTE and failed.source_import is None
     assert "Needs a site" in html and "Import " not in html.split('id="result_list"')[1]
+
+
+def test_a_mailed_file_that_imported_nothing_says_so_not_done(admin_client):
+    elsewhere = CSV.replace(b"https://shop.example/", b"https://other.example/")
+    found = mailed(MailboxFactory(), ("other.csv", elsewhere), ("good.csv", CSV))
+    other = found["other.csv"]
+    assert (other.source_import.status, other.source_import.outcome) == (ImportStatus.DONE, "nothing_imported")
+
+    row = row_of(admin_client.get(ATTACHMENTS_URL), "other.csv")
+    assert "Import nothing imported" in row and "Import done" not in row
+    assert "None of the" in row or "The row was not imported" in row  # the reason, on hover
+    assert listed(admin_client.get(ATTACHMENTS_URL, {"import": "nothing_imported"})) == {other.pk}
+    assert listed(admin_client.get(ATTACHMENTS_URL, {"import": "done"})) == {found["good.csv"].pk}

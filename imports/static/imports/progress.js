@@ -10,7 +10,13 @@
 
   var POLL_MS = 1000;
   var WORKER_HINT_AFTER_MS = 10000;
-  var LABELS = { queued: "Queued", running: "Running", done: "Done", failed: "Failed" };
+  var LABELS = { queued: "Queued", running: "Running", done: "Done", failed: "Failed",
+                 nothing_imported: "Nothing imported", mostly_skipped: "Mostly skipped" };
+  // A done import that brought in nothing, or little, shows that (imports.outcomes.shown_status), never "Done".
+  function shownStatus(job) {
+    var outcome = (job.report || {}).outcome;
+    return job.status === "done" && (outcome === "nothing_imported" || outcome === "mostly_skipped") ? outcome : job.status;
+  }
   var COUNTS = ["read", "inserted", "updated", "skipped", "errors"];
 
   function number(n) {
@@ -60,7 +66,7 @@
     }
     el.classList.add("ended");
     el.removeAttribute("aria-valuenow");
-    setStatus(scope, job.status);
+    setStatus(scope, shownStatus(job));
     var counts = job.status === "done" ? job.report : (job.progress || {}).counts;
     setCounts(scope, counts);
     var error = scope.querySelector("[data-error]");

@@ -1,19 +1,23 @@
 """Site page benchmark: the server time of /imports/sites/<id>/ on 5,000,000 metric rows, per period.
 
-    .venv/bin/python -m bench.site_page [--urls 10000] [--days 250] [--runs 9]
+    .venv/bin/python -m bench.site_page [--urls 10000] [--days 250] [--runs 9] [--stale-runs 3]
 
 Not a test: it prints figures and exits 0 unless something crashed. In a throw-away database
 (``seoinsight_bench_site_page``) on the app's server: one site with two targets of ``--urls`` pages
 each, a row per page and day for ``--days`` days ending yesterday (2 x 10,000 x 250 = 5,000,000
 rows), written by one import per target and 10 days and linked to their pages as map_reconcile
 leaves them; plus another org's site of 2,000 pages over the same days, which the page must not
-read. Generated in SQL (generate_series), then vacuumed and analyzed as autovacuum leaves a table
-after an import (index-only scans need the visibility map).
+read. Generated in SQL (generate_series; migration 0006's triggers keep the day sums as it goes),
+then the ``refresh_site_page`` job's work is done for both targets (timed: the precomputed top
+pages of every preset), then vacuumed and analyzed as autovacuum leaves a table after an import
+(index-only scans need the visibility map).
 
 Each view is requested ``--runs`` times (after one warm-up) through Django's test client in this
 process, with DEBUG off: the whole request (session, middleware, the view's statements, the
 template). Printed: median and p95 against the goal, each statement's median, the rest (Python and
-the template), and the main scan of each heavy statement from EXPLAIN (ANALYZE, BUFFERS).
+the template), and the main scans of the heavy statements from EXPLAIN (ANALYZE, BUFFERS). Then the
+presets again ``--stale-runs`` times with the precomputed top pages out of date (as on the first
+view after an import, before its refresh has run): the top pages are summed from the rows.
 The load average is printed before and after: a busy machine slows every figure.
 """
 
@@ -48,6 +52,8 @@ VIEWS = [
     ("last 28 days, a page's history", "period=28d&url={url}"),
     ("last 28 days, CSV (every page)", "period=28d&format=csv"),
 ]
+# The presets again, their top pages out of date.
+STALE_VIEWS = [(label, query) for label, query in VIEWS if query.startswith("period=") and "&" not in query]
 
 # Rows as imports leave them: a page's reach follows a long tail (the first pages get most of the
 # impressions), a weekly rhythm, noise; clicks fall with the position. %(targets)s, %(imports)s
@@ -129,13 +135,31 @@ def build(args) -> dict:
                                   "import_days": IMPORT_DAYS, "days": args.days, "first": first})
         seconds[len(ids)] = time.perf_counter() - started
         print(f"  {len(ids) * urls * args.days:,} rows in {seconds[len(ids)]:.0f} s", flush=True)
-    return {"site": site.pk, "user": user, "rows": 2 * args.urls * args.days, "rival_rows": RIVAL_URLS * args.days,
-            "url": HISTORY_URL, "fill_seconds": sum(seconds.values())}
+    return {"site": site.pk, "targets": targets, "user": user, "rows": 2 * args.urls * args.days,
+            "rival_rows": RIVAL_URLS * args.days, "url": HISTORY_URL, "fill_seconds": sum(seconds.values())}
+
+
+def refresh(targets) -> list[float]:
+    """What the refresh_site_page job does for each target: seconds per target."""
+    from imports.sitepage import cache
+
+    spent = []
+    for target in targets:
+        started = time.perf_counter()
+        cache.refresh(target)
+        spent.append(time.perf_counter() - started)
+    return spent
+
+
+def outdate(db) -> None:
+    """Every target's data version moved on, as an import's first batch moves it: the precomputed top pages are stale."""
+    db.execute("UPDATE imports_sitepage_versions SET version = nextval('imports_sitepage_version_seq')")
 
 
 # -- timing --------------------------------------------------------------------------------------
 
-STATEMENTS = ("NEWEST_DAY", "FIGURES", "EDGE_ROWS", "TOP_PAGES", "TOP_PAGES_ALL_PREVIOUS")
+STATEMENTS = ("NEWEST_DAY", "DAY_FIGURES", "DAY_EDGE_ROWS", "STALE_TARGETS", "TOP_PAGES_CACHED", "FIGURES",
+              "EDGE_ROWS", "TOP_PAGES", "TOP_PAGES_ALL_PREVIOUS")
 OTHER = "other"  # the session, the user, the site and its targets, the imports shown
 
 
@@ -178,27 +202,29 @@ def time_view(client, path: str, runs: int) -> dict:
     return {"totals": totals, "statements": per_statement}
 
 
-def main_scans(db, site_id: int, query: str) -> list[str]:
-    """The heaviest statements of a view, EXPLAIN (ANALYZE, BUFFERS): each one's scans, rows and buffers."""
+def main_scans(site_id: int, query: str, top: str) -> list[str]:
+    """The heavy statements of a view, EXPLAIN (ANALYZE, BUFFERS): each one's scans, rows and buffers.
+
+    ``top``: the top pages' statement (TOP_PAGES_CACHED, or TOP_PAGES when they are summed from the rows).
+    """
     from django.db import connection
     from django.utils import timezone
 
     from imports.sitepage import figures, listing, periods, sql
+    from seoinsight.models import SiteTarget
 
     params_of = dict(pair.split("=", 1) for pair in query.split("&"))
-    target_ids = list(db.execute("SELECT id FROM seoinsight_sitetarget WHERE site_id = %s ORDER BY id",
-                                 (site_id,)).fetchall())
-    targets = [t for (t,) in target_ids]
+    targets = list(SiteTarget.objects.filter(site_id=site_id).order_by("pk").values_list("pk", flat=True))
     newest = figures.newest_day(targets, timezone.localdate())
     choice = periods.choose(params_of.get("period"), today=timezone.localdate(), newest=newest)
     params = figures.statement_params(targets, choice, url=None, pattern="%", limit=listing.PAGE_SIZE, offset=0)
     lines = []
-    for name, statement in (("FIGURES", sql.FIGURES.format(url="")),
-                            ("TOP_PAGES", sql.TOP_PAGES.format(order=listing.order_by("-clicks"), search=""))):
+    for name in ("DAY_FIGURES", top):
+        statement = getattr(sql, name).format(order=listing.order_by("-clicks"), search="")
         with figures.snapshot(), connection.cursor() as cursor:
             cursor.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + statement, params)
             plan = cursor.fetchone()[0][0]
-        lines.append(f"    {name}: {plan['Execution Time']:.0f} ms under EXPLAIN ANALYZE")
+        lines.append(f"    {name}: {plan['Execution Time']:.1f} ms under EXPLAIN ANALYZE")
         lines += [f"      {scan}" for scan in scans(plan["Plan"])]
     return lines
 
@@ -221,38 +247,51 @@ def scans(node: dict) -> list[str]:
 
 # -- report ----------------------------------------------------------------------------------------
 
-def report(results: dict, args, version: str, data: dict, load: tuple, explains: dict) -> str:
+def timing_lines(results: dict, views) -> list[str]:
+    """Per view: median / p95 against the goal, then where its median went, statement by statement."""
     row, head = table(40, 22, 110)
-    lines = [
-        headline("site page", version),
-        f"{data['rows']:,} metric rows of one site (2 targets x {args.urls:,} pages x {args.days} days, daily) "
-        f"+ {data['rival_rows']:,} of another org's site; filled in {data['fill_seconds']:.0f} s",
-        f"{args.runs} runs per view after a warm-up, through the test client (DEBUG off); "
-        f"load average {load[0]:.2f} before, {load[1]:.2f} after ({os.cpu_count()} CPUs)",
-        "",
-        *head,
-    ]
-    for label, _ in VIEWS:
+    lines = [*head]
+    for label, _ in views:
         totals = [t * 1000 for t in results[label]["totals"]]
         median, p95 = statistics.median(totals), percentile(totals, 95)
         lines.append(row(f"{label}", f"{median:6.0f} / {p95:4.0f} ms", "",
                          f"median < {GOAL_MS} ms  {verdict(median < GOAL_MS)}"))
-    lines += ["", "figures: median / p95 of the whole request's server time", "",
-              "where the time goes: each statement's median ms per request (sitepage.sql's; other: the session, "
-              "user, site, targets, imports); the rest is Python and the template:"]
-    names = [*STATEMENTS, OTHER]
-    lines.append(f"  {'view':<34}" + "".join(f"{name:>24}" for name in names) + f"{'rest':>9}")
-    for label, _ in VIEWS:
+    lines += ["", "where the time goes, median ms per request: each statement of imports.sitepage.sql that ran "
+                  "(other: the session, user, site, targets, imports shown, the job queued), the rest (Python, the "
+                  "template):"]
+    for label, _ in views:
         result = results[label]
         cells, spent = [], 0.0
-        for name in names:
+        for name in (*STATEMENTS, OTHER):
             values = result["statements"].get(name)
-            value = statistics.median(values) * 1000 if values else 0.0
-            spent += value
-            cells.append(f"{value:24.1f}" if values else f"{'—':>24}")
+            if values:
+                value = statistics.median(values) * 1000
+                spent += value
+                cells.append(f"{name} {value:.1f}")
         rest = statistics.median(result["totals"]) * 1000 - spent
-        lines.append(f"  {label:<34}" + "".join(cells) + f"{rest:9.1f}")
-    lines += ["", "the main scans (EXPLAIN (ANALYZE, BUFFERS); timing under EXPLAIN is slower than plain):"]
+        lines.append(f"  {label:<34}" + ", ".join(cells) + f", rest {rest:.1f}")
+    return lines
+
+
+def report(results: dict, stale: dict, args, version: str, data: dict, load: tuple, explains: dict) -> str:
+    lines = [
+        headline("site page", version),
+        f"{data['rows']:,} metric rows of one site (2 targets x {args.urls:,} pages x {args.days} days, daily) "
+        f"+ {data['rival_rows']:,} of another org's site; filled in {data['fill_seconds']:.0f} s (triggers included)",
+        "refresh_site_page (every preset's top pages of one target): "
+        + ", ".join(f"{seconds:.1f} s" for seconds in data["refresh_seconds"]),
+        f"{args.runs} runs per view after a warm-up, through the test client (DEBUG off); "
+        f"load average {load[0]:.2f} before, {load[1]:.2f} after ({os.cpu_count()} CPUs)",
+        "",
+        "top pages precomputed and current (every view after the refresh):",
+        *timing_lines(results, VIEWS),
+        "",
+        f"top pages out of date ({args.stale_runs} runs: the first views after an import, until its refresh has run; "
+        "summed from the rows, a refresh queued):",
+        *timing_lines(stale, STALE_VIEWS),
+        "",
+        "the main scans (EXPLAIN (ANALYZE, BUFFERS); timing under EXPLAIN is slower than plain):",
+    ]
     for label, explained in explains.items():
         lines.append(f"  {label}")
         lines += explained
@@ -264,9 +303,12 @@ def main() -> int:
     parser.add_argument("--urls", type=int, default=10_000, help="pages per target, two targets (default: 10000)")
     parser.add_argument("--days", type=int, default=250, help="days of daily rows (default: 250)")
     parser.add_argument("--runs", type=int, default=9, help="timed requests per view (default: 9)")
+    parser.add_argument("--stale-runs", type=int, default=3,
+                        help="timed requests per preset with the top pages out of date (default: 3)")
     args = parser.parse_args()
-    if args.urls < 100 or args.days < 200 or args.runs < 3:
-        parser.error("--urls must be at least 100, --days at least 200 (two 90-day periods), --runs at least 3")
+    if args.urls < 100 or args.days < 200 or args.runs < 3 or args.stale_runs < 3:
+        parser.error("--urls must be at least 100, --days at least 200 (two 90-day periods), "
+                     "--runs and --stale-runs at least 3")
 
     with app_bench_database(BENCH_DB, "site-page-bench-") as (server, _url, _media):
         from django.test import Client
@@ -276,19 +318,27 @@ def main() -> int:
         with connect(server, BENCH_DB) as db:
             version = server_version(db)
             settle(db, "imports_urlmetric")
+            print("refreshing the precomputed top pages ...", flush=True)
+            data["refresh_seconds"] = refresh(data["targets"])
+            settle(db)
             client = Client(HTTP_HOST="127.0.0.1")
             client.force_login(data["user"])
             before = os.getloadavg()[0]
-            results = {}
+            results, stale = {}, {}
             for label, query in VIEWS:
                 print(f"timing: {label} ...", flush=True)
                 path = f"/imports/sites/{data['site']}/?{query.format(url=data['url'])}"
                 results[label] = time_view(client, path, args.runs)
+            explains = {label: main_scans(data["site"], query, "TOP_PAGES_CACHED")
+                        for label, query in VIEWS if query in ("period=28d", "period=90d")}
+            outdate(db)
+            for label, query in STALE_VIEWS:
+                print(f"timing, top pages out of date: {label} ...", flush=True)
+                stale[label] = time_view(client, f"/imports/sites/{data['site']}/?{query}", args.stale_runs)
+            explains["last 90 days, top pages out of date"] = main_scans(data["site"], "period=90d", "TOP_PAGES")
             after = os.getloadavg()[0]
-            explains = {label: main_scans(db, data["site"], query)
-                        for label, query in VIEWS if query in ("period=7d", "period=28d", "period=90d")}
     print()
-    print(report(results, args, version, data, (before, after), explains))
+    print(report(results, stale, args, version, data, (before, after), explains))
     return 0
 
 

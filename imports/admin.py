@@ -5,15 +5,17 @@ nothing of imports, so this app registers the site target admin again, with its 
 """
 
 from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from seoinsight.admin import SiteTargetAdmin
 from seoinsight.models import SiteTarget
-from seoinsight.orgscope import ReadOnlyAdmin
+from seoinsight.orgscope import OrgScopedAdmin, ReadOnlyAdmin
 
-from .models import Import, ImportOutcome, ImportStatus, UrlMetric
+from .formats.headers import mapping_problem
+from .models import ColumnMapping, Import, ImportOutcome, ImportStatus, UrlMetric
 from .outcomes import SHOWN_LABELS, shown_status
 from .searchconsole_api import DEFAULT_DAYS, create_api_import, settled_period
 from .sitepage import display, periods
@@ -125,3 +127,34 @@ class SearchConsoleSiteTargetAdmin(SiteTargetAdmin):
 
 admin.site.unregister(SiteTarget)
 admin.site.register(SiteTarget, SearchConsoleSiteTargetAdmin)
+
+
+@admin.register(ColumnMapping)
+class ColumnMappingAdmin(OrgScopedAdmin, admin.ModelAdmin):
+    """An org's saved column mappings: fix one that reads a source wrongly, or delete it to be asked again."""
+
+    list_display = ["id", "org", "mapping_shown", "created_by", "created_at", "used_at"]
+    list_filter = ["org"]
+    readonly_fields = ["org", "signature", "headers", "created_by", "created_at", "used_at"]
+    fields = ["org", "headers", "mapping", "signature", "created_by", "created_at", "used_at"]
+
+    def has_add_permission(self, request):
+        return False  # made on the Imports page, from a file's own headers
+
+    @admin.display(description="mapping")
+    def mapping_shown(self, obj):
+        return str(obj)
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        form = super().get_form(request, obj, change=change, **kwargs)
+
+        def clean_mapping(self):
+            mapping = self.cleaned_data["mapping"]
+            problem = (mapping_problem(tuple(self.instance.headers), mapping) if isinstance(mapping, dict)
+                       else "the mapping is an object: field -> header")
+            if problem:
+                raise ValidationError(problem)
+            return mapping
+
+        form.clean_mapping = clean_mapping
+        return form

@@ -13,8 +13,9 @@ from django.template.defaultfilters import filesizeformat
 
 from seoinsight.models import SiteTarget
 
-from . import conf
+from . import column_mapping, conf
 from .formats import DATE_ORDERS, NoSuchSheet, RowSource, UnreadableFile, open_source
+from .formats.headers import MAPPABLE, mapping_problem
 from .models import DateOrder, Import
 from .services import ACCEPTED, KIND_BY_EXTENSION, create_import, display_filename, kind_for
 
@@ -28,15 +29,18 @@ PERIOD_NEEDED = ("the file has no Date column and does not say which period its 
                  "(a Search Console “Pages” table, say)")
 
 
-def inspect_file(path, filename: str, *, sheet: str = "", date_order: str = "") -> RowSource:
+def inspect_file(path, filename: str, *, sheet: str = "", date_order: str = "", org_id: str | None = None) -> RowSource:
     """Open the file as the worker will (header, sheet, period), before it is queued.
 
     Reads what identifies the file (its first bytes and header row, a
     workbook's sheets, a Search Console export's Filters), never its rows: a
     file that cannot be an import is refused here with the worker's own
     message (``UnreadableFile``), so the user can fix it in one step. ``path``
-    is a path or an opener (``upload_opener``).
+    is a path or an opener (``upload_opener``); with ``org_id``, the org's saved column mappings apply.
     """
+    if org_id is not None:
+        with column_mapping.applied(org_id):
+            return inspect_file(path, filename, sheet=sheet, date_order=date_order)
     return open_source(path, filename, sheet=sheet or None, date_order=date_order or None,
                        default_date_order=conf.get("IMPORT_DATE_ORDER"),
                        max_unzipped_bytes=conf.get("IMPORT_MAX_UNZIPPED_BYTES"))
@@ -113,6 +117,10 @@ class ImportUploadForm(forms.Form):
     def __init__(self, *args, org_id: str, **kwargs):
         super().__init__(*args, **kwargs)
         self.date_warning = ""  # set by clean(): shown beside the "queued" message
+        self.org_id = org_id
+        # Set by clean(): the file's columns are unknown (a mapping can read it), or a saved mapping read them.
+        self.unmapped = False
+        self.mapped_by: column_mapping.ColumnMapping | None = None
         targets = SiteTarget.objects.filter(site__org_id=org_id).select_related("site").order_by(
             "site__domain", "url_prefix", "search_console_property"
         )
@@ -153,15 +161,17 @@ class ImportUploadForm(forms.Form):
         upload, sheet = cleaned["file"], cleaned.get("sheet", "")
         try:
             source = inspect_file(upload_opener(upload), upload.name, sheet=sheet,
-                                  date_order=cleaned.get("date_order", ""))
+                                  date_order=cleaned.get("date_order", ""), org_id=self.org_id)
         except NoSuchSheet as exc:
             self.add_error("sheet", sentence(str(exc)))
             return
         except UnreadableFile as exc:
+            self.unmapped = column_mapping.is_unmapped(exc)
             self.add_error("file", sentence(str(exc)))
             return
         finally:
             upload.seek(0)  # stored next, from its start
+        self.mapped_by = column_mapping.saved_for(self.org_id, source.headers)
         self.date_warning = date_warning(source, display_filename(upload.name))
         if sheet and source.sheet is None:
             self.add_error("sheet", "Only an Excel workbook has sheets: leave this empty for this file.")
@@ -178,3 +188,27 @@ class ImportUploadForm(forms.Form):
             created_by=created_by, sheet=self.cleaned_data.get("sheet", ""),
             date_order=self.cleaned_data.get("date_order", ""), **more,
         )
+
+
+class ColumnMappingForm(forms.Form):
+    """Which column holds which field, for a file whose headers are unknown: the URL at least, each column once."""
+
+    def __init__(self, *args, headers: tuple[str, ...], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.headers = headers
+        named = [(header, header) for header in dict.fromkeys(h for h in headers if h)]
+        for field in MAPPABLE:
+            self.fields[field] = forms.ChoiceField(
+                label="URL" if field == "url" else field.capitalize(), required=field == "url",
+                choices=[("", "Choose a column…" if field == "url" else "(none: ignore)"), *named],
+            )
+
+    def clean(self):
+        cleaned = super().clean()
+        problem = mapping_problem(self.headers, self.mapping())
+        if problem:
+            raise forms.ValidationError(sentence(problem), code="mapping")
+        return cleaned
+
+    def mapping(self) -> dict[str, str]:
+        return {field: self.cleaned_data[field] for field in MAPPABLE if self.cleaned_data.get(field)}

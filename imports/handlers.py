@@ -8,7 +8,7 @@ from jobs.queue import enqueue
 from jobs.registry import register
 from seoinsight import storage
 
-from . import conf, ingest, reconcile
+from . import column_mapping, conf, ingest, reconcile
 from . import searchconsole_api  # noqa: F401  (registers import_api, the Search Console pull)
 from .formats import UnreadableFile, open_source
 from .job_hooks import import_failed, import_requeued, mark_done
@@ -39,9 +39,11 @@ def import_csv(job):
     try:
         # A truncated or altered copy is refused, never read as "empty" or as other data.
         storage.check_stored(imp.file.name, imp.size, imp.sha256 or None)
-        source = open_source(imp.file.path, imp.original_filename, sheet=imp.sheet or None,
-                             date_order=imp.date_order or None, default_date_order=conf.get("IMPORT_DATE_ORDER"),
-                             max_unzipped_bytes=conf.get("IMPORT_MAX_UNZIPPED_BYTES"))
+        # The org's saved column mappings decide the columns of a header row nobody recognises (column_mapping).
+        with column_mapping.applied(imp.org_id):
+            source = open_source(imp.file.path, imp.original_filename, sheet=imp.sheet or None,
+                                 date_order=imp.date_order or None, default_date_order=conf.get("IMPORT_DATE_ORDER"),
+                                 max_unzipped_bytes=conf.get("IMPORT_MAX_UNZIPPED_BYTES"))
     except storage.DamagedFile as exc:
         raise ImportRejected(f"{exc}: upload the file again") from None
     except UnreadableFile as exc:
@@ -77,7 +79,9 @@ def import_csv(job):
         done = end
 
     # What was read (columns, sheet, period, date order) and what it brought in.
-    report = {**counts.as_dict(), "source": source.summary()}
+    # A Search Console export's other tables (queries, devices, countries), beside its pages' rows.
+    report = {**counts.as_dict(), "source": source.summary(),
+              **ingest.write_dimensions(imp.site_target_id, imp.pk, source, period, job_id=job.id)}
     return mark_done(imp, counts, report)
 
 

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from jobs.queue import enqueue
 
+from .sitepage import cache as site_page_cache
 from .models import Import, ImportOutcome, ImportStatus, UrlMetric
 from .outcomes import decide_outcome
 
@@ -57,6 +58,8 @@ def mark_done(imp: Import, counts, report: dict) -> dict:
         )
         if outcome != ImportOutcome.NOTHING_IMPORTED:
             enqueue_reconcile(imp.org_id, imp.site_target_id)
+            # The site page's precomputed top pages are behind the new rows: refreshed now, not at the next view.
+            site_page_cache.refresh_later(imp.site_target.site, [imp.site_target_id])
     return {**report, "outcome": outcome.value}
 
 

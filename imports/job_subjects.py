@@ -16,10 +16,10 @@ def target_label(target: SiteTarget) -> str:
 
 
 def register_job_subjects() -> None:
-    # import_csv and import_api name their Import; map_reconcile only the site target it reconciles.
+    # import_csv and import_api name their Import; map_reconcile and refresh_site_page only their site target.
     subjects.register(["import_csv", "import_api"], subjects.by_payload_id(
         "import_id", Import.objects.select_related("site_target__site"),
         org_of=lambda imp: imp.org_id, label=import_label))
-    subjects.register(["map_reconcile"], subjects.by_payload_id(
+    subjects.register(["map_reconcile", "refresh_site_page"], subjects.by_payload_id(
         "site_target_id", SiteTarget.objects.select_related("site"),
         org_of=lambda target: target.site.org_id, label=target_label))

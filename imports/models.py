@@ -168,3 +168,47 @@ class UrlMetric(models.Model):
 
     def __str__(self):
         return f"{self.url} {self.period_start}..{self.period_end}"
+
+
+class ColumnMappingQuerySet(models.QuerySet):
+    def for_org(self, org_id: str):
+        return self.filter(org_id=org_id)
+
+
+class ColumnMapping(models.Model):
+    """How an org's source with unknown column headers is read: field -> header, chosen once by an operator.
+
+    A source is its header row (``formats.headers.signature``): the next file with the same headers from the
+    same org is read with this mapping, at upload, by ``importfile``, for mail and in the worker alike.
+    """
+
+    org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="column_mappings")
+    signature = models.CharField(max_length=64)
+    # The file's header row as it was when mapped, for the admin (the signature is its hash).
+    headers = models.JSONField(default=list)
+    # field ("url", "clicks", …) -> header; "url" always present.
+    mapping = models.JSONField()
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    used_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ColumnMappingQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["org", "signature"], name="columnmapping_one_per_source"),
+            models.CheckConstraint(condition=Q(signature__regex=r"^[0-9a-f]{64}$"),
+                                   name="columnmapping_signature_sha256"),
+            # A JSON object naming the URL column; every other key is checked by formats.headers.mapping_problem.
+            models.CheckConstraint(condition=Q(mapping__contains={}, mapping__has_key="url"),
+                                   name="columnmapping_object_with_url"),
+            models.CheckConstraint(condition=Q(headers__contains=[]), name="columnmapping_headers_list"),
+        ]
+
+    def __str__(self):
+        return ", ".join(f"{header} → {field}" for field, header in self.mapping.items())
+
+
+from .dimension_models import DimensionMetric  # noqa: E402, F401  (its own module: the export's other tables)

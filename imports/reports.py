@@ -56,8 +56,37 @@ def period_read(report: dict) -> tuple[str, str, str] | None:
     return str(period[0]), str(period[1]), str(source.get("period_from") or "")
 
 
+def dimensions_stored(report: dict) -> list[str]:
+    """What a Search Console export's other tables brought in, apart from the Pages counts.
+
+    >>> dimensions_stored({"dimensions": [
+    ...     {"label": "Queries", "table": "Queries.csv", "stored": 1204, "errors": 0},
+    ...     {"label": "Devices", "table": "Devices.csv", "stored": 3, "errors": 1},
+    ...     {"label": "Countries", "table": "Countries.csv", "stored": 0, "problem": "no period for the file"}]})
+    ['Queries: 1,204 rows, Devices: 3, Countries: 0.', 'Devices.csv: 1 bad row not stored.', 'Countries.csv not stored: no period for the file.']
+    """
+    entries = [entry for entry in report.get("dimensions") or () if isinstance(entry, dict)]
+    if not entries:
+        return []
+    counts = [f"{entry.get('label')}: {int(entry.get('stored') or 0):,}" for entry in entries]
+    lines = [", ".join([counts[0] + " rows", *counts[1:]]) + "."]
+    for entry in entries:
+        table = entry.get("table")
+        if entry.get("problem"):
+            lines.append(f"{table} not stored: {entry['problem']}.")
+        if entry.get("cut_at"):
+            lines.append(f"{table} has more than {entry['cut_at']:,} rows: only the first {entry['cut_at']:,} "
+                         "were read (a Search Console export has 1,000 at most).")
+        if errors := entry.get("errors"):
+            samples = "; ".join(f"row {sample['row']}: {sample['reason']}" for sample in
+                                (entry.get("error_samples") or [])[:3])
+            lines.append(f"{table}: {errors:,} bad row{'s' if errors != 1 else ''} not stored"
+                         + (f" ({samples})" if samples else "") + ".")
+    return lines
+
+
 def what_was_read(report: dict) -> list[str]:
-    """Sentences about the file as read: sheet, columns used and ignored, date order."""
+    """Sentences about the file as read: sheet, columns used and ignored, date order, the other tables stored."""
     source = report.get("source")
     if not isinstance(source, dict):
         return []
@@ -76,4 +105,4 @@ def what_was_read(report: dict) -> list[str]:
     order = source.get("date_order")
     if isinstance(order, dict) and order.get("text"):
         lines.append(str(order["text"]))
-    return lines
+    return lines + dimensions_stored(report)

@@ -7,5 +7,6 @@ app_name = "imports"
 urlpatterns = [
     path("", views.index, name="index"),
     path("<int:pk>/", views.detail, name="detail"),
+    path("map/<str:sha256>/", views.map_columns, name="map_columns"),
     path("sites/<int:site_id>/", site_views.site_page, name="site"),
 ]

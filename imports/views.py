@@ -12,7 +12,9 @@ from functools import wraps
 
 from django.contrib import messages
 from django.contrib.auth.views import redirect_to_login
+from django.core.files import File
 from django.core.paginator import Paginator
+from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
@@ -22,7 +24,8 @@ from seoinsight import storage
 from seoinsight.auth import NotAuthenticated, current_org_id
 from seoinsight.models import Org, SiteTarget
 
-from .forms import ImportUploadForm, sentence
+from . import column_mapping
+from .forms import ColumnMappingForm, ImportUploadForm, inspect_file, sentence
 from .ingest import OUTSIDE
 from .models import Import, ImportKind, ImportStatus
 from .outcomes import (SHOWN_LABELS, WARNING_OUTCOMES, outcome_reason, shown_status, skipped_hosts, skipped_urls,
@@ -172,9 +175,13 @@ def index(request, org):
             if form.is_valid():
                 imp = form.save(created_by=request.user)
                 messages.success(request, f"“{imp.original_filename}” is queued; its progress shows below.")
+                if form.mapped_by is not None:
+                    messages.info(request, mapped_by_message(form.mapped_by))
                 if form.date_warning:
                     messages.warning(request, form.date_warning)
                 return redirect("imports:index")
+            if form.unmapped and set(form.errors) == {"file"}:
+                return redirect("imports:map_columns", hold_for_mapping(request, org, form))
         except OSError as exc:
             # The disk under MEDIA_ROOT (or the upload spool's) is full: nothing of this upload
             # was kept, so the page says so instead of a bare 500, and the next upload works
@@ -195,6 +202,76 @@ def index(request, org):
         "rows": [ImportRow(imp) for imp in page],
         "events": reconcile_events(org.pk),
     }, status=status)
+
+
+def mapped_by_message(saved) -> str:
+    return f"Columns mapped by the org's saved mapping of {saved.created_at:%Y-%m-%d}: {saved}."
+
+
+# The session key of the uploads waiting for their column mapping: sha256 -> what the form was given.
+PENDING = "imports_pending_mappings"
+
+
+def pending_name(org_id: str, sha256: str) -> str:
+    return f"imports/pending/{org_id}/{sha256[:2]}/{sha256}"
+
+
+def hold_for_mapping(request, org, form) -> str:
+    """Keep a file refused for its columns, by hash, with the form's choices; returns the hash.
+
+    The mapping page imports this stored file: the operator does not upload it again.
+    """
+    upload = form.files["file"]  # refused, so no longer in cleaned_data
+    upload.seek(0)
+    _, sha256 = storage.save_content(f"imports/pending/{org.pk}", upload.read())
+    cleaned = form.cleaned_data
+    pending = request.session.get(PENDING, {})
+    pending[sha256] = {
+        "filename": upload.name, "site_target": cleaned["site_target"].pk,
+        "period_start": cleaned["period_start"].isoformat() if cleaned.get("period_start") else "",
+        "period_end": cleaned["period_end"].isoformat() if cleaned.get("period_end") else "",
+        "sheet": cleaned.get("sheet", ""), "date_order": cleaned.get("date_order", ""),
+    }
+    request.session[PENDING] = pending
+    return sha256
+
+
+@require_http_methods(["GET", "POST"])
+@member_required
+def map_columns(request, sha256, org):
+    """Map the columns of a file refused for them, remember the mapping for the org, then import the stored file."""
+    held = request.session.get(PENDING, {}).get(sha256)
+    path = storage.media_path(pending_name(org.pk, sha256))
+    if held is None or not path.is_file():
+        raise Http404("No file waits for its columns here.")
+    target = get_object_or_404(SiteTarget.objects.filter(site__org_id=org.pk), pk=held["site_target"])
+    headers, samples = column_mapping.preview(
+        lambda: inspect_file(path, held["filename"], sheet=held["sheet"], date_order=held["date_order"]))
+    form = ColumnMappingForm(request.POST or None, headers=headers)
+    if request.method == "POST" and form.is_valid():
+        column_mapping.save(org_id=org.pk, headers=headers, mapping=form.mapping(), user=request.user)
+        upload = ImportUploadForm(
+            {key: held[key] for key in ("period_start", "period_end", "sheet", "date_order")}
+            | {"site_target": target.pk},
+            {"file": File(path.open("rb"), name=held["filename"])}, org_id=org.pk,
+        )
+        try:
+            if upload.is_valid():
+                imp = upload.save(created_by=request.user)
+                messages.success(request, f"“{imp.original_filename}” is queued; its progress shows below.")
+                messages.info(request, mapped_by_message(upload.mapped_by))
+                path.unlink(missing_ok=True)
+                del request.session[PENDING][sha256]
+                request.session.modified = True
+                return redirect("imports:index")
+        finally:
+            upload.files["file"].close()
+        for error in upload.errors.values():
+            form.add_error(None, error)
+    return render(request, "imports/map_columns.html", {
+        "org": org, "form": form, "filename": held["filename"], "target": target,
+        "headers": headers, "samples": samples,
+    })
 
 
 @require_http_methods(["GET", "POST"])

@@ -3,7 +3,8 @@
 What the group may do is ``GRANTED``; every other model with an admin page is in ``LEFT_OUT`` with the reason,
 so a new admin page is a decision, not an accident (tests/core/test_operator_group.py holds both lists to the
 admin's registry and the seeded group to ``GRANTED``). Deleting is nobody's in the group: rows tie imports, jobs
-and mail together, and removing them is a superuser's call.
+and mail together, and removing them is a superuser's call. A saved column mapping is the one exception: it is a
+preference, and deleting it only means the next file with those headers is asked about again.
 
 The permissions only open admin pages; which rows show on them is the user's orgs (``seoinsight.orgscope``):
 an operator sees and changes only the orgs they are a member of. Apps are named by label, not imported (this
@@ -25,6 +26,8 @@ GRANTED: dict[str, tuple[str, ...]] = {
     "seoinsight.site": ("view", "add", "change"),
     "seoinsight.sitetarget": ("view", "add", "change"),
     "imports.import": ("view", "add", "change"),
+    # Fix a wrong column mapping: it decides how the org's next files with those headers are read.
+    "imports.columnmapping": ("view", "change", "delete"),
     # Work the queues: route, ignore, retry (the actions need change; nothing there is edited by hand).
     "mailpoll.attachment": ("view", "change"),
     "mailpoll.postaction": ("view", "change"),

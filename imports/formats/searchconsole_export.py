@@ -10,7 +10,9 @@ two-column table whose "Date" row says the period: relative ("Last 3 months",
 Rows come from the Pages table. The period is the explicit Filters range, else
 the first and last day of the Dates table, else unknown; the source names the
 table it came from (``period_from``: "Filters.csv", "the sheet 'Filters'", …),
-which the import's page shows beside the period.
+which the import's page shows beside the period. The Queries, Devices and
+Countries tables come along as ``ExportSource.dimensions``, read to a bound
+(``DimensionTable.read``) for the import to store beside the Pages rows.
 """
 
 from __future__ import annotations
@@ -19,24 +21,29 @@ import re
 import unicodedata
 import zipfile
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import date
+from functools import partial
 from itertools import chain
-from typing import Any
+from typing import Any, NamedTuple
 
 from openpyxl.workbook.workbook import Workbook
 
 from .csvfile import CsvTable
-from .headers import METRICS, fold, map_columns
+from .headers import METRICS, field_for, fold, map_columns
 from .rows import BadRecord, RowSource, Table, UnreadableFile, is_blank
-from .values import parse_date
+from .values import parse_count, parse_ctr, parse_date, parse_position
 from .xlsxfile import Opener, SheetTable, choose_sheet, sheet_names, sheet_rows
+from .xlsxfile import opened as open_workbook
 
 PAGES = "pages"
 FILTERS = ("filters", "filtres")
 DATES = ("dates", "chart", "graphique")
 QUERIES = ("queries", "requetes")
+# The tables stored beside Pages: dimension -> its table's names (``table_key``), English and French.
+DIMENSIONS = {"query": QUERIES, "device": ("devices", "appareils"), "country": ("countries", "pays")}
 
 _MONTHS = {
     **dict.fromkeys(("jan", "january", "janv", "janvier"), 1),
@@ -91,7 +98,9 @@ def from_workbook(opener: Opener, workbook: Workbook, *, sheet: str | None = Non
     if period is None and dates:
         period = period_from_dates(sheet_rows(workbook, dates))
         read_from = f"the first and last day of the sheet '{dates}'"
-    return _pages_source(pages, period, period_from=read_from if period else "", sheet=read,
+    dimensions = [DimensionTable(dimension, f"the sheet '{name}'", partial(_reopened_sheet, opener, name))
+                  for dimension, keys in DIMENSIONS.items() if (name := _first(sheets, keys))]
+    return _pages_source(pages, period, dimensions, period_from=read_from if period else "", sheet=read,
                          other_sheets=[name for name in names if name != read], **options)
 
 
@@ -124,7 +133,9 @@ def from_bundle(opener: Opener, members: Sequence[zipfile.ZipInfo], max_unzipped
     if period is None and dates:
         period = period_from_dates(_all_rows(table(dates)))
         read_from = f"the first and last day of {_base_name(dates)}"
-    return _pages_source(pages, period, period_from=read_from if period else "", **options)
+    dimensions = [DimensionTable(dimension, _base_name(info), partial(table, info))
+                  for dimension, keys in DIMENSIONS.items() if (info := _first(tables, keys))]
+    return _pages_source(pages, period, dimensions, period_from=read_from if period else "", **options)
 
 
 def period_from_filters(rows: Iterable[Sequence[Any]]) -> tuple[date, date] | None:
@@ -193,14 +204,119 @@ def _matched_date(match: re.Match) -> date | None:
         return None
 
 
-def _pages_source(pages: Table, period: tuple[date, date] | None, **options) -> RowSource:
-    source = RowSource("searchconsole", pages, period=period, **options)
+class DimensionRow(NamedTuple):
+    """One row of a dimension table: its key (the query, device or country as exported) and metrics."""
+
+    key: str
+    clicks: int | None
+    impressions: int | None
+    ctr: float | None
+    position: float | None
+
+
+@dataclass
+class DimensionRead:
+    """What ``DimensionTable.read`` kept: rows by key, and what it left out (JSON-able but ``rows``)."""
+
+    rows: dict[str, tuple] = field(default_factory=dict)
+    read: int = 0
+    errors: int = 0
+    error_samples: list[dict] = field(default_factory=list)
+    cut_at: int | None = None  # the bound, when the table went past it
+
+
+class DimensionTable:
+    """A Queries, Devices or Countries table of an export; its first column that is no metric holds the key.
+
+    Opened only when read: a blank or damaged table fails its own reading (``UnreadableFile``), not the import.
+    """
+
+    def __init__(self, dimension: str, name: str, open_table: Callable[[], Table]):
+        self.dimension = dimension
+        self.name = name  # where it was read, for the report: "Queries.csv", "the sheet 'Requêtes'"
+        self._open_table = open_table
+        self.key_column: int | None = None
+        self.metric_columns: dict[str, int] = {}
+
+    def read(self, limit: int, max_error_samples: int = 20) -> DimensionRead:
+        """Its first ``limit`` rows by key (a repeated key is a bad row); a longer table is cut, never refused."""
+        table = self._open_table()
+        self._columns(table.headers)
+        read = DimensionRead()
+        number = 0
+        for record in table.records():
+            if not isinstance(record, BadRecord) and is_blank(record):
+                continue
+            number += 1
+            if number > limit:
+                read.cut_at = limit
+                break
+            read.read += 1
+            row = self._row(record)
+            if isinstance(row, DimensionRow) and row.key in read.rows:
+                row = f"{self.dimension} '{row.key[:80]}' repeats an earlier row"
+            if isinstance(row, str):
+                read.errors += 1
+                if len(read.error_samples) < max_error_samples:
+                    read.error_samples.append({"row": number, "reason": row})
+                continue
+            read.rows[row.key] = row[1:]
+        return read
+
+    def _columns(self, headers: Sequence[str]) -> None:
+        """Find the key and metric columns (the leftmost of a metric wins), or raise why the table is unusable."""
+        fields = [field_for(header) if header else "" for header in headers]
+        self.key_column = next((index for index, found in enumerate(fields) if found != "" and found not in METRICS),
+                               None)
+        self.metric_columns = {metric: fields.index(metric) for metric in METRICS if metric in fields}
+        if self.key_column is None:
+            raise UnreadableFile(f"{self.name} has no column naming the {self.dimension}")
+        if not self.metric_columns:
+            raise UnreadableFile(f"{self.name} has no Clicks, Impressions, CTR or Position column")
+
+    def _row(self, record: Sequence[Any] | BadRecord) -> DimensionRow | str:
+        """The record as a row, or why it is not one."""
+        if isinstance(record, BadRecord):
+            return record.reason
+        cell = record[self.key_column] if self.key_column < len(record) else None
+        key = ("" if cell is None else str(cell)).strip()
+        if not key:
+            return f"missing {self.dimension}"
+        values = dict.fromkeys(METRICS)
+        for metric, index in self.metric_columns.items():
+            raw = record[index] if index < len(record) else None
+            try:
+                values[metric] = _METRIC_PARSERS[metric](raw)
+            except ValueError as exc:  # NotRanked too: Search Console never writes one, so it is a bad row
+                return f"{metric} '{str(raw)[:40]}' {exc}"
+        return DimensionRow(key, **values)
+
+
+_METRIC_PARSERS = {"clicks": parse_count, "impressions": parse_count, "ctr": parse_ctr, "position": parse_position}
+
+
+class ExportSource(RowSource):
+    """The Pages rows of an export (a ``RowSource``) with its dimension tables to store beside them."""
+
+    def __init__(self, pages: Table, *, dimensions: Sequence[DimensionTable] = (), **options):
+        super().__init__("searchconsole", pages, **options)
+        self.dimensions = tuple(dimensions)
+
+
+def _pages_source(pages: Table, period: tuple[date, date] | None, dimensions: Sequence[DimensionTable],
+                  **options) -> RowSource:
+    source = ExportSource(pages, period=period, dimensions=dimensions, **options)
     if not any(field in source.columns for field in METRICS):
         raise UnreadableFile(
             "the Search Console Pages table has no Clicks, Impressions, CTR or Position column "
             "(a comparison export?): export a single date range"
         )
     return source
+
+
+def _reopened_sheet(opener: Opener, sheet: str) -> SheetTable:
+    with open_workbook(opener) as workbook:
+        return SheetTable(opener, workbook, sheet)
 
 
 def _base_name(info: zipfile.ZipInfo) -> str:

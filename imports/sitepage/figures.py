@@ -1,7 +1,10 @@
 """The site page's figures, read with ``sql``'s statements inside one read-only snapshot.
 
 Every function returns what PostgreSQL aggregated: a handful of rows per block,
-never the metric rows themselves.
+never the metric rows themselves. The totals, chart, imports and edges come from the
+day sums (exact: kept by triggers); the top pages from the precomputed sums while
+they are current (``stale_targets``), else from the rows; a page's history always
+from its rows.
 """
 
 from __future__ import annotations
@@ -17,14 +20,17 @@ from . import listing, sql
 from .display import Sums
 from .periods import Choice, Period
 
+# False: every figure summed from the metric rows, never the precomputed ones (tests hold both to one result).
+PRECOMPUTED = True
+
 # Enough for hashing every URL of a large site at once (20,000 URLs take about 10 MB)
 # instead of spilling to disk at the server's default 4 MB. For these statements only.
 WORK_MEM = "64MB"
 
 
 @contextmanager
-def snapshot() -> Iterator[None]:
-    """One REPEATABLE READ, READ ONLY transaction: every block of the page sees the same data.
+def snapshot(*, writes: bool = False) -> Iterator[None]:
+    """One REPEATABLE READ transaction (READ ONLY unless it ``writes``): every block sees the same data.
 
     An import committing while the page is read would otherwise make the totals and
     the top pages disagree. Inside a transaction already open (a test's), that one decides.
@@ -32,7 +38,7 @@ def snapshot() -> Iterator[None]:
     opens = not connection.in_atomic_block
     with transaction.atomic(), connection.cursor() as cursor:
         if opens:
-            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ" + ("" if writes else ", READ ONLY"))
         cursor.execute("SELECT set_config('work_mem', %s, true)", [WORK_MEM])
         yield
 
@@ -89,9 +95,13 @@ def newest_day(targets: list[int], today: date) -> date | None:
 def figures(targets: list[int], choice: Choice, url: str | None = None) -> Figures:
     """The site's figures (or one page's, by normalized ``url``) for ``choice``."""
     params = statement_params(targets, choice, url=url)
-    narrow = sql.ONE_PAGE if url is not None else ""
+    if url is None and PRECOMPUTED:
+        figures_sql, edges_sql = sql.DAY_FIGURES, sql.DAY_EDGE_ROWS
+    else:
+        narrow = sql.ONE_PAGE if url is not None else ""
+        figures_sql, edges_sql = sql.FIGURES.format(url=narrow), sql.EDGE_ROWS.format(url=narrow)
     result = Figures()
-    for row in _rows(sql.FIGURES.format(url=narrow), params):
+    for row in _rows(figures_sql, params):
         level, current = row["level"], row["current"]
         if level == 3:
             setattr(result, "current" if current else "previous", _sums(row))
@@ -104,7 +114,7 @@ def figures(targets: list[int], choice: Choice, url: str | None = None) -> Figur
         elif current:
             result.imports.append(Covered(row["import_id"], Period(row["first_day"], row["last_day"]), row["rows"]))
     result.edges = [Covered(row["import_id"], Period(row["first_day"], row["last_day"]), row["rows"])
-                    for row in _rows(sql.EDGE_ROWS.format(url=narrow), params)]
+                    for row in _rows(edges_sql, params)]
     return result
 
 
@@ -116,14 +126,30 @@ class TopPage:
     change: float | None
 
 
+def stale_targets(targets: list[int], choice: Choice) -> list[int]:
+    """The targets whose top pages of ``choice`` are not precomputed at their data's current version.
+
+    An empty list: ``top_pages`` may read the precomputed sums (``cached=True``), exact in this snapshot.
+    """
+    if not PRECOMPUTED:
+        return list(targets)
+    return [row["id"] for row in _rows(sql.STALE_TARGETS, statement_params(targets, choice))]
+
+
 def top_pages(targets: list[int], choice: Choice, *, sort: str, search: str = "", page: int = 1,
-              page_size: int | None = listing.PAGE_SIZE) -> tuple[list[TopPage], int]:
+              page_size: int | None = listing.PAGE_SIZE, cached: bool = False) -> tuple[list[TopPage], int]:
     """One page of the top pages (all of them when ``page_size`` is None) and how many match in all.
 
+    ``cached``: from the precomputed sums, which ``stale_targets`` found current; else from the rows.
     The count comes with the rows: a ``page`` past the last one gives none, and 0.
     """
     column, _ = listing.parse_sort(sort)
-    statement = sql.TOP_PAGES_ALL_PREVIOUS if column == "change" or page_size is None else sql.TOP_PAGES
+    if cached:
+        statement = sql.TOP_PAGES_CACHED
+    elif column == "change" or page_size is None:
+        statement = sql.TOP_PAGES_ALL_PREVIOUS
+    else:
+        statement = sql.TOP_PAGES
     offset = (page - 1) * page_size if page_size else 0
     params = statement_params(targets, choice, pattern=listing.like_pattern(search), limit=page_size, offset=offset)
     narrow = sql.SEARCH if search else ""

@@ -88,6 +88,22 @@ def choose(preset: str | None, start: str | None = None, end: str | None = None,
     return Choice(preset, period, period.previous(), problem)
 
 
+def preset_periods(today: date, newest_days: Iterable[date | None]) -> list[Period]:
+    """The period shown by each preset (custom aside) for each newest day with data, once each, in order.
+
+    What the top pages are precomputed for: a site's targets together and each alone may end on different days.
+
+    >>> [str(p) for p in preset_periods(date(2026, 3, 15), [date(2026, 3, 12), date(2026, 3, 12)])]
+    ['2026-03-06 → 2026-03-12', '2026-02-13 → 2026-03-12', '2025-12-13 → 2026-03-12', '2026-02-01 → 2026-02-28']
+    """
+    found = []
+    for newest in newest_days:
+        for preset in PRESETS:
+            if preset != "custom" and (period := choose(preset, today=today, newest=newest).current) not in found:
+                found.append(period)
+    return found
+
+
 def last_days(count: int, *, today: date, newest: date | None) -> Period:
     """``count`` days ending on the newest day with data, never after today; yesterday without data.
 

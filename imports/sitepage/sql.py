@@ -1,9 +1,14 @@
 """The site page's statements: every figure is aggregated in PostgreSQL, one statement per block.
 
-They read imports_urlmetric through ``urlmetric_site_days`` (migration 0004):
-(site_target_id, period_end) INCLUDE (period_start, import_id, url_normalized and
-the figures), so a period is one index range read without touching the table (an
-index-only scan once autovacuum has marked the pages all-visible).
+Two sources. The metric rows, read through ``urlmetric_site_days`` (migration 0004):
+(site_target_id, period_end) INCLUDE (period_start, import_id, url_normalized and the
+figures), so a period is one index range read without touching the table (an index-only
+scan once autovacuum has marked the pages all-visible). And the precomputed figures of
+migration 0006: ``imports_sitepage_day_sums``, the sums per target, row period and import,
+kept exact by triggers in the transaction that writes the rows (the totals, chart, imports
+and edges of any period: a few hundred rows), and ``imports_sitepage_url_sums``, each URL's
+sums per target and preset period, written by the ``refresh_site_page`` job and read only
+while the target's data version is the one they were computed at (``STALE_TARGETS``).
 
 A row counts in a period when its whole period lies inside it; a row straddling an
 edge counts in neither and is listed by ``EDGE_ROWS``.
@@ -27,16 +32,30 @@ SUMS = f"""
     sum({_WEIGHT}) FILTER (WHERE m.position IS NOT NULL) AS position_weight,
     count(*) AS rows"""
 
-# The same sums added up again, over rows ``s`` of partial sums.
-RESUMS = """
-    sum(s.clicks) AS clicks, sum(s.impressions) AS impressions,
-    sum(s.ctr_clicks) AS ctr_clicks, sum(s.ctr_impressions) AS ctr_impressions,
-    sum(s.position_sum) AS position_sum, sum(s.position_weight) AS position_weight,
-    sum(s.rows) AS rows"""
+# The same sums from a row ``m`` of imports_sitepage_day_sums: a figure no row had is unknown, as SUMS gives it.
+DAY_SUMS = """
+    CASE WHEN m.clicks_rows > 0 THEN m.clicks END AS clicks,
+    CASE WHEN m.impressions_rows > 0 THEN m.impressions END AS impressions,
+    CASE WHEN m.ctr_rows > 0 THEN m.ctr_clicks END AS ctr_clicks,
+    CASE WHEN m.ctr_rows > 0 THEN m.ctr_impressions END AS ctr_impressions,
+    CASE WHEN m.position_rows > 0 THEN m.position_sum END AS position_sum,
+    CASE WHEN m.position_rows > 0 THEN m.position_weight END AS position_weight,
+    m.rows"""
 
+
+def resums(alias: str) -> str:
+    """SUMS added up again, over rows ``alias`` of partial sums."""
+    return f"""
+    sum({alias}.clicks) AS clicks, sum({alias}.impressions) AS impressions,
+    sum({alias}.ctr_clicks) AS ctr_clicks, sum({alias}.ctr_impressions) AS ctr_impressions,
+    sum({alias}.position_sum) AS position_sum, sum({alias}.position_weight) AS position_weight,
+    sum({alias}.rows) AS rows"""
+
+
+# The day sums are numeric: the position comes back as float8 from either source.
 RATIOS = """
     ctr_clicks::float8 / nullif(ctr_impressions, 0) AS ctr,
-    position_sum / nullif(position_weight, 0) AS position"""
+    (position_sum / nullif(position_weight, 0))::float8 AS position"""
 
 # The newest day with data of the site's targets, not after today: where "last N days" end.
 # One index probe per target (ORDER BY … LIMIT 1 reads the index backwards).
@@ -51,40 +70,52 @@ CROSS JOIN LATERAL (
 ) AS newest
 """
 
-# Totals, the chart and the imports behind them, in one read of both periods: rows are first
-# summed per (row period, import) — a few hundred groups —, then rolled up three ways:
-# level 3 the totals of each period, level 1 one point per row period (a day, or the period a
-# row covers), level 2 per import with the days it covers. ``current`` tells the periods apart.
-# {url} narrows it to one page (its history), read by the natural key's index.
-FIGURES = f"""
--- sitepage.FIGURES
-WITH parts AS (
-    SELECT m.period_start, m.period_end, m.import_id, m.period_start >= %(start)s AS current, {SUMS}
-    FROM imports_urlmetric AS m
-    WHERE m.site_target_id = ANY(%(targets)s::bigint[])
+# Rows ``m`` of either period: the one shown, or the one it is compared with.
+_BOTH_PERIODS = """m.site_target_id = ANY(%(targets)s::bigint[])
       AND m.period_end BETWEEN %(previous_start)s AND %(end)s
       AND (m.period_start >= %(start)s
-           OR m.period_start >= %(previous_start)s AND m.period_end <= %(previous_end)s)
-      {{url}}
-    GROUP BY m.period_start, m.period_end, m.import_id
+           OR m.period_start >= %(previous_start)s AND m.period_end <= %(previous_end)s)"""
+
+# Totals, the chart and the imports behind them, in one read of both periods: rows are first
+# summed per (row period, import) — a few hundred groups: ``parts`` —, then rolled up three ways:
+# level 3 the totals of each period, level 1 one point per row period (a day, or the period a
+# row covers), level 2 per import with the days it covers. ``current`` tells the periods apart.
+_FIGURES = """
+-- sitepage.{name}
+WITH parts AS ({parts}
 )
-SELECT r.*, {RATIOS}
+SELECT r.*, {ratios}
 FROM (
     SELECT GROUPING(s.period_start, s.import_id) AS level, s.current, s.period_start, s.period_end, s.import_id,
-           min(s.period_start) AS first_day, max(s.period_end) AS last_day, {RESUMS}
+           min(s.period_start) AS first_day, max(s.period_end) AS last_day, {resums}
     FROM parts AS s
     GROUP BY GROUPING SETS ((s.current), (s.current, s.period_start, s.period_end), (s.current, s.import_id))
 ) AS r
 ORDER BY r.level DESC, r.current DESC, r.period_start, r.period_end, r.first_day, r.import_id
 """
+_ROW_PARTS = f"""
+    SELECT m.period_start, m.period_end, m.import_id, m.period_start >= %(start)s AS current, {SUMS}
+    FROM imports_urlmetric AS m
+    WHERE {_BOTH_PERIODS}
+      {{url}}
+    GROUP BY m.period_start, m.period_end, m.import_id"""
+_DAY_PARTS = f"""
+    SELECT m.period_start, m.period_end, m.import_id, m.period_start >= %(start)s AS current, {DAY_SUMS}
+    FROM imports_sitepage_day_sums AS m
+    WHERE {_BOTH_PERIODS}"""
+# From the metric rows; {url} narrows it to one page (its history), read by the natural key's index.
+FIGURES = _FIGURES.format(name="FIGURES", parts=_ROW_PARTS, ratios=RATIOS, resums=resums("s"))
 ONE_PAGE = "AND m.url_normalized = %(url)s"
+# The same from the day sums.
+DAY_FIGURES = _FIGURES.format(name="DAY_FIGURES", parts=_DAY_PARTS, ratios=RATIOS, resums=resums("s"))
 
 # Rows covering several days that cross an edge of either period, so count in neither, per
-# import. Read through the partial index of such rows (``urlmetric_site_periods``): daily data has none.
-EDGE_ROWS = """
--- sitepage.EDGE_ROWS
-SELECT m.import_id, count(*) AS rows, min(m.period_start) AS first_day, max(m.period_end) AS last_day
-FROM imports_urlmetric AS m
+# import. From the metric rows, through the partial index of such rows (``urlmetric_site_periods``:
+# daily data has none), {url} as in FIGURES; or from the day sums.
+_EDGE_ROWS = """
+-- sitepage.{name}
+SELECT m.import_id, {rows} AS rows, min(m.period_start) AS first_day, max(m.period_end) AS last_day
+FROM {table} AS m
 WHERE m.site_target_id = ANY(%(targets)s::bigint[]) AND m.period_end > m.period_start
   AND m.period_end >= %(previous_start)s AND m.period_start <= %(end)s
   AND NOT (m.period_start >= %(start)s AND m.period_end <= %(end)s)
@@ -93,6 +124,9 @@ WHERE m.site_target_id = ANY(%(targets)s::bigint[]) AND m.period_end > m.period_
 GROUP BY m.import_id
 ORDER BY first_day, m.import_id
 """
+EDGE_ROWS = _EDGE_ROWS.format(name="EDGE_ROWS", rows="count(*)", table="imports_urlmetric", url="{url}")
+DAY_EDGE_ROWS = _EDGE_ROWS.format(name="DAY_EDGE_ROWS", rows="sum(m.rows)::bigint", table="imports_sitepage_day_sums",
+                                  url="")
 
 # Per normalized URL, the sums of the period shown; {search} narrows it to the URLs matching %(pattern)s.
 _PER_URL = f"""
@@ -101,6 +135,14 @@ _PER_URL = f"""
     WHERE m.site_target_id = ANY(%(targets)s::bigint[])
       AND m.period_end BETWEEN %(start)s AND %(end)s AND m.period_start >= %(start)s
       {{search}}
+    GROUP BY m.url_normalized"""
+# Per normalized URL, its clicks in the previous period.
+_PREVIOUS_PER_URL = """
+    SELECT m.url_normalized, sum(m.clicks) AS clicks
+    FROM imports_urlmetric AS m
+    WHERE m.site_target_id = ANY(%(targets)s::bigint[])
+      AND m.period_end BETWEEN %(previous_start)s AND %(previous_end)s AND m.period_start >= %(previous_start)s
+      {search}
     GROUP BY m.url_normalized"""
 SEARCH = "AND m.url_normalized ILIKE %(pattern)s"
 _CHANGE = "(l.clicks - b.clicks)::float8 / nullif(b.clicks, 0) AS change"
@@ -133,13 +175,7 @@ ORDER BY {{order}}
 TOP_PAGES_ALL_PREVIOUS = f"""
 -- sitepage.TOP_PAGES_ALL_PREVIOUS
 WITH current AS ({_PER_URL}
-), before AS (
-    SELECT m.url_normalized, sum(m.clicks) AS clicks
-    FROM imports_urlmetric AS m
-    WHERE m.site_target_id = ANY(%(targets)s::bigint[])
-      AND m.period_end BETWEEN %(previous_start)s AND %(previous_end)s AND m.period_start >= %(previous_start)s
-      {{search}}
-    GROUP BY m.url_normalized
+), before AS ({_PREVIOUS_PER_URL}
 ), joined AS (
     SELECT l.*, {RATIOS}, b.clicks AS previous_clicks, {_CHANGE}
     FROM current AS l LEFT JOIN before AS b USING (url_normalized)
@@ -147,4 +183,73 @@ WITH current AS ({_PER_URL}
 SELECT j.*, count(*) OVER () AS total
 FROM joined AS j
 ORDER BY {{order}} LIMIT %(limit)s OFFSET %(offset)s
+"""
+
+# -- the precomputed top pages (cache.py writes them) ---------------------------------------------
+
+# The targets whose top pages of the period shown are not precomputed at the target's current data
+# version; none: the page reads TOP_PAGES_CACHED. A target without a version never had a row.
+STALE_TARGETS = """
+-- sitepage.STALE_TARGETS
+SELECT t.id
+FROM unnest(%(targets)s::bigint[]) AS t (id)
+WHERE NOT EXISTS (
+    SELECT FROM imports_sitepage_url_periods AS p
+    WHERE p.site_target_id = t.id AND p.period_start = %(start)s AND p.period_end = %(end)s
+      AND p.version IS NOT DISTINCT FROM (SELECT v.version FROM imports_sitepage_versions AS v
+                                          WHERE v.site_target_id = t.id)
+)
+ORDER BY t.id
+"""
+
+# TOP_PAGES_ALL_PREVIOUS from the precomputed sums: the targets' rows of a URL added up, the URLs
+# with rows in the previous period only left out, as there.
+TOP_PAGES_CACHED = f"""
+-- sitepage.TOP_PAGES_CACHED
+WITH current AS (
+    SELECT m.url_normalized, {resums("m")}, sum(m.previous_clicks) AS previous_clicks
+    FROM imports_sitepage_url_sums AS m
+    WHERE m.site_target_id = ANY(%(targets)s::bigint[]) AND m.period_start = %(start)s AND m.period_end = %(end)s
+      {{search}}
+    GROUP BY m.url_normalized
+    HAVING sum(m.rows) > 0
+), joined AS (
+    SELECT c.*, {RATIOS}, (c.clicks - c.previous_clicks)::float8 / nullif(c.previous_clicks, 0) AS change
+    FROM current AS c
+)
+SELECT j.*, count(*) OVER () AS total
+FROM joined AS j
+ORDER BY {{order}} LIMIT %(limit)s OFFSET %(offset)s
+"""
+
+# The target's data version, read in the snapshot its sums are computed in.
+VERSION = """
+-- sitepage.VERSION
+SELECT version FROM imports_sitepage_versions WHERE site_target_id = %(target)s
+"""
+
+# Every period of the target's precomputed top pages, gone.
+CLEAR_CACHED = """
+-- sitepage.CLEAR_CACHED
+WITH urls AS (DELETE FROM imports_sitepage_url_sums WHERE site_target_id = %(target)s)
+DELETE FROM imports_sitepage_url_periods WHERE site_target_id = %(target)s
+"""
+
+# Each URL of one target with rows in the period or the previous one: its sums in the period
+# (rows 0: none) and its clicks in the previous one, with the data %(version)s they were read at.
+# ``targets`` is [target].
+CACHE_PERIOD = f"""
+-- sitepage.CACHE_PERIOD
+WITH current AS ({_PER_URL.format(search="")}
+), before AS ({_PREVIOUS_PER_URL.format(search="")}
+), period AS (
+    INSERT INTO imports_sitepage_url_periods (site_target_id, period_start, period_end, version)
+    VALUES (%(target)s, %(start)s, %(end)s, %(version)s)
+)
+INSERT INTO imports_sitepage_url_sums (site_target_id, period_start, period_end, url_normalized, rows, clicks,
+                                       impressions, ctr_clicks, ctr_impressions, position_sum, position_weight,
+                                       previous_clicks)
+SELECT %(target)s, %(start)s, %(end)s, url_normalized, coalesce(c.rows, 0), c.clicks, c.impressions, c.ctr_clicks,
+       c.ctr_impressions, c.position_sum, c.position_weight, b.clicks
+FROM current AS c FULL JOIN before AS b USING (url_normalized)
 """

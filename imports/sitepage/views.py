@@ -19,7 +19,7 @@ from imports.models import Import
 from imports.views import member_required
 from seoinsight.models import Site
 
-from . import display, figures, listing, periods
+from . import cache, display, figures, listing, periods, queries
 
 
 @require_GET
@@ -37,16 +37,25 @@ def site_page(request, site_id, org):
         choice = periods.choose(params.get("period"), params.get("from"), params.get("to"), today=today,
                                 newest=newest)
         site_figures = figures.figures(target_ids, choice)
-        if params.get("format") == "csv":
-            pages, _ = figures.top_pages(target_ids, choice, sort=sort, search=search, page_size=None)
-            return _csv(site, choice, site_figures, pages)
-        number = listing.page_number(params.get("page"))
-        pages, total = figures.top_pages(target_ids, choice, sort=sort, search=search, page=number)
-        if not pages and number > 1:  # a page past the end (the data changed since the link was made)
-            number = 1
-            pages, total = figures.top_pages(target_ids, choice, sort=sort, search=search)
-        url = params.get("url")
-        history = figures.figures(target_ids, choice, url=url) if url else None
+        site_queries = queries.top_queries(site.pk, target_ids, choice)
+        stale = figures.stale_targets(target_ids, choice)
+        top = {"sort": sort, "search": search, "cached": not stale}
+        as_csv = params.get("format") == "csv"
+        if as_csv:
+            pages, _ = figures.top_pages(target_ids, choice, page_size=None, **top)
+        else:
+            number = listing.page_number(params.get("page"))
+            pages, total = figures.top_pages(target_ids, choice, page=number, **top)
+            if not pages and number > 1:  # a page past the end (the data changed since the link was made)
+                number = 1
+                pages, total = figures.top_pages(target_ids, choice, **top)
+            url = params.get("url")
+            history = figures.figures(target_ids, choice, url=url) if url else None
+    # Outside the read-only snapshot. A custom period is never precomputed: it stays on the rows.
+    if stale and choice.preset != "custom":
+        cache.refresh_later(site, stale)
+    if as_csv:
+        return _csv(site, choice, site_figures, pages, site_queries)
     return render(request, "imports/site.html", {
         "org": org,
         "site": site,
@@ -59,10 +68,12 @@ def site_page(request, site_id, org):
         "totals": _totals(site_figures),
         "chart": display.chart(site_figures.points, choice.current),
         "mixed": site_figures.mixed,
+        "precomputed": not stale,
         **_sources(org, site_figures),
         "gaps": periods.gaps(choice.current, [(p.start, p.end) for p, _ in site_figures.points]),
         "previous_gaps": periods.gaps(choice.previous, [(p.start, p.end) for p in site_figures.previous_points]),
         "pages": [_page_row(page, params) for page in pages],
+        "queries": [row.shown() for row in site_queries],
         "page_count": total,
         "pagination": _pagination(params, number, total),
         "headers": [(column, label, listing.query(params, sort=listing.header_sort(column, sort), page=None))
@@ -126,8 +137,10 @@ def _pagination(params: dict, number: int, total: int) -> dict:
             "next": listing.query(params, page=number + 1) if number < last else ""}
 
 
-def _csv(site: Site, choice: periods.Choice, result: figures.Figures, pages: list[figures.TopPage]) -> HttpResponse:
-    """The totals, then every row of the top pages table as filtered and sorted on screen (all its pages)."""
+def _csv(site: Site, choice: periods.Choice, result: figures.Figures, pages: list[figures.TopPage],
+         site_queries: list[queries.TopQuery]) -> HttpResponse:
+    """The totals, every row of the top pages table as filtered and sorted on screen (all its pages), the top
+    queries."""
     name = f"{site.domain}-{choice.current.start:%Y%m%d}-{choice.current.end:%Y%m%d}.csv"
     response = HttpResponse(content_type="text/csv; charset=utf-8",
                             headers={"Content-Disposition": f'attachment; filename="{name}"'})
@@ -149,4 +162,7 @@ def _csv(site: Site, choice: periods.Choice, result: figures.Figures, pages: lis
                       display.CTR.raw(s.ctr), display.POSITION.raw(s.position),
                       display.CLICKS.raw(page.previous_clicks),
                       "" if page.change is None else round(page.change * 100, 1)])
+    out.writerow([])
+    out.writerow(queries.CSV_HEADER)
+    out.writerows(row.csv_row() for row in site_queries)
     return response

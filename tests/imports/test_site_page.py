@@ -1,5 +1,8 @@
 """/imports/sites/<id>/: one site's figures over a period, against hand-computed figures on the real PostgreSQL.
 
+Every test of the page runs twice (``site``'s parameter): on the figures summed from the
+metric rows, and on the precomputed ones (migration 0006: the day sums, and the top pages
+precomputed for the period shown, which the page must then read): both give the same page.
 Also the rules behind it (periods, sorting, how changes read: tables of cases) and
 the UrlMetric changelist, which shows the same figures row by row.
 """
@@ -17,7 +20,7 @@ from django.utils import timezone
 
 from imports.ingest import position_weight
 from imports.models import UrlMetric
-from imports.sitepage import display, figures, listing, periods, sql
+from imports.sitepage import cache, display, figures, listing, periods, sql
 from imports.sitepage.periods import Period
 from seoinsight.models import Page
 from tests.factories import ImportFactory, OrgFactory, SiteFactory, SiteTargetFactory, UserFactory
@@ -54,14 +57,25 @@ def custom(start: date, end: date, **more) -> dict:
     return {"period": "custom", "from": start.isoformat(), "to": end.isoformat(), **more}
 
 
-@pytest.fixture
-def site(target):
+@pytest.fixture(params=["rows", "precomputed"])
+def site(request, target, monkeypatch):
+    """The site of ``target``; its page's figures from the metric rows, or from the precomputed sums."""
+    monkeypatch.setattr(figures, "PRECOMPUTED", request.param == "precomputed")
     return target.site
 
 
 def page_of(client, site, **params):
-    response = client.get(f"/imports/sites/{site.pk}/", params)
+    """The page (or its CSV); with the precomputed figures, its top pages precomputed first, and read."""
+    path = f"/imports/sites/{site.pk}/"
+    if figures.PRECOMPUTED:
+        shown = {key: value for key, value in params.items() if key != "format"}
+        choice = client.get(path, shown).context["choice"]
+        for target in site.targets.all():
+            cache.refresh(target, [choice.current])
+    response = client.get(path, params)
     assert response.status_code == 200, response.content[:500]
+    if response.context is not None:
+        assert response.context["precomputed"] is figures.PRECOMPUTED
     return response
 
 
@@ -307,9 +321,9 @@ def test_the_csv_holds_the_totals_and_every_row_of_the_table_as_filtered_and_sor
                          position=2.0)
     UrlMetricFactory(site_target=target, url="https://acme.example/other", clicks=1000)
 
-    response = client.get(f"/imports/sites/{site.pk}/", custom(day(1), day(7), q="/p", sort="clicks", format="csv"))
+    response = page_of(client, site, **custom(day(1), day(7), q="/p", sort="clicks", format="csv"))
 
-    assert response.status_code == 200 and response["Content-Type"] == "text/csv; charset=utf-8"
+    assert response["Content-Type"] == "text/csv; charset=utf-8"
     assert response["Content-Disposition"] == 'attachment; filename="acme.example-20260501-20260507.csv"'
     rows = list(csv.reader(io.StringIO(response.content.decode())))
     assert rows[:9] == [
@@ -321,8 +335,11 @@ def test_the_csv_holds_the_totals_and_every_row_of_the_table_as_filtered_and_sor
     ]
     assert rows[10] == ["Page", "Clicks", "Impressions", "CTR (%)", "Position", "Previous clicks",
                         "Change in clicks (%)"]
-    pages = rows[11:]
+    pages = rows[11:41]
     assert [row[0] for row in pages] == [f"https://acme.example/p{n:02d}" for n in range(30)]
+    # Then the top queries: none, this site's exports held no Queries table.
+    assert rows[41:] == [[], ["Query", "Clicks", "Impressions", "CTR (%)", "Position", "Previous clicks",
+                              "Change in clicks (%)"]]
     assert pages[3] == ["https://acme.example/p03", "3", "1000", "0.3", "2.0", "", ""]
 
 

@@ -43,13 +43,19 @@ def test_a_search_console_export_with_its_period_inside_needs_none(client, membe
 @pytest.mark.parametrize(("name", "content", "message"), [
     ("photo.csv", b"\x89PNG\r\n\x1a\n" + bytes(200), "This is a PNG image"),
     ("dump.csv", bytes(range(256)) * 40, "This is not a text or spreadsheet file (it holds binary data)"),
-    ("Pages.csv", b"Foo,Bar\n1,2\n", "No URL column: found headers &#x27;Foo&#x27;, &#x27;Bar&#x27;"),
 ])
 def test_a_file_that_cannot_be_imported_is_refused_at_upload(client, member, target, media, name, content, message):
     response = upload(client, target, name, content, period_start="2026-10-01", period_end="2026-10-31")
     assert response.status_code == 200
     assert message in response.content.decode()
     assert_nothing_queued(media)
+
+
+def test_a_file_without_a_known_url_column_goes_to_mapping_and_queues_nothing(client, member, target, media):
+    response = upload(client, target, "Pages.csv", b"Foo,Bar\n1,2\n", period_start="2026-10-01",
+                      period_end="2026-10-31")
+    assert response.status_code == 302 and "/imports/map/" in response["Location"]
+    assert not Import.objects.exists()
 
 
 def test_a_password_protected_workbook_is_refused_as_such(client, member, target, media, tmp_path):

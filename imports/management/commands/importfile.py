@@ -85,7 +85,9 @@ class Command(BaseCommand):
             raise unknown_target(target, org)
         # What the worker would refuse, said now: nothing is queued for a file that cannot be imported.
         try:
-            found = inspect_file(source, source.name, sheet=sheet, date_order=date_order)
+            # With the org's saved column mappings, as the worker will read it.
+            found = inspect_file(source, source.name, sheet=sheet, date_order=date_order,
+                                 org_id=site_target.site.org_id)
         except UnreadableFile as exc:
             raise not_queued(f"cannot import {source.name}: {exc}") from None
         if sheet and found.sheet is None:

@@ -222,7 +222,11 @@ class PullSchedule(models.TextChoices):
 
 # Whether this deployment queues scheduled pulls at all: imports says (its IMPORT_SCHEDULED_PULLS_EVERY) through
 # ``set_scheduled_pulls``; the core's screens only ask, so a schedule that nothing runs says so.
-_scheduled_pulls_on: Callable[[], bool] = lambda: False
+def _no_scheduled_pulls() -> bool:
+    return False
+
+
+_scheduled_pulls_on: Callable[[], bool] = _no_scheduled_pulls
 
 
 def set_scheduled_pulls(is_on: Callable[[], bool]) -> None:

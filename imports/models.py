@@ -198,13 +198,17 @@ class ColumnMapping(models.Model):
     class Meta:
         ordering = ["-created_at"]
         constraints = [
-            models.UniqueConstraint(fields=["org", "signature"], name="columnmapping_one_per_source"),
+            models.UniqueConstraint(fields=["org", "signature"], name="columnmapping_one_per_source",
+                                    violation_error_message="This org has a mapping for these headers already."),
             models.CheckConstraint(condition=Q(signature__regex=r"^[0-9a-f]{64}$"),
-                                   name="columnmapping_signature_sha256"),
+                                   name="columnmapping_signature_sha256",
+                                   violation_error_message="The headers' signature is not a SHA-256 hex digest."),
             # A JSON object naming the URL column; every other key is checked by formats.headers.mapping_problem.
             models.CheckConstraint(condition=Q(mapping__contains={}, mapping__has_key="url"),
-                                   name="columnmapping_object_with_url"),
-            models.CheckConstraint(condition=Q(headers__contains=[]), name="columnmapping_headers_list"),
+                                   name="columnmapping_object_with_url",
+                                   violation_error_message="A mapping must say which column holds the URL."),
+            models.CheckConstraint(condition=Q(headers__contains=[]), name="columnmapping_headers_list",
+                                   violation_error_message="The headers must be a list."),
         ]
 
     def __str__(self):

@@ -28,7 +28,7 @@ class Migration(migrations.Migration):
             ],
             options={
                 'ordering': ['-created_at'],
-                'constraints': [models.UniqueConstraint(fields=('org', 'signature'), name='columnmapping_one_per_source'), models.CheckConstraint(condition=models.Q(('signature__regex', '^[0-9a-f]{64}$')), name='columnmapping_signature_sha256'), models.CheckConstraint(condition=models.Q(('mapping__contains', {}), ('mapping__has_key', 'url')), name='columnmapping_object_with_url'), models.CheckConstraint(condition=models.Q(('headers__contains', [])), name='columnmapping_headers_list')],
+                'constraints': [models.UniqueConstraint(fields=('org', 'signature'), name='columnmapping_one_per_source', violation_error_message='This org has a mapping for these headers already.'), models.CheckConstraint(condition=models.Q(('signature__regex', '^[0-9a-f]{64}$')), name='columnmapping_signature_sha256', violation_error_message="The headers' signature is not a SHA-256 hex digest."), models.CheckConstraint(condition=models.Q(('mapping__contains', {}), ('mapping__has_key', 'url')), name='columnmapping_object_with_url', violation_error_message='A mapping must say which column holds the URL.'), models.CheckConstraint(condition=models.Q(('headers__contains', [])), name='columnmapping_headers_list', violation_error_message='The headers must be a list.')],
             },
         ),
     ]

@@ -10,6 +10,8 @@ it sums the rows itself, exactly, and queues this job: one queued per target at 
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 from django.db import DatabaseError, connection
 from django.utils import timezone
 
@@ -55,15 +57,36 @@ def refresh(target: SiteTarget, wanted: list[periods.Period] | None = None) -> l
     return wanted
 
 
-# One at a time per site (an indexed guard): two refreshes of one target would replace each other's rows.
-@register(JOB_TYPE, one_running_per="site_id")
+# The advisory-lock namespace of a target's refresh (key: the target's id).
+LOCK_NAMESPACE = 0x1A01
+
+
+@contextmanager
+def one_refresh_at_a_time(target_id: int):
+    """Two refreshes of one target would replace each other's rows: the second waits for the first.
+
+    A session lock taken before the refresh's snapshot, so the one that waited reads what the first wrote;
+    a worker that dies releases it with its connection. (Not the queue's ``one_running_per`` guard: a
+    guarded type puts every claim of every worker on the slower, guarded path.)
+    """
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_lock(%s, %s)", [LOCK_NAMESPACE, target_id])
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [LOCK_NAMESPACE, target_id])
+
+
+@register(JOB_TYPE)
 def refresh_site_page(job):
     """Precompute one target's top pages for every preset; a target deleted since needs nothing."""
     target = SiteTarget.objects.filter(pk=job.payload["site_target_id"], site__org_id=job.org_id).first()
     if target is None:
         return {"site_target_id": job.payload["site_target_id"], "periods": []}
     try:
-        done = refresh(target)
+        with one_refresh_at_a_time(target.pk):
+            done = refresh(target)
     except DatabaseError as exc:
         # The target's rows were deleted while this read them: nothing is lost by reading again.
         if transient_conflict(exc) is None:

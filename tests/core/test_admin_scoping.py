@@ -7,6 +7,7 @@ later is covered without a new test — and ``test_every_registered_admin_is_sco
 fails until it is scoped and has a row in ``build_org``.
 """
 
+import hashlib
 import json
 from datetime import date
 
@@ -20,7 +21,7 @@ from django.test import RequestFactory
 from django.urls import reverse
 from django.utils import timezone
 
-from imports.models import Import, UrlMetric
+from imports.models import ColumnMapping, Import, UrlMetric
 from jobs.models import Job, ZombieJob
 from outbox.models import Entry
 from mailpoll.models import Attachment, AttachmentStatus, FolderCursor, Mailbox, MailRule, PostAction, Request
@@ -93,13 +94,16 @@ def build_org(org_id: str) -> dict:
         request=request, mailbox=mailbox, folder="INBOX", uid=1, uidvalidity=1, action="move",
         destination=f"{org_id}-done", decided_by="the mailbox", status="failed", attempts=8,
         last_error=f"{org_id} refused the move", next_try_at=timezone.now(), finished_at=timezone.now())
+    mapping = ColumnMapping.objects.create(
+        org=org, signature=hashlib.sha256(org_id.encode()).hexdigest(), headers=[f"{org_id} page", "Visits"],
+        mapping={"url": f"{org_id} page", "clicks": "Visits"})
     entry = Entry.objects.create(org=org, document_ref=f"{org_id}-document", source="email",
                                  document={"filename": f"{org_id}.csv"}, last_error=f"{org_id} downstream refused")
     return {
         Org: org, User: member, Membership: Membership.objects.get(user=member, org=org), ApiToken: token,
         Site: site, SiteTarget: target, Job: job, ZombieJob: ZombieJob.objects.get(pk=zombie.pk), Import: imp,
         UrlMetric: metric, Mailbox: mailbox, Request: request, Attachment: attachment, Entry: entry,
-        MailRule: rule, PostAction: post_action,
+        MailRule: rule, PostAction: post_action, ColumnMapping: mapping,
     }
 
 

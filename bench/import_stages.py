@@ -87,7 +87,7 @@ def breakdown(db: psycopg.Connection, imp) -> dict:
             setattr(ingest, name, function)
         del connection.commit  # the method again
     finish_done(job, report)
-    db.execute("DELETE FROM jobs WHERE type = 'map_reconcile' AND status = 'queued'")
+    db.execute("DELETE FROM jobs WHERE type IN ('map_reconcile', 'refresh_site_page') AND status = 'queued'")
     stages = dict(watch.seconds)
     statements = sum(v for k, v in stages.items() if k.startswith("upsert: "))
     stages["upsert: COPY into the staging table"] = stages.pop("upsert") - statements

@@ -124,8 +124,9 @@ def run_import(db: psycopg.Connection, url: str, media: Path, imp) -> dict:
         (imp.job_id,)).fetchone()
     if status != "done":
         raise RuntimeError(f"the import job ended {status}: {error}")
-    # The map_reconcile it queued is no part of the benchmark, and would be the next run's first job.
-    db.execute("DELETE FROM jobs WHERE type = 'map_reconcile' AND status = 'queued'")
+    # The map_reconcile and the site page's refresh it queued are no part of the benchmark, and would be the next
+    # run's first jobs.
+    db.execute("DELETE FROM jobs WHERE type IN ('map_reconcile', 'refresh_site_page') AND status = 'queued'")
     return {**worker, "seconds": window, "report": report}
 
 

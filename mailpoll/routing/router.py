@@ -12,7 +12,7 @@ import math
 from collections.abc import Iterable
 
 from ..message.sender_auth import judge
-from seoinsight.models import Org, Site
+from seoinsight.models import Site
 
 from ..models import MailRule
 from .decide import AfterStore, Decision, Document, Envelope, Fallback, Rule, after_store, decide
@@ -30,9 +30,9 @@ def rule_of(row: MailRule, mailbox_ids: Iterable[int]) -> Rule:
 
 def tag_targets(org_id: str) -> dict[str, tuple[int, str]]:
     """The org's site slugs that route mail, if the org lets a plus tag name a site: slug -> (target, site)."""
-    if not Org.objects.filter(pk=org_id, plus_tag_routes_to_site=True).exists():
-        return {}
-    sites = Site.objects.filter(org_id=org_id, default_target__isnull=False).exclude(slug="")
+    # One statement per batch: the org's switch is a condition of the same query.
+    sites = Site.objects.filter(org_id=org_id, org__plus_tag_routes_to_site=True,
+                                default_target__isnull=False).exclude(slug="")
     return {site.slug.lower(): (site.default_target_id, site.domain) for site in sites}
 
 

@@ -7,9 +7,10 @@ cluster of its own (Debian's binaries with pg_stat_statements, ``bench/own_postg
 ``make bench-profile`` installs them), so the server's CPU and WAL are this run's alone. In a
 database migrated by the app it drains ``--jobs`` no-op jobs, one consumer process at a time:
 
-- the raw loops of ``bench/raw_queue.py``: the minimal table, claim 1 and claim 10 per
-  statement, and the jobs schema's table with the same lean statements;
-- ``runjobs --burst``, the app's worker, on the jobs table.
+- the raw loops of ``bench/raw_queue.py``: the minimal table and the jobs schema's table, each
+  with the same lean statements, claim 1 and claim 10 per statement;
+- ``runjobs --burst``, the app's worker, on the jobs table, one job at a time and with
+  ``--concurrency 8`` (judged by the claim-10 loops).
 
 For each: the drain rate on the database's clock; CPU per job of the server (every process of
 the cluster, from /proc) and of the consumer (its rusage, its start-up measured on an empty
@@ -165,9 +166,12 @@ def worker_profile(url: str, media: Path, db, jobs: int) -> str:
     return "\n".join(lines)
 
 
-def report_drain(label: str, r: dict, ceiling: float) -> list[str]:
+def report_drain(label: str, r: dict, ceilings: dict) -> list[str]:
+    batched = "claim 10" in label or "--concurrency" in label
+    ceiling = ceilings["raw loop, minimal table, claim 10" if batched else "raw loop, minimal table, claim 1"]
     lines = [
-        f"{label}: {r['rate']:,.0f} job/s ({r['rate'] / ceiling:.2f}x the minimal claim-1 loop)",
+        f"{label}: {r['rate']:,.0f} job/s ({r['rate'] / ceiling['rate']:.2f}x the minimal claim-{10 if batched else 1}"
+        " loop)",
         f"  CPU per job: server {r['server_ms']:.3f} ms, consumer {r['client_ms']:.3f} ms   "
         f"statements per job {r['statements']:.2f}   WAL {r['wal']:,.0f} bytes per job",
         f"  updates per job {r['updates']:.2f}, of which HOT {r['hot']:.0%}",
@@ -197,7 +201,10 @@ def measure(args, server: dict, postgres_bin: Path) -> str:
             ("raw loop, minimal table, claim 1", raw_queue.MINIMAL, raw(raw_queue.MINIMAL, 1)),
             ("raw loop, minimal table, claim 10", raw_queue.MINIMAL, raw(raw_queue.MINIMAL, 10)),
             ("raw loop, jobs schema, claim 1", raw_queue.SCHEMA, raw(raw_queue.SCHEMA, 1)),
+            ("raw loop, jobs schema, claim 10", raw_queue.SCHEMA, raw(raw_queue.SCHEMA, 10)),
             ("runjobs --burst", "jobs", lambda: AppProcess(url, "runjobs", "--burst", media=media)),
+            ("runjobs --burst --concurrency 8", "jobs",
+             lambda: AppProcess(url, "runjobs", "--burst", "--concurrency", "8", media=media)),
         ]
         results = {}
         for label, table, start in consumers:
@@ -210,10 +217,9 @@ def measure(args, server: dict, postgres_bin: Path) -> str:
         profiled = worker_profile(url, media, db, args.profile_jobs)
         listed = indexes(db)
 
-    ceiling = results[consumers[0][0]]["rate"]
     lines = [headline("queue profile", version), f"jobs per drain: {args.jobs:,}, one consumer process", ""]
     for label, _, _ in consumers:
-        lines += report_drain(label, results[label], ceiling) + [""]
+        lines += report_drain(label, results[label], results) + [""]
     lines += ["plans:", explained, "", f"indexes of jobs ({len(listed)}):"]
     lines += [f"  {name}: {definition.split(' USING ', 1)[1]}" for name, definition in listed]
     lines += ["", f"runjobs --burst under cProfile, {args.profile_jobs:,} jobs (cProfile slows it ~2x; read ratios):",

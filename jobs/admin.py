@@ -118,13 +118,13 @@ def job_facts(job, now) -> list[tuple[str, str]]:
 
 
 class TypeFilter(admin.SimpleListFilter):
-    """Registered types plus any type still live in the table (read from the small partial index)."""
+    """Registered types plus any type still live in the table (read from the live states' partial indexes)."""
 
     title = "type"
     parameter_name = "type"
 
     def lookups(self, request, model_admin):
-        live = model_admin.scope(request, Job.objects.filter(status__in=[JobStatus.QUEUED, JobStatus.RUNNING]))
+        live = model_admin.scope(request, Job.objects.live())
         live = live.values_list("type", flat=True)
         return [(name, name) for name in sorted(set(registry.all_types()) | set(live.distinct()))]
 
@@ -173,7 +173,7 @@ class QueueFilter(admin.SimpleListFilter):
     parameter_name = "queue"
 
     def lookups(self, request, model_admin):
-        live = model_admin.scope(request, Job.objects.filter(status__in=[JobStatus.QUEUED, JobStatus.RUNNING]))
+        live = model_admin.scope(request, Job.objects.live())
         declared = {t.queue for t in registry.all_types().values()}
         return [(name, name) for name in sorted(declared | set(live.values_list("queue_name", flat=True).distinct()))]
 

@@ -2,7 +2,7 @@
 
 Every replica answers the same, since nothing is counted in memory. Labels
 are job types, statuses and process kinds only: never an org. The finished
-rows are read over ``FINISHED_WINDOW`` (the partial index serves the live
+rows are read over ``FINISHED_WINDOW`` (the partial indexes serve the live
 ones; the table of finished jobs only grows).
 """
 
@@ -13,7 +13,7 @@ from django.db.models import Count
 from prometheus_client.core import GaugeMetricFamily
 
 from . import registry
-from .models import Job, JobStatus, Process, ProcessKind
+from .models import Job, Process, ProcessKind
 from .processes import ALIVE_WITHIN
 
 FINISHED_WINDOW = 3600
@@ -38,7 +38,7 @@ SELECT type, EXTRACT(EPOCH FROM now() - min(created_at)) FROM jobs WHERE status 
 def collect() -> list:
     live = GaugeMetricFamily("seoinsight_jobs", "Live jobs (queued, running) by type and status.",
                              labels=["type", "status"])
-    for row in Job.objects.filter(status__in=[JobStatus.QUEUED, JobStatus.RUNNING]).values("type", "status") \
+    for row in Job.objects.live().values("type", "status") \
             .annotate(n=Count("id")).order_by():
         live.add_metric([row["type"], row["status"]], row["n"])
 

@@ -550,7 +550,12 @@ class Waker:
         self._poked, self._poke = os.pipe()
         os.set_blocking(self._poked, False)
         os.set_blocking(self._poke, False)
-        self._pipe_lock = threading.Lock()  # no poke writes to the pipe's number once it is closed
+        # Guards the pipe (no poke writes to its number once it is closed) and the two flags below.
+        self._pipe_lock = threading.Lock()
+        # A poke while nobody waits only sets _poked_since: the next wait returns at once, as a byte left in
+        # the pipe would, without a write (a system call per finished run of every slot) that nobody reads.
+        self._waiting = False
+        self._poked_since = False
         self._discarded_at = time.monotonic()
 
     def ensure_listening(self) -> None:
@@ -586,18 +591,34 @@ class Waker:
             self.close()
 
     def poke(self) -> None:
+        """End the current wait, or else the next one, at once."""
         with self._pipe_lock:
             if self._poke is None:
+                return
+            self._poked_since = True
+            if not self._waiting:
                 return
             try:
                 os.write(self._poke, b"!")
             except BlockingIOError:
-                pass  # the pipe is full of pokes already: the next wait returns at once anyway
+                pass  # the pipe is full of pokes already: the wait returns at once anyway
 
     def wait(self, timeout: float, stop: threading.Event) -> None:
         # Returns on the first notification, on a poke, at the timeout, or soon after stop
         # is set: a signal does not interrupt the select (PEP 475 retries it), so waiting
         # in short slices is what lets SIGTERM stop an idle worker.
+        with self._pipe_lock:
+            if self._poked_since:  # poked since the last wait: what it announced may be waiting already
+                self._poked_since = False
+                return
+            self._waiting = True
+        try:
+            self._wait(timeout, stop)
+        finally:
+            with self._pipe_lock:
+                self._waiting = self._poked_since = False
+
+    def _wait(self, timeout: float, stop: threading.Event) -> None:
         deadline = time.monotonic() + timeout
         while not stop.is_set():
             remaining = deadline - time.monotonic()

@@ -147,13 +147,13 @@ SELECT 'attachment', id, status FROM attachment
 
 # The documents on their way to the downstream outbox (``outbox.capacity.count_on_the_way``): stored, waiting
 # for their process_attachment run or in it, each of which ends as an outbox entry (or failed). Read from the
-# live jobs (their partial index), each matched to its attachment by primary key: the cost is the active
-# queue's, which the capacity gate itself keeps small, never the attachment table's. The CASE keeps a job
-# with a malformed payload from failing the count.
+# live jobs (the queued and the running rows' partial indexes, which an OR reaches and an IN list would not),
+# each matched to its attachment by primary key: the cost is the active queue's, which the capacity gate itself
+# keeps small, never the attachment table's. The CASE keeps a job with a malformed payload from failing the count.
 DOCUMENTS_ON_THEIR_WAY = """
 SELECT count(DISTINCT a.id) FROM jobs j
 JOIN mailpoll_attachment a ON a.id = CASE WHEN j.payload->>'attachment_id' ~ '^[0-9]{1,18}$'
                                           THEN (j.payload->>'attachment_id')::bigint END
-WHERE j.status IN ('queued', 'running') AND j.type = 'process_attachment'
+WHERE (j.status = 'queued' OR j.status = 'running') AND j.type = 'process_attachment'
   AND a.status IN ('pending', 'processing')
 """

@@ -64,6 +64,29 @@ def test_the_job_enqueue_returns_is_the_row_it_inserted(kwargs):
     assert job.status == JobStatus.QUEUED and job.worker_ids == []
 
 
+def test_a_claimed_job_is_the_one_django_would_make_of_its_row():
+    """``rows._as_job`` fills the instance without ``Model.__init__``: the same fields, the same deferred ones
+    (read on first access), the same state as ``Job.from_db`` of the same row."""
+    queued = queue.enqueue("noop", org_id="demo", payload={"a": [1, 2]}, dedup_key="noop:claimed", priority=3)
+    claimed = queue.claim(worker_id="host:1")
+    assert claimed.id == queued.id
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {sql.JOB_COLUMNS} FROM jobs WHERE id = %s", [queued.id])
+        row = cursor.fetchone()
+    django_made = Job.from_db("default", rows._JOB_FIELDS, [
+        f.from_db_value(v, None, connection) if v is not None and hasattr(f, "from_db_value") else v
+        for f, v in zip([Job._meta.get_field(n) for n in rows._JOB_FIELDS], row, strict=True)])
+    ours = rows._as_job(row)
+    assert ours.get_deferred_fields() == django_made.get_deferred_fields() == claimed.get_deferred_fields() != set()
+    assert {k: v for k, v in vars(ours).items() if k != "_state"} == \
+        {k: v for k, v in vars(django_made).items() if k != "_state"}
+    assert (ours._state.adding, ours._state.db) == (django_made._state.adding, django_made._state.db) == (False, "default")
+    assert ours.payload == {"a": [1, 2]} and ours.status == JobStatus.RUNNING
+    # A deferred field is read when asked for, as on any Job.
+    assert (ours.priority, ours.worker_ids) == (3, ["host:1"])
+    assert ours == claimed and str(ours) == str(claimed)
+
+
 def test_each_returned_job_has_lists_of_its_own():
     first, second = queue.enqueue("noop", org_id="demo"), queue.enqueue("noop", org_id="demo")
     first.worker_ids.append("host:1")

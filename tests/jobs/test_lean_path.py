@@ -24,7 +24,7 @@ READERS = {
     "jobs_pkey": "every fenced write (WHERE id = …)",
     "jobs_dedup_key_live": "enqueue's ON CONFLICT arbiter, FIND_BY_DEDUP_KEY",
     "jobs_org_type_created": "the admin and the API: an org's jobs of a type, newest first",
-    "jobs_live_status_created": "the sweep and the admin: running jobs",
+    "jobs_running_type_started": "the sweep, the zombie list, a type's running jobs (running rows only)",
     "jobs_queued_priority_created": "the claim, in claim order",
     "jobs_queued_type_created": "the guarded claim, type by type",
     "jobs_queued_guard_site_id": "the guarded claim's skip scan over sites",
@@ -118,4 +118,31 @@ def test_a_claim_of_several_finds_its_rows_by_primary_key_in_the_generic_plan(st
     explained = generic_plan(getattr(sql, statement), params)
     assert "jobs_queued_priority_created" in explained, explained
     assert "Index Cond: (id = ANY" in explained, explained
+    assert "Seq Scan on jobs" not in explained, explained
+
+
+def test_an_enqueue_writes_no_entry_into_the_running_index():
+    """Queued rows are outside jobs_running_type_started (migration 0008): an enqueue pays no entry there."""
+    definition = indexes()["jobs_running_type_started"]
+    assert "WHERE (status = 'running'::text)" in definition, definition
+    queue.enqueue("noop", org_id="demo")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM jobs WHERE status = 'running'")
+        assert cursor.fetchone()[0] == 0
+
+
+def test_the_live_jobs_are_read_off_the_two_states_indexes_not_the_table():
+    """``Job.objects.live()`` (the metrics, the admin's filters) on a table of finished jobs: an OR of the two
+    states, which the planner answers from the queued and the running partial indexes; the IN list it replaced
+    implies neither index's predicate."""
+    add_finished_jobs()
+    JobFactory.create_batch(2, type="noop")
+    running = JobFactory(type="noop", running=True)
+    assert set(Job.objects.live().values_list("status", flat=True)) == {"queued", "running"}
+    assert Job.objects.live().count() == 3 and running in Job.objects.live()
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")  # a seq scan then shows only if no index can serve it
+    explained = Job.objects.live().values("type").explain()
+    assert "jobs_running_type_started" in explained, explained
+    assert "jobs_queued_" in explained, explained
     assert "Seq Scan on jobs" not in explained, explained

@@ -60,7 +60,7 @@ def test_with_the_outbox_off_the_duty_asks_nothing(settings, django_assert_num_q
 
 def test_its_statement_reads_indexes_not_the_jobs_table(downstream):
     """With the history a deployment has (thousands of finished senders), the running-sender check is
-    served by the live jobs' partial index; on a near-empty table the planner may take any index."""
+    served by the running jobs' partial index; on a near-empty table the planner may take any index."""
     org_id = JobFactory(type=JOB_TYPE, done=True).org_id
     with connection.cursor() as cursor:
         cursor.execute("""
@@ -72,4 +72,4 @@ def test_its_statement_reads_indexes_not_the_jobs_table(downstream):
         cursor.execute("EXPLAIN " + sql.SENDER_WANTED, {"dedup_key": DEDUP_KEY, "job_type": JOB_TYPE})
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "Seq Scan on jobs" not in plan, plan
-    assert "jobs_dedup_key" in plan and "jobs_live_status_created" in plan, plan
+    assert "jobs_dedup_key" in plan and "jobs_running_type_started" in plan, plan

@@ -19,6 +19,8 @@ one, all distinct: none is skipped, but every row is arbitrated).
 - ``split, no order``: the same without ``WITH ORDINALITY … ORDER BY`` (the sort it saves);
 - ``split, keyless``: ``jobs.sql.ENQUEUE_MANY_KEYLESS``: no key column, no ``ON CONFLICT``
   (a keyless row cannot conflict; ``ON CONFLICT`` makes every row a speculative insertion);
+- ``split, keyless, server ids``: the same leaving each row's id to the column's default
+  (``uuidv7()``), as it did before ``jobs.ids``;
 - ``copy``: ``COPY jobs (…) FROM STDIN`` straight into the table, then one NOTIFY, in a
   transaction. Keyless batches only: COPY has no ON CONFLICT, so one held key fails the batch;
 - ``copy, staged``: ``COPY`` into a temporary table, then ``INSERT … SELECT … ON CONFLICT DO
@@ -77,20 +79,37 @@ ORDER BY item.n
 RAW_BULK = f"INSERT INTO {raw_queue.MINIMAL} (payload) SELECT p::jsonb FROM unnest(%s::text[]) AS p"
 
 
+# ENQUEUE_MANY_KEYLESS before the ids were made by the caller (jobs.ids): the column's default, uuidv7().
+SPLIT_KEYLESS_SERVER_IDS = """
+WITH queued AS (
+    INSERT INTO jobs (org_id, type, payload, run_after, priority, queue_name)
+    SELECT %(org_id)s, %(type)s, item.payload::jsonb, %(run_after)s, %(priority)s, %(queue_name)s
+    FROM string_to_table(%(payloads)s, E'\\n') WITH ORDINALITY AS item(payload, n)
+    ORDER BY item.n
+    RETURNING 1
+)
+SELECT count.n, pg_notify(%(channel)s, '') FROM (SELECT count(*) AS n FROM queued) AS count WHERE count.n > 0
+"""
+
+
 def batch_items(round_: int, start: int, size: int, keyed: bool) -> list[tuple[str, str | None]]:
     return [(f'{{"n": {start + i}}}', f"noop:{round_}:{start + i}" if keyed and i % 2 else None)
             for i in range(size)]
 
 
 def params(items, split: bool) -> dict:
-    """The statements' parameters: the items as two text[] (``unnest``), or as enqueue_many sends them (``split``)."""
-    from jobs import conf
+    """The statements' parameters: the items as two text[] (``unnest``), or as enqueue_many sends them (``split``).
+
+    New ids (``jobs.ids``) go along for the statements that take them; the others leave the id to the server.
+    """
+    from jobs import conf, ids
 
     payloads, keys = [p for p, _ in items], [k for _, k in items]
     if split:
         payloads, keys = "\n".join(payloads), json.dumps(keys)
     return {"org_id": "bench", "type": "noop", "payloads": payloads, "dedup_keys": keys, "run_after": None,
-            "priority": 0, "queue_name": "default", "channel": conf.NOTIFY_CHANNEL}
+            "priority": 0, "queue_name": "default", "channel": conf.NOTIFY_CHANNEL,
+            "ids": ids.new_ids_text(len(items))}
 
 
 def raw_minimal(db, items) -> None:
@@ -104,9 +123,9 @@ def statement_path(statement: str, split: bool):
 
 
 def without_order(statement: str) -> str:
-    ordered = "WITH ORDINALITY AS item(payload, dedup_key, n)\n    ORDER BY item.n"
+    ordered = "WITH ORDINALITY AS item(id, payload, dedup_key, n)\n    ORDER BY item.n"
     assert ordered in statement, "jobs.sql.ENQUEUE_MANY no longer orders by ordinality: update bench.enqueue_paths"
-    return statement.replace(ordered, "AS item(payload, dedup_key)")
+    return statement.replace(ordered, "AS item(id, payload, dedup_key)")
 
 
 def copy_path(db, items) -> None:
@@ -150,6 +169,7 @@ def paths() -> dict:
         "split": (statement_path(sql.ENQUEUE_MANY, True), "jobs", both),
         "split, no order": (statement_path(without_order(sql.ENQUEUE_MANY), True), "jobs", both),
         "split, keyless": (statement_path(sql.ENQUEUE_MANY_KEYLESS, True), "jobs", ("keyless",)),
+        "split, keyless, server ids": (statement_path(SPLIT_KEYLESS_SERVER_IDS, True), "jobs", ("keyless",)),
         "copy": (copy_path, "jobs", ("keyless",)),
         "copy, staged": (copy_staged_path, "jobs", both),
         "enqueue_many()": (app_path, "jobs", both),
@@ -210,11 +230,11 @@ def main() -> int:
     print(headline("enqueue paths", version))
     print(f"{args.jobs:,} jobs per path and round, {args.batch:,} per transaction, median of {args.rounds}")
     base = statistics.median(rate for rate, _, _ in results["keyless", "raw minimal"])
-    print(f"  {'batch':<8} {'path':<20} {'rate':>14} {'x raw minimal':>14} {'client CPU':>12} {'server CPU':>12}")
+    print(f"  {'batch':<8} {'path':<28} {'rate':>14} {'x raw minimal':>14} {'client CPU':>12} {'server CPU':>12}")
     for (kind, name), runs in results.items():
         rate = statistics.median(r for r, _, _ in runs)
         client, server_cpu = (statistics.median(run[i] for run in runs) for i in (1, 2))
-        print(f"  {kind:<8} {name:<20} {rate:>10,.0f} j/s {rate / base:>13.2f}x {client:>8.1f} us/j "
+        print(f"  {kind:<8} {name:<28} {rate:>10,.0f} j/s {rate / base:>13.2f}x {client:>8.1f} us/j "
               f"{server_cpu:>8.1f} us/j")
     return 0
 

@@ -202,6 +202,7 @@ def consumers(server: dict, url: str) -> dict:
         "minimal_1": (raw_queue.MINIMAL, raw(raw_queue.MINIMAL, 1)),
         "minimal_10": (raw_queue.MINIMAL, raw(raw_queue.MINIMAL, 10)),
         "schema_1": (raw_queue.SCHEMA, raw(raw_queue.SCHEMA, 1)),
+        "schema_10": (raw_queue.SCHEMA, raw(raw_queue.SCHEMA, 10)),
         "runjobs": ("jobs", runjobs()),
         "runjobs_batched": ("jobs", runjobs("--concurrency", str(CONCURRENCY))),
     }
@@ -221,19 +222,25 @@ LABELS = {
     "minimal_1": "raw loop, minimal table, claim 1",
     "minimal_10": "raw loop, minimal table, claim 10",
     "schema_1": "raw loop, jobs schema, claim 1",
+    "schema_10": "raw loop, jobs schema, claim 10",
     "runjobs": "runjobs --burst",
     "runjobs_batched": f"runjobs --burst --concurrency {CONCURRENCY}",
 }
 # Which raw loop each drain is judged against, and the goal.
 JUDGED = {
     "schema_1": ("minimal_1", None),
+    "schema_10": ("minimal_10", None),
     "runjobs": ("minimal_1", DRAIN_GOAL),
     "runjobs_batched": ("minimal_10", BATCHED_GOAL),
 }
 
 
+ENQUEUE_FIGURES = ("raw_insert_1", "enqueue_1", "enqueue_batch", "raw_insert_bulk", "enqueue_bulk")
+
+
 def report(r: dict, args, version: str) -> str:
     row, head = table(52, 16, 100)
+    raw = r  # every round's figures; ``r`` holds their medians once the drains are listed
 
     def rate(x):
         return f"{x:,.0f} job/s"
@@ -262,6 +269,7 @@ def report(r: dict, args, version: str) -> str:
         lines += peers.drain_rows(r.get("peers"), n, plural(n, "process"), row, rate,
                                   lambda key, n=n: median((key, n)))
         lines.append("")
+    r = {**r, **{key: statistics.median(r[key]) for key in ENQUEUE_FIGURES}}
     one, bulk = r["enqueue_1"] / r["raw_insert_1"], r["enqueue_bulk"] / r["raw_insert_bulk"]
     lines += [
         row("raw INSERT, 1 per transaction (minimal table)", rate(r["raw_insert_1"]), "1.00x"),
@@ -281,6 +289,9 @@ def report(r: dict, args, version: str) -> str:
         lines.append(f"  {LABELS[key] + ', ' + plural(n, 'process'):<52} "
                      + "  ".join(f"{run['rate']:8,.0f}" for run in runs))
     lines += peers.round_lines(r.get("peers"), lambda n: plural(n, "process"))
+    lines += ["", "each enqueue figure per round (job/s):"]
+    for key in ENQUEUE_FIGURES:
+        lines.append(f"  {key:<52} " + "  ".join(f"{value:8,.0f}" for value in raw[key]))
     return "\n".join(lines)
 
 
@@ -308,21 +319,22 @@ def main() -> int:
             peer_bench = peers.prepare(server, BENCH_DB, url) if args.peers else None
             results["peers"] = peer_bench and peer_bench.results
             enqueues = min(args.jobs, 2000)  # one fsync each: enough for a stable figure
-            print(f"enqueue: {enqueues:,} one per transaction, {args.jobs:,} in batches of {BATCH} "
-                  f"and of {BULK:,}, raw and through jobs.queue ...", flush=True)
-            for key, measure, table_name in (
-                ("raw_insert_1", lambda: raw_insert_rate(server, enqueues, bulk=False), raw_queue.MINIMAL),
-                ("enqueue_1", lambda: enqueue_rate(enqueues, 1), "jobs"),
-                ("enqueue_batch", lambda: enqueue_rate(args.jobs, BATCH), "jobs"),
-                ("raw_insert_bulk", lambda: raw_insert_rate(server, args.jobs, bulk=True), raw_queue.MINIMAL),
-                ("enqueue_bulk", lambda: enqueue_many_rate(args.jobs), "jobs"),
-            ):
-                raw_queue.reset(db, table_name, 0)
-                results[key] = measure()
-            if peer_bench:
-                peer_bench.enqueue(db, enqueues, args.jobs)
             drains = consumers(server, url)
             for round_ in range(1, args.rounds + 1):
+                # Every round, each figure beside its raw loop: the report takes the medians, as for the drains.
+                print(f"enqueue, round {round_} of {args.rounds}: {enqueues:,} one per transaction, {args.jobs:,} "
+                      f"in batches of {BATCH} and of {BULK:,}, raw and through jobs.queue ...", flush=True)
+                for key, measure, table_name in (
+                    ("raw_insert_1", lambda: raw_insert_rate(server, enqueues, bulk=False), raw_queue.MINIMAL),
+                    ("enqueue_1", lambda: enqueue_rate(enqueues, 1), "jobs"),
+                    ("enqueue_batch", lambda: enqueue_rate(args.jobs, BATCH), "jobs"),
+                    ("raw_insert_bulk", lambda: raw_insert_rate(server, args.jobs, bulk=True), raw_queue.MINIMAL),
+                    ("enqueue_bulk", lambda: enqueue_many_rate(args.jobs), "jobs"),
+                ):
+                    raw_queue.reset(db, table_name, 0)
+                    results.setdefault(key, []).append(measure())
+                if peer_bench and round_ == 1:
+                    peer_bench.enqueue(db, enqueues, args.jobs)
                 for n in (1, 2):
                     print(f"drain, round {round_} of {args.rounds}: {args.jobs:,} jobs, {plural(n, 'process')}, "
                           f"{len(drains)} consumers ...", flush=True)

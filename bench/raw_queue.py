@@ -38,19 +38,21 @@ CREATE INDEX {MINIMAL}_queued ON {MINIMAL} (created_at) WHERE status = 'queued'
 """
 
 # Claim the oldest queued rows no one else holds, mark them running: one statement. ``{match}`` is
-# ``=`` for one row (an InitPlan, as the queue's own claim) and ``IN`` for several.
+# ``=`` for one row (an InitPlan, as the queue's own claim) and ``IN`` for several. ``{order}`` is the
+# table's claim order, the one its queued index holds: the jobs schema's is by priority, then age.
 CLAIM = """
 UPDATE {table}
 SET status = 'running', started_at = now(), attempts = attempts + 1
 WHERE id {match} (
     SELECT id FROM {table}
     WHERE status = 'queued'
-    ORDER BY created_at
+    ORDER BY {order}
     LIMIT {batch}
     FOR UPDATE SKIP LOCKED
 )
 RETURNING id, attempts, payload
 """
+ORDER = {MINIMAL: "created_at", SCHEMA: "priority DESC, created_at"}
 # Finish what was claimed, each row fenced on the attempt it was claimed with.
 FINISH = """
 UPDATE {table} AS t
@@ -71,7 +73,7 @@ def create_minimal(db: psycopg.Connection) -> None:
 
 def statements(table: str, batch: int) -> tuple[str, str]:
     """The claim and finish of one loop: ``batch`` 1 is one job per turn, fenced by id and attempt."""
-    claim = CLAIM.format(table=table, batch=batch, match="=" if batch == 1 else "IN")
+    claim = CLAIM.format(table=table, batch=batch, match="=" if batch == 1 else "IN", order=ORDER[table])
     if batch == 1:
         return claim, FINISH_ONE.format(table=table)
     id_type = "bigint" if table == MINIMAL else "uuid"

@@ -18,7 +18,7 @@ from datetime import datetime
 
 from django.db import connection, transaction
 
-from . import conf, registry, rows, sql, timeouts
+from . import conf, ids, registry, rows, sql, timeouts
 from .finish import finish_done, finish_failed, finish_retry, interrupt
 from .models import Job
 from .operator_actions import mark_failed, requeue
@@ -80,6 +80,7 @@ def enqueue(type: str, *, org_id: str, payload: dict | None = None, dedup_key: s
     if dedup_key is not None and not isinstance(dedup_key, str):
         raise ValueError(f"dedup_key must be a string or None, not {dedup_key!r}")
     params = {
+        "id": ids.new_id(),
         "org_id": org_id,
         "type": type,
         "payload": rows.to_json(payload) if payload else "{}",
@@ -118,6 +119,7 @@ def enqueue_many(type: str, *, org_id: str, items: list[tuple[dict, str | None]]
     params = {
         "org_id": org_id,
         "type": type,
+        "ids": ids.new_ids_text(len(items)),
         # A line per payload: to_json writes JSON without a line break of its own (sql.ENQUEUE_MANY).
         "payloads": "\n".join([encode(payload) if payload else "{}" for payload, _ in items]),
         "channel": conf.NOTIFY_CHANNEL,

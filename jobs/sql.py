@@ -24,12 +24,13 @@ JOB_COLUMNS = (
 # worker is never woken for a job it cannot see yet (or one that rolled back).
 # enqueued_key keeps the key for the job's whole life: a job put back in the
 # queue takes it back (never two queued jobs with one key).
-# RETURNING only what the database chose (id, created_at) and the payload as jsonb
-# wrote it: the rest of the new row is what enqueue sent and the columns' defaults
+# The id is made by the caller (jobs.ids: uuidv7's layout, without the server's cost).
+# RETURNING what the database chose (created_at) and the payload as jsonb wrote it:
+# the rest of the new row is what enqueue sent and the columns' defaults
 # (jobs.rows.queued_job, which sets every field of the Job it returns).
 ENQUEUE = """
-INSERT INTO jobs (org_id, type, payload, dedup_key, enqueued_key, run_after, priority, queue_name)
-VALUES (%(org_id)s, %(type)s, %(payload)s::jsonb, %(dedup_key)s, %(dedup_key)s,
+INSERT INTO jobs (id, org_id, type, payload, dedup_key, enqueued_key, run_after, priority, queue_name)
+VALUES (%(id)s, %(org_id)s, %(type)s, %(payload)s::jsonb, %(dedup_key)s, %(dedup_key)s,
         %(run_after)s, %(priority)s, %(queue_name)s)
 ON CONFLICT (dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
 RETURNING id, created_at, payload, pg_notify(%(channel)s, '')
@@ -40,19 +41,21 @@ RETURNING id, created_at, payload, pg_notify(%(channel)s, '')
 # A key held by a live job means that job already covers the work: skipped, as in
 # enqueue. It answers the number queued and notifies once, only if that is not 0
 # (the notification carries nothing: one wakes the listeners as well as a thousand).
-# The items come as two texts, not two text[]: %(payloads)s one JSON document a
-# line (to_json never writes a line break of its own), %(dedup_keys)s a JSON
-# array of the keys (null for none). psycopg writes a list of 1,000 strings as an
-# array literal in ~5 ms of Python (3.6 µs of client CPU per job, against 0.4 for
-# a join and a split: bench.enqueue_paths). COPY was no faster: the same server
-# CPU per row, more client CPU, and no ON CONFLICT.
+# The items come as texts, not text[]: %(ids)s one id a line (jobs.ids, made by
+# the caller), %(payloads)s one JSON document a line (to_json never writes a line
+# break of its own), %(dedup_keys)s a JSON array of the keys (null for none).
+# psycopg writes a list of 1,000 strings as an array literal in ~5 ms of Python
+# (3.6 µs of client CPU per job, against 0.4 for a join and a split:
+# bench.enqueue_paths). COPY was no faster: the same server CPU per row, more
+# client CPU, and no ON CONFLICT.
 ENQUEUE_MANY = """
 WITH queued AS (
-    INSERT INTO jobs (org_id, type, payload, dedup_key, enqueued_key, run_after, priority, queue_name)
-    SELECT %(org_id)s, %(type)s, item.payload::jsonb, item.dedup_key, item.dedup_key,
+    INSERT INTO jobs (id, org_id, type, payload, dedup_key, enqueued_key, run_after, priority, queue_name)
+    SELECT item.id::uuid, %(org_id)s, %(type)s, item.payload::jsonb, item.dedup_key, item.dedup_key,
            %(run_after)s, %(priority)s, %(queue_name)s
-    FROM ROWS FROM (string_to_table(%(payloads)s, E'\\n'), jsonb_array_elements_text(%(dedup_keys)s::jsonb))
-         WITH ORDINALITY AS item(payload, dedup_key, n)
+    FROM ROWS FROM (string_to_table(%(ids)s, E'\\n'), string_to_table(%(payloads)s, E'\\n'),
+                    jsonb_array_elements_text(%(dedup_keys)s::jsonb))
+         WITH ORDINALITY AS item(id, payload, dedup_key, n)
     ORDER BY item.n
     ON CONFLICT (dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
     RETURNING 1
@@ -66,9 +69,10 @@ SELECT count.n, pg_notify(%(channel)s, '') FROM (SELECT count(*) AS n FROM queue
 # ~6 % more time per job). Otherwise as ENQUEUE_MANY.
 ENQUEUE_MANY_KEYLESS = """
 WITH queued AS (
-    INSERT INTO jobs (org_id, type, payload, run_after, priority, queue_name)
-    SELECT %(org_id)s, %(type)s, item.payload::jsonb, %(run_after)s, %(priority)s, %(queue_name)s
-    FROM string_to_table(%(payloads)s, E'\\n') WITH ORDINALITY AS item(payload, n)
+    INSERT INTO jobs (id, org_id, type, payload, run_after, priority, queue_name)
+    SELECT item.id::uuid, %(org_id)s, %(type)s, item.payload::jsonb, %(run_after)s, %(priority)s, %(queue_name)s
+    FROM ROWS FROM (string_to_table(%(ids)s, E'\\n'), string_to_table(%(payloads)s, E'\\n'))
+         WITH ORDINALITY AS item(id, payload, n)
     ORDER BY item.n
     RETURNING 1
 )

@@ -136,6 +136,7 @@ class DoneRuns:
         self._arrived = threading.Condition(self._lock)
         self._waiting: list[DoneRun] = []
         self._wanted = 0  # how many waiting runs end a gather: a post wakes it only then
+        self._woken = False  # wake() since the last gather ended: the next one returns at once
         self._open = True
 
     def post(self, run: DoneRun) -> bool:
@@ -149,15 +150,24 @@ class DoneRuns:
         return True
 
     def gather(self, count: int, within: float) -> list[DoneRun]:
-        """Take the waiting runs once ``count`` of them wait, or ``within`` seconds from now at the latest."""
+        """Take the waiting runs once ``count`` of them wait, or ``within`` seconds from now at the latest,
+        or at once after a ``wake``."""
         deadline = time.monotonic() + within
         with self._arrived:
             self._wanted = count
-            while len(self._waiting) < count and (remaining := deadline - time.monotonic()) > 0:
+            while (len(self._waiting) < count and not self._woken
+                   and (remaining := deadline - time.monotonic()) > 0):
                 self._arrived.wait(remaining)
             self._wanted = 0
+            self._woken = False
             taken, self._waiting = self._waiting, []
         return taken
+
+    def wake(self) -> None:
+        """End a ``gather`` now, whatever it waits for (a slot ended without handing a run over)."""
+        with self._arrived:
+            self._woken = True
+            self._arrived.notify()
 
     def take(self) -> list[DoneRun]:
         with self._lock:

@@ -90,7 +90,7 @@ class Worker:
         self._failures = 0  # consecutive turns of the loop that failed; the backoff doubles with each
         # concurrency 1: no slots, the handler runs in the loop's thread (seed 001's one job at a time).
         self.concurrency = concurrency
-        self.slots = Slots(concurrency, self._run_in_slot, self.waker.poke) if concurrency > 1 else None
+        self.slots = Slots(concurrency, self._run_in_slot, self._slot_ended) if concurrency > 1 else None
         self.done_runs = DoneRuns(self.waker.poke) if concurrency > 1 else None
         self.claimed = 0  # jobs handed to the slots
         self._counting = threading.Lock()
@@ -253,6 +253,11 @@ class Worker:
             self.waker.ensure_listening()
         connection.ensure_connection()  # as in _step: a slow connect may outlast a SIGTERM
         done = self.done_runs.take()
+        if not done and not self.slots.free():
+            # Every slot busy: wait for the first to end on the runs' own condition (a post, or a slot that
+            # recorded its run itself), not on the waker, whose wake-up is a pipe and a poll of the
+            # LISTEN socket: nothing can be claimed until a slot is free anyway.
+            done = self.done_runs.gather(1, STOP_CHECK_INTERVAL)
         if done:
             # The other busy slots' runs too, if they end within the window: one statement and
             # one commit for all of them, instead of one each as they trickle in.
@@ -264,8 +269,7 @@ class Worker:
         if self.max_jobs:
             limit = max(0, min(limit, self.max_jobs - self.claimed))
         if not done and not limit:
-            self.waker.wait(self.poll_interval, self._stop)  # every slot busy: until one posts or ends
-            return True
+            return True  # every slot still busy: the next turn waits again (and sees a stop first)
         sent = time.monotonic()
         jobs = self._finish_and_claim(done, limit)
         if jobs is None:
@@ -307,6 +311,11 @@ class Worker:
             self._log_done(run.job, run.job.id in recorded, now - run.started)
         self.slots.release(len(done))
         return jobs
+
+    def _slot_ended(self) -> None:
+        """A slot is free without a run handed over: wake the loop, whichever way it waits."""
+        self.done_runs.wake()
+        self.waker.poke()
 
     def _hand_back(self, done: list[DoneRun]) -> None:
         """Have slots record these runs one by one, as if they had never been handed over."""

@@ -13,10 +13,12 @@ transaction: it locks up to JOBS_PRUNE_BATCH finished rows with SKIP LOCKED
 prune) and deletes them. Claims lock queued rows only, so neither ever waits on
 the other. A batch walks the primary key in order from where the last one
 stopped, and only below the first id of the cutoff's millisecond: ids are
-UUIDv7, made at insert (created, then claimed, then finished), so a job
+UUIDv7, made at enqueue (created, then claimed, then finished), so a job
 finished before the cutoff has a smaller id. No batch reads the table's newer
-part or rereads what an earlier batch passed. A row inserted with a hand-made
-id newer than its finish is kept, never deleted early.
+part or rereads what an earlier batch passed. Every batch also checks
+finished_at against the cutoff, so an id newer than its finish (a hand-made
+one, or one made by an enqueuing host whose clock ran ahead of the
+database's: jobs.ids) only keeps its row longer, never deletes it early.
 
 The periodic prune (``PeriodicPrune``, a duty of every long-running worker)
 is off unless JOBS_PRUNE_EVERY > 0. One worker at a time holds a session

@@ -14,7 +14,9 @@ every run that ended meanwhile together with its next claim, in one statement
 recorded, so no more runs go unrecorded at a crash than there are slots. Any
 other ending is recorded by the slot itself, as before, and so is a done run
 the main thread could not record (the statement failed: it hands it back to a
-slot, ``hand_back``) or no longer takes (it is stopping).
+slot, ``hand_back``) or no longer takes (it is stopping). With every slot busy the
+main thread waits on ``DoneRuns`` itself (``gather``): a post, or a slot that ended
+without handing a run over (``wake``), ends that wait.
 
 ``--concurrency 1`` uses none of this: the handler runs in the main thread,
 seed 001's one job at a time.

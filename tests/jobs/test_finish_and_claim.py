@@ -206,6 +206,20 @@ def test_a_gather_ends_when_enough_runs_wait_or_at_the_window():
     assert time.monotonic() - started >= 0.2
 
 
+def test_a_wake_ends_a_gather_at_once_and_one_made_before_ends_the_next_one():
+    """A slot that ends without handing a run over wakes the loop waiting on the runs (every slot was busy)."""
+    runs = DoneRuns(lambda: None)
+    threading.Timer(0.1, runs.wake).start()
+    started = time.monotonic()
+    assert runs.gather(1, within=30) == []
+    assert time.monotonic() - started < 10
+    runs.wake()  # nobody gathering: the next gather returns at once, once
+    started = time.monotonic()
+    assert runs.gather(1, within=30) == []
+    assert runs.gather(1, within=0.2) == []
+    assert 0.2 <= time.monotonic() - started < 10
+
+
 @pytest.mark.django_db(transaction=True)
 def test_runs_whose_shared_finish_is_refused_are_recorded_one_by_one(monkeypatch):
     jobs = [queue.enqueue("noop", org_id="demo") for _ in range(9)]

@@ -9,7 +9,9 @@ OpenSSL (the embedded one): every ``gen_random_uuid()`` under ``uuidv7()`` opens
 (docs/benchmarks.md, issue 22). A row inserted any other way still takes ``uuidv7()``'s.
 
 The clock is the enqueuing host's, not the database's: ids from two hosts interleave by their
-clocks. Nothing orders jobs by id (the claim orders by priority, then ``created_at``).
+clocks. No claim orders by id (priority, then ``created_at``); the prune bounds its walk by the
+id's time and checks ``finished_at`` too, so a host's clock running ahead only keeps rows longer
+(``jobs.retention``).
 """
 
 from __future__ import annotations

@@ -253,7 +253,8 @@ class Worker:
             self.waker.ensure_listening()
         connection.ensure_connection()  # as in _step: a slow connect may outlast a SIGTERM
         done = self.done_runs.take()
-        if not done and not self.slots.free():
+        waited = not done and not self.slots.free()
+        if waited:
             # Every slot busy: wait for the first to end on the runs' own condition (a post, or a slot that
             # recorded its run itself), not on the waker, whose wake-up is a pipe and a poll of the
             # LISTEN socket: nothing can be claimed until a slot is free anyway.
@@ -269,6 +270,8 @@ class Worker:
         if self.max_jobs:
             limit = max(0, min(limit, self.max_jobs - self.claimed))
         if not done and not limit:
+            if not waited:  # nothing to record and nothing to claim for (max_jobs): do not spin
+                self.waker.wait(self.poll_interval, self._stop)
             return True  # every slot still busy: the next turn waits again (and sees a stop first)
         sent = time.monotonic()
         jobs = self._finish_and_claim(done, limit)

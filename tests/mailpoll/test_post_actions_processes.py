@@ -36,9 +36,12 @@ def test_two_pollers_move_each_message_once(dovecot, processes, media):
         dovecot.append_many(mailbox.username, "INBOX", [mail(f"mb{n}-late{i}") for i in range(5)])
 
     def all_moved():
-        return all(dovecot.message_count(mb.username, "INBOX") == 0 for mb in mailboxes)
+        # A poller records a move after the server made it: wait for both, or the read may fall in between.
+        return (all(dovecot.message_count(mb.username, "INBOX") == 0 for mb in mailboxes)
+                and PostAction.objects.count() == MAILBOXES * (PER_MAILBOX + 5)
+                and not PostAction.objects.exclude(status="done").exists())
 
-    wait_for(all_moved, timeout=180, interval=0.5, message="every INBOX emptied by the post-actions")
+    wait_for(all_moved, timeout=180, interval=0.5, message="every INBOX emptied and every move recorded")
     per_mailbox = PER_MAILBOX + 5
     assert Request.objects.count() == MAILBOXES * per_mailbox
     for mailbox in mailboxes:

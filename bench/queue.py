@@ -240,7 +240,6 @@ ENQUEUE_FIGURES = ("raw_insert_1", "enqueue_1", "enqueue_batch", "raw_insert_bul
 
 def report(r: dict, args, version: str) -> str:
     row, head = table(52, 16, 100)
-    raw = r  # every round's figures; ``r`` holds their medians once the drains are listed
 
     def rate(x):
         return f"{x:,.0f} job/s"
@@ -269,21 +268,21 @@ def report(r: dict, args, version: str) -> str:
         lines += peers.drain_rows(r.get("peers"), n, plural(n, "process"), row, rate,
                                   lambda key, n=n: median((key, n)))
         lines.append("")
-    r = {**r, **{key: statistics.median(r[key]) for key in ENQUEUE_FIGURES}}
-    one, bulk = r["enqueue_1"] / r["raw_insert_1"], r["enqueue_bulk"] / r["raw_insert_bulk"]
+    m = {key: statistics.median(r[key]) for key in ENQUEUE_FIGURES}  # each enqueue figure's median of the rounds
+    one, bulk = m["enqueue_1"] / m["raw_insert_1"], m["enqueue_bulk"] / m["raw_insert_bulk"]
     lines += [
-        row("raw INSERT, 1 per transaction (minimal table)", rate(r["raw_insert_1"]), "1.00x"),
-        row("enqueue(), 1 per transaction", rate(r["enqueue_1"]), f"{one:.2f}x", ratio_goal(one, ENQUEUE_GOAL, "SHORT")),
-        row(f"enqueue(), {BATCH} per transaction", rate(r["enqueue_batch"])),
-        row(f"raw bulk INSERT, {BULK:,} rows per statement", rate(r["raw_insert_bulk"]), "1.00x"),
-        row(f"enqueue_many(), {BULK:,} per call", rate(r["enqueue_bulk"]), f"{bulk:.2f}x", ratio_goal(bulk, BULK_GOAL, "SHORT")),
+        row("raw INSERT, 1 per transaction (minimal table)", rate(m["raw_insert_1"]), "1.00x"),
+        row("enqueue(), 1 per transaction", rate(m["enqueue_1"]), f"{one:.2f}x", ratio_goal(one, ENQUEUE_GOAL, "SHORT")),
+        row(f"enqueue(), {BATCH} per transaction", rate(m["enqueue_batch"])),
+        row(f"raw bulk INSERT, {BULK:,} rows per statement", rate(m["raw_insert_bulk"]), "1.00x"),
+        row(f"enqueue_many(), {BULK:,} per call", rate(m["enqueue_bulk"]), f"{bulk:.2f}x", ratio_goal(bulk, BULK_GOAL, "SHORT")),
         "",
     ]
     for key, label in (("listen", "LISTEN/NOTIFY"), ("poll", "polling, --no-listen")):
         p50, p95 = percentile(r[f"latency_{key}"], 50), percentile(r[f"latency_{key}"], 95)
         wanted = f"p50 <= {LATENCY_GOAL_MS:g} ms  {verdict(p50 <= LATENCY_GOAL_MS, 'SHORT')}" if key == "listen" else ""
         lines.append(row(f"start latency p50 / p95, {label}", f"{p50:.1f} / {p95:.1f} ms", "", wanted))
-    lines += peers.other_rows(r.get("peers"), row, rate, r["raw_insert_1"], r["raw_insert_bulk"], percentile)
+    lines += peers.other_rows(r.get("peers"), row, rate, m["raw_insert_1"], m["raw_insert_bulk"], percentile)
     lines += ["", "each drain's rate per round (job/s):"]
     for (key, n), runs in r["drains"].items():
         lines.append(f"  {LABELS[key] + ', ' + plural(n, 'process'):<52} "
@@ -291,7 +290,7 @@ def report(r: dict, args, version: str) -> str:
     lines += peers.round_lines(r.get("peers"), lambda n: plural(n, "process"))
     lines += ["", "each enqueue figure per round (job/s):"]
     for key in ENQUEUE_FIGURES:
-        lines.append(f"  {key:<52} " + "  ".join(f"{value:8,.0f}" for value in raw[key]))
+        lines.append(f"  {key:<52} " + "  ".join(f"{value:8,.0f}" for value in r[key]))
     return "\n".join(lines)
 
 

@@ -246,7 +246,8 @@ class Worker:
         the same statement that claims for the free slots, theirs included; a
         slot counts as free only once its run is recorded, so a crash loses no
         more results than the slots hold. With every slot busy and nothing
-        posted, the loop waits for a slot's news (the waker is poked).
+        posted, the loop waits on ``DoneRuns`` for a slot's news (a post, or
+        ``wake`` from a slot that recorded its own run).
         False when the worker should exit; the jobs handed over still run (``run`` waits for them).
         """
         if self.listen:

@@ -307,7 +307,9 @@ def test_a_zombie_is_recovered_while_every_worker_is_busy_with_a_long_job(execut
     wait_for(lambda: job(zombie.id).status == JobStatus.QUEUED, timeout=15,
              message="the zombie to be re-queued while the only worker is busy")
     assert job(long_job).status == JobStatus.RUNNING
-    assert f"job={zombie.id} type=test_record zombie re-queued" in worker.output()
+    # The line is written after the re-queue commits.
+    wait_for(lambda: f"job={zombie.id} type=test_record zombie re-queued" in worker.output(), timeout=10,
+             message="the re-queue to be logged")
     worker.kill9()  # its 40 s job is not the point: the teardown need not wait 15 s for a graceful stop
 
 

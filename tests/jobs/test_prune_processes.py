@@ -58,7 +58,8 @@ def test_one_enabled_worker_at_a_time_prunes_and_another_takes_over_after_a_kill
     holder.kill9()
     batch = old_round()
     wait_for(lambda: gone(batch), timeout=30, message="the other worker to take over")
-    assert PRUNED in other.output()
+    # Its line is written after the delete commits.
+    wait_for(lambda: PRUNED in other.output(), timeout=10, message="the other worker to log its prune")
     assert "this worker prunes finished jobs" in other.output()
     assert lock_holders() == 1
 

@@ -14,12 +14,17 @@ end). At each of ``--points`` (jobs churned so far), with ``--waiting`` more job
   rolled back, with the parameters a worker sends (``jobs.queue.claim_plan()``) and the worker's
   generic plan (``plan_cache_mode=force_generic_plan``, as ``jobs.dbsession`` sets it); median of
   ``--samples``;
-- ``--real-claims`` real claims, prepared, each its own transaction and its job finished after, as a
-  worker does: wall ms per claim (this session commits with ``synchronous_commit=off``, so the
-  figure is the claim, not the disk's flush);
-- the prototypes of this module, alternative SQL that lives here only: a claim whose scan starts at
-  the key of the job the worker claimed last (``HINTED_*``, below), on the queued index as migrated
-  (P1) and on one more index that breaks created_at ties by id (P2, created in this database only).
+- ``--real-claims`` real exact claims, prepared, each its own transaction and its job finished after:
+  wall ms per claim (this session commits with ``synchronous_commit=off``, so the figure is the
+  claim, not the disk's flush);
+- the bounded claims (``CLAIM_UNGUARDED_AFTER``, ``CLAIM_MANY_UNGUARDED_AFTER``) started after the last
+  of those, by EXPLAIN as above;
+- ``--real-claims`` claims as a worker makes them (``jobs.queue.claim`` with its ``ClaimCursor``):
+  ms per claim, claims per second and how many were exact. From the worker's rate and the cursor's
+  one exact claim a second while bounded, the buffers a worker's claim costs per claim held.
+
+The drains are the workers' too: with ``--tree`` those of another work tree (before the cursor,
+for one), else this one's.
 
 Before every drain and measurement the table is ANALYZEd, so the worker's generic plan is made from
 the queue it sees (docs/benchmarks.md: a plan made from an empty table's statistics sorts the whole
@@ -44,10 +49,7 @@ BULK = 1000  # jobs per enqueue_many() call
 GOAL = 2.0  # buffers per claim with a held snapshot, at most this many times those without
 DRAIN_TIMEOUT = 3600  # seconds one runjobs --burst may take
 HOLD = "SELECT 1 FROM jobs LIMIT 1"
-QUEUED_INDEX = "jobs_queued_priority_created"
-# P2's index: the claim order with id as the last key, so a bound on (created_at, id) is exact.
-KEY_INDEX = "jobs_bench_queued_key"
-KEY_INDEX_SQL = f"CREATE INDEX {KEY_INDEX} ON jobs (priority DESC, created_at, id) WHERE status = 'queued'"
+QUEUED_INDEX = "jobs_queued_claim_order"
 
 
 # -- the claim, as a worker sends it ----------------------------------------------------------------
@@ -84,106 +86,53 @@ def explained(db: psycopg.Connection, statement: str, params: dict, samples: int
             "index": runs[0][2]}
 
 
-# -- the prototypes: a claim bounded below by the key of this worker's last claim ------------------
-#
-# Under a held snapshot the queued index keeps an entry for every row claimed since the snapshot, in
-# front of the live ones, and every claim walks them (and fetches their heap tuples) again. These
-# claims start the scan of the claim's own priority at the key of the job this worker claimed last,
-# so they walk only what was claimed since then. Claim order, the rule for due rows, types and
-# queues, and SKIP LOCKED are CLAIM_UNGUARDED's. Three branches (each a subquery: FOR UPDATE is not
-# allowed in a UNION's arms), read in order (an Append runs its children one after another and the
-# outer LIMIT stops it, so a later branch runs, and locks, only when the earlier ones yield too few):
-#   1. a higher priority than the hint's, from its start (one index descent when there is none);
-#   2. the hint's priority, from the hint on;
-#   3. lower priorities, from their start.
-# P1 bounds branch 2 by created_at >= the hint's, on the index as migrated: rows of one enqueue_many
-# share created_at (now() of its transaction), so it still walks the claimed rows of the hint's batch.
-# P2 orders by (priority DESC, created_at, id) (ids are uuidv7: time-ordered) on KEY_INDEX, so the
-# bound is strict: (created_at, id) > the hint's.
-# What a bound can miss, so a worker runs the exact claim every so often (every N claims or seconds)
-# and whenever the bounded one finds nothing: a row of the hint's priority that became queued
-# *behind* the hint after it was taken (an interrupted run put back with its created_at, an enqueue
-# whose transaction began before the hinted job's and committed after), or a row another
-# transaction held locked when this worker passed it and then left queued (a claim rolled back).
-_HINT_BRANCH = """
-    SELECT b.id FROM (
-        SELECT j.id FROM jobs AS j
-        WHERE j.status = 'queued' AND j.type = ANY(%(types)s::text[]) AND {due} AND {bound}
-        ORDER BY {order}
-        LIMIT {limit}
-        FOR UPDATE SKIP LOCKED
-    ) AS b"""
-HINT_BOUNDS = {
-    "P1": ("j.priority DESC, j.created_at", "j.priority = %(hint_priority)s AND j.created_at >= %(hint_created)s"),
-    "P2": ("j.priority DESC, j.created_at, j.id",
-           "j.priority = %(hint_priority)s AND (j.created_at, j.id) > (%(hint_created)s, %(hint_id)s)"),
-}
-HINT_RETURNING = ", jobs.priority AS hint_priority, jobs.created_at AS hint_created, jobs.id AS hint_id"
+# -- the claim a worker makes: exact, or after its mark (jobs.claim_cursor) ---------------------------
+
+def after_params(mark: tuple, limit: int | None = None) -> dict:
+    return {**claim_params(limit), "after_priority": mark[0], "after_created": mark[1], "after_id": mark[2]}
 
 
-def hinted_candidate(variant: str, limit: str) -> str:
+def real_claims(db: psycopg.Connection, count: int) -> tuple:
+    """(ms per claim, the last claimed job's claim-order key) of ``count`` exact claims, prepared and autocommit,
+    each job finished after."""
     from jobs import sql
 
-    order, bound = HINT_BOUNDS[variant]
-    bounds = ("j.priority > %(hint_priority)s", bound, "j.priority < %(hint_priority)s")
-    branches = "\n    UNION ALL".join(_HINT_BRANCH.format(due=sql.DUE, bound=b, order=order, limit=limit)
-                                      for b in bounds)
-    return f"""
-WITH candidate AS MATERIALIZED (
-    SELECT c.id FROM ({branches}
-    ) AS c
-    LIMIT {limit}
-)"""
-
-
-def hinted_claim(variant: str) -> str:
-    """The prototype's claim of one job; RETURNING ends with the next hint."""
-    from jobs import sql
-
-    update = sql.CLAIM_UNGUARDED[sql.CLAIM_UNGUARDED.index("UPDATE jobs"):]
-    return hinted_candidate(variant, "1") + "\n" + update.rstrip() + HINT_RETURNING
-
-
-def hinted_claim_many(variant: str) -> str:
-    from jobs import sql
-
-    claimed = sql.CLAIM_MANY_UNGUARDED[sql.CLAIM_MANY_UNGUARDED.index(",\nclaimed AS"):]
-    return hinted_candidate(variant, "%(limit)s") + claimed
-
-
-def exact_claim() -> str:
-    """CLAIM_UNGUARDED itself, with the hint its row gives in RETURNING."""
-    from jobs import sql
-
-    return sql.CLAIM_UNGUARDED.rstrip() + HINT_RETURNING
-
-
-def hinted_params(hint: tuple, limit: int | None = None) -> dict:
-    return {**claim_params(limit), "hint_priority": hint[0], "hint_created": hint[1], "hint_id": hint[2]}
-
-
-def real_claims(db: psycopg.Connection, count: int, variant: str | None = None, exact_every: int = 0) -> tuple:
-    """(ms per claim, last hint) of ``count`` real claims, prepared and autocommit, each job finished after.
-
-    ``variant``: the prototype, each claim bounded by the one before; the first one, and every
-    ``exact_every``-th, is the exact claim.
-    """
-    from jobs import sql
-
-    spent, hint = 0.0, None
-    for n in range(count):
-        if variant and hint and not (exact_every and n % exact_every == 0):
-            statement, params = hinted_claim(variant), hinted_params(hint)
-        else:
-            statement, params = exact_claim(), claim_params()
+    columns = [c.strip() for c in sql.JOB_COLUMNS.split(",")]
+    key, attempts = [columns.index(name) for name in ("priority", "created_at", "id")], columns.index("attempts")
+    spent, mark = 0.0, None
+    for _ in range(count):
         started = time.perf_counter()
-        row = db.execute(statement, params, prepare=True).fetchone()
+        row = db.execute(sql.CLAIM_UNGUARDED, claim_params(), prepare=True).fetchone()
         spent += time.perf_counter() - started
         if row is None:
             raise RuntimeError("nothing to claim")
-        hint = row[-3:]
-        db.execute(sql.FINISH_DONE, {"id": row[0], "attempt": row[4], "report": "{}"}, prepare=True)
-    return spent / count * 1000, hint
+        mark = tuple(row[i] for i in key)
+        db.execute(sql.FINISH_DONE, {"id": row[0], "attempt": row[attempts], "report": "{}"}, prepare=True)
+    return spent / count * 1000, mark
+
+
+def worker_claims(count: int) -> dict:
+    """``count`` claims as a worker makes them (``jobs.queue.claim`` with its ``ClaimCursor``), each job finished
+    after: ms per claim, claims per second (finishes included) and how many were exact."""
+    from django.db import connection
+
+    from jobs import queue
+    from jobs.claim_cursor import ClaimCursor
+
+    with connection.cursor() as cursor:
+        cursor.execute("SET plan_cache_mode = force_generic_plan")  # the worker's (jobs.dbsession)
+        cursor.execute("SET synchronous_commit = off")
+    claims = ClaimCursor()
+    spent = 0.0
+    began = time.perf_counter()
+    for _ in range(count):
+        started = time.perf_counter()
+        job = queue.claim(worker_id="bench:2", cursor=claims)
+        spent += time.perf_counter() - started
+        if job is None:
+            raise RuntimeError("nothing to claim")
+        queue.finish_done(job, {})
+    return {"ms": spent / count * 1000, "rate": count / (time.perf_counter() - began), "exact": claims.exact_claims}
 
 
 # -- churn: jobs queued, then drained by runjobs --burst --------------------------------------------
@@ -234,11 +183,10 @@ def measure(db: psycopg.Connection, args) -> dict:
     f = {"index_pages": index_pages(db), "xid_age": oldest_xid_elsewhere(db)}
     f["claim"] = explained(db, sql.CLAIM_UNGUARDED, claim_params(), args.samples)
     f["many"] = explained(db, sql.CLAIM_MANY_UNGUARDED, claim_params(8), args.samples)
-    f["real_ms"], hint = real_claims(db, args.real_claims)
-    for variant in HINT_BOUNDS:
-        f[variant] = explained(db, hinted_claim(variant), hinted_params(hint), args.samples)
-        f[variant + " many"] = explained(db, hinted_claim_many(variant), hinted_params(hint, 8), args.samples)
-    f["P2 real_ms"], _ = real_claims(db, args.real_claims, "P2", args.exact_every)
+    f["real_ms"], mark = real_claims(db, args.real_claims)
+    f["bounded"] = explained(db, sql.CLAIM_UNGUARDED_AFTER, after_params(mark), args.samples)
+    f["bounded many"] = explained(db, sql.CLAIM_MANY_UNGUARDED_AFTER, after_params(mark, 8), args.samples)
+    f["worker"] = worker_claims(args.real_claims)
     return f
 
 
@@ -269,8 +217,8 @@ def run_mode(server: dict, url: str, held: bool, args) -> dict:
                 figures = measure(db, args)
                 result["points"][point] = figures
                 print(f"  {label}: {point:,} churned: claim {figures['claim']['buffers']:,.0f} buffers "
-                      f"{figures['claim']['ms']:.2f} ms ({figures['claim']['index']}), P2 "
-                      f"{figures['P2']['buffers']:,.0f} buffers; last drain {result['drains'][-1][0] if result['drains'] else 0:,}"
+                      f"{figures['claim']['ms']:.2f} ms ({figures['claim']['index']}), bounded "
+                      f"{figures['bounded']['buffers']:,.0f} buffers; last drain {result['drains'][-1][0] if result['drains'] else 0:,}"
                       f" jobs in {result['drains'][-1][1] if result['drains'] else 0:.0f} s", flush=True)
             if holder is not None:
                 holder.execute("COMMIT")
@@ -299,8 +247,6 @@ def main(argv=None) -> int:
     parser.add_argument("--waiting", type=int, default=1000, help="jobs queued while the claim is measured")
     parser.add_argument("--samples", type=int, default=5, help="EXPLAIN ANALYZE runs per figure (median)")
     parser.add_argument("--real-claims", type=int, default=200, help="real claims timed per point and claim")
-    parser.add_argument("--exact-every", type=int, default=100,
-                        help="the prototype's worker runs the exact claim every N claims (default 100)")
     parser.add_argument("--durable", action="store_true",
                         help="keep synchronous_commit on for the churn (slower; the buffers are the same)")
     tree_argument(parser)
@@ -314,7 +260,6 @@ def main(argv=None) -> int:
             print(headline("held snapshot", server_version(db)), flush=True)
             print(tree_label(args.tree), flush=True)
             print("claim statements measured: " + tree_label(ROOT).removeprefix("workers from "), flush=True)
-            db.execute(KEY_INDEX_SQL)
             if not args.durable:
                 db.execute(pgsql.SQL("ALTER DATABASE {} SET synchronous_commit = off").format(pgsql.Identifier(BENCH_DB)))
         results = {held: run_mode(server, url, held, args) for held in (False, True)}
@@ -353,30 +298,32 @@ def report(results: dict, args) -> None:
         print("claim after the snapshot is released, 1 s apart: "
               + ", ".join(f"{b:,.0f} buffers {ms:.2f} ms (oldest xid {age:,})" for b, ms, age in held["released"])
               + f"; after a VACUUM: {held['vacuumed'][0]:,.0f} buffers {held['vacuumed'][1]:.2f} ms")
-    print(f"claim and claim_many buffers with a held snapshot <= {GOAL:g}x without, at every point: "
-          f"worst {worst:.1f}x  {verdict(worst <= GOAL, 'SHORT')}")
+    print(f"the exact claim and claim_many alone, held, against plain: worst {worst:.1f}x (what a bounded claim avoids)")
 
-    n = args.exact_every
-    print(f"\nprototypes (bench only): the scan starts at the key of the worker's last claim; P1 on {QUEUED_INDEX}, "
-          f"P2 on ({KEY_INDEX}: priority DESC, created_at, id); 'with exact' adds the exact claim every {n} claims "
-          "(its buffers / N); ratios against the plain exact claim")
-    print(f"{'churned':>9}  {'P1 buffers':>13}  {'P2 buffers':>13}  {'P2 many(8)':>13}  {'P2 real ms':>13}  "
-          f"{'P2 with exact, held':>19} {'ratio':>7}  {'many, held':>10} {'ratio':>7}")
-    worst_p2 = 0.0
+    from jobs.claim_cursor import EXACT_EVERY
+
+    print(f"\nthe worker's claim (jobs.claim_cursor): while its exact claims are slow it claims after its last job "
+          f"(bounded) and exactly once every {EXACT_EVERY:g} s; 'per claim, held' = the bounded claim's buffers plus "
+          f"the exact one's times its share at the worker's rate; ratios against the plain exact claim")
+    print(f"{'churned':>9}  {'bounded':>13}  {'bounded many(8)':>15}  {'worker ms':>13}  {'claims/s':>15}  "
+          f"{'exact claims':>12}  {'per claim, held':>15} {'ratio':>7}  {'many, held':>10} {'ratio':>7}")
+    worst_worker = 0.0
     for point in args.points:
         p, h = plain["points"][point], held["points"][point]
-        amortized = h["P2"]["buffers"] + h["claim"]["buffers"] / n
-        amortized_many = h["P2 many"]["buffers"] + h["many"]["buffers"] / n
-        ratio = amortized / max(p["claim"]["buffers"], 1)
-        ratio_many = amortized_many / max(p["many"]["buffers"], 1)
-        worst_p2 = max(worst_p2, ratio, ratio_many)
-        print(f"{point:>9,}  {pair(p['P1']['buffers'], h['P1']['buffers']):>13}  "
-              f"{pair(p['P2']['buffers'], h['P2']['buffers']):>13}  "
-              f"{pair(p['P2 many']['buffers'], h['P2 many']['buffers']):>13}  "
-              f"{pair(p['P2 real_ms'], h['P2 real_ms'], '.2f'):>13}  {amortized:>19,.0f} {ratio:>6.1f}x  "
-              f"{amortized_many:>10,.0f} {ratio_many:>6.1f}x")
-    print(f"P2 with the exact claim every {n}, held <= {GOAL:g}x the plain exact claim, at every point: "
-          f"worst {worst_p2:.1f}x  {verdict(worst_p2 <= GOAL, 'SHORT')}")
+        share = min(1.0, 1 / (h["worker"]["rate"] * EXACT_EVERY))
+        per_claim = h["bounded"]["buffers"] + (h["claim"]["buffers"] - h["bounded"]["buffers"]) * share
+        per_many = h["bounded many"]["buffers"] + (h["many"]["buffers"] - h["bounded many"]["buffers"]) * min(1.0, 8 * share)
+        ratio = per_claim / max(p["claim"]["buffers"], 1)
+        ratio_many = per_many / max(p["many"]["buffers"], 1)
+        worst_worker = max(worst_worker, ratio, ratio_many)
+        print(f"{point:>9,}  {pair(p['bounded']['buffers'], h['bounded']['buffers']):>13}  "
+              f"{pair(p['bounded many']['buffers'], h['bounded many']['buffers']):>15}  "
+              f"{pair(p['worker']['ms'], h['worker']['ms'], '.2f'):>13}  "
+              f"{pair(p['worker']['rate'], h['worker']['rate']):>15}  "
+              f"{pair(p['worker']['exact'], h['worker']['exact']):>12}  {per_claim:>15,.0f} {ratio:>6.1f}x  "
+              f"{per_many:>10,.0f} {ratio_many:>6.1f}x")
+    print(f"the worker's claim with a held snapshot <= {GOAL:g}x the plain claim, at every point: "
+          f"worst {worst_worker:.1f}x  {verdict(worst_worker <= GOAL, 'SHORT')}")
 
 
 def pair(a: float, b: float, spec: str = ",.0f") -> str:

@@ -30,7 +30,7 @@ from bench.common import app_bench_database, connect, headline, server_version, 
 
 BENCH_DB = "seoinsight_bench_schema"
 NEW_INDEXES = {
-    "jobs_queued_priority_created": "(priority DESC, created_at) WHERE status = 'queued'",
+    "jobs_queued_claim_order": "(priority DESC, created_at, id) WHERE status = 'queued'",  # 0006's, as 0009 made it
     "jobs_queued_run_after": "(run_after) WHERE status = 'queued' AND run_after IS NOT NULL",
 }
 NEW_COLUMNS = ("run_after", "priority", "queue_name", "cancel_requested_at", "worker_ids")

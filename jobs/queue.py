@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import connection, transaction
 
 from . import conf, ids, registry, rows, sql, timeouts
+from .claim_cursor import ClaimCursor, claim_key
 from .finish import finish_done, finish_failed, finish_retry, interrupt
 from .models import Job
 from .operator_actions import mark_failed, requeue
@@ -163,11 +165,14 @@ def claim_plan() -> ClaimPlan:
     return _plan(registry.generation())
 
 
-def claim(queues: list[str] | None = None, worker_id: str | None = None) -> Job | None:
+def claim(queues: list[str] | None = None, worker_id: str | None = None,
+          cursor: ClaimCursor | None = None) -> Job | None:
     """Take the first due job (highest priority, then oldest) of a registered type, mark it running, commit.
 
     None if there is none. ``queues``: only jobs in these queues (None: all);
-    ``worker_id`` ("host:pid") is appended to the job's ``worker_ids``.
+    ``worker_id`` ("host:pid") is appended to the job's ``worker_ids``;
+    ``cursor``: the worker's mark, which may start the claim after its last one
+    (``jobs.claim_cursor``; not for one_running_per types, whose claims stay exact).
 
     Short on purpose: the transaction ends before the handler starts, so no row
     stays locked while work happens. None means nothing is claimable now: a
@@ -178,7 +183,8 @@ def claim(queues: list[str] | None = None, worker_id: str | None = None) -> Job 
     params = {**plan.params, "queues": list(queues) if queues else None, "worker_id": worker_id}
     if plan.guarded is None:
         # One statement is its own transaction: no BEGIN/COMMIT round trips.
-        return rows.one(sql.CLAIM_UNGUARDED, params)
+        claimed = _by_cursor(cursor, sql.CLAIM_UNGUARDED, sql.CLAIM_UNGUARDED_AFTER, params, _one)
+        return claimed[0] if claimed else None
     while True:
         with transaction.atomic():
             # The front of the queue first; type by type only when it is all blocked.
@@ -194,7 +200,8 @@ def claim(queues: list[str] | None = None, worker_id: str | None = None) -> Job 
             log.info("job=%s claim yielded: a %s with the same %s started meanwhile", job.id, job.type, key)
 
 
-def claim_many(limit: int, queues: list[str] | None = None, worker_id: str | None = None) -> list[Job]:
+def claim_many(limit: int, queues: list[str] | None = None, worker_id: str | None = None,
+               cursor: ClaimCursor | None = None) -> list[Job]:
     """Claim up to ``limit`` due jobs, as ``claim`` would one by one, for a worker with ``limit`` free slots.
 
     In claim order; [] if nothing is claimable. Without one_running_per types
@@ -204,6 +211,7 @@ def claim_many(limit: int, queues: list[str] | None = None, worker_id: str | Non
     committed while it runs, so it could take two jobs of one value, or one
     whose value just started; the guard's advisory-lock recheck is per job.
     That way the guard holds exactly as it does for ``limit`` one-slot workers.
+    ``cursor`` as for ``claim``.
     """
     if limit < 1:
         raise ValueError(f"limit must be at least 1, not {limit!r}")
@@ -211,17 +219,17 @@ def claim_many(limit: int, queues: list[str] | None = None, worker_id: str | Non
     if plan.guarded is not None or limit == 1:
         claimed = []
         while len(claimed) < limit:
-            job = claim(queues, worker_id)
+            job = claim(queues, worker_id, cursor)
             if job is None:
                 break
             claimed.append(job)
         return claimed
     params = {**plan.params, "queues": list(queues) if queues else None, "worker_id": worker_id, "limit": limit}
-    return rows.many(sql.CLAIM_MANY_UNGUARDED, params)
+    return _by_cursor(cursor, sql.CLAIM_MANY_UNGUARDED, sql.CLAIM_MANY_UNGUARDED_AFTER, params, rows.many)
 
 
 def finish_and_claim(finished: list[tuple[Job, str | None]], limit: int, queues: list[str] | None = None,
-                     worker_id: str | None = None) -> tuple[set, list[Job]]:
+                     worker_id: str | None = None, cursor: ClaimCursor | None = None) -> tuple[set, list[Job]]:
     """Record done runs and claim up to ``limit`` jobs (0: none), in one statement (``sql.FINISH_AND_CLAIM``).
 
     ``finished``: ``(job, report)`` per run, the report as ``storable_report``
@@ -229,7 +237,7 @@ def finish_and_claim(finished: list[tuple[Job, str | None]], limit: int, queues:
     its job, as ``finish_done`` returning False) and the jobs claimed, in claim
     order, as ``claim_many`` would claim them. With one_running_per types the
     claim is ``claim_many``'s own, after the finishes: their guard needs its
-    own transactions.
+    own transactions. ``cursor`` as for ``claim``.
     """
     if limit < 0:
         raise ValueError(f"limit must not be negative, not {limit!r}")
@@ -243,10 +251,66 @@ def finish_and_claim(finished: list[tuple[Job, str | None]], limit: int, queues:
         "finish_attempts": [job.attempts for job, _ in finished],
         "finish_reports": [report for _, report in finished],
     }
-    recorded, claimed = rows.finished_and_claimed(sql.FINISH_AND_CLAIM, params)
-    if plan.guarded is not None and limit:
-        claimed = claim_many(limit, queues, worker_id)
+    if plan.guarded is not None or not limit:
+        recorded, claimed = rows.finished_and_claimed(sql.FINISH_AND_CLAIM, params)
+        if plan.guarded is not None and limit:
+            claimed = claim_many(limit, queues, worker_id)
+        return recorded, claimed
+    after = _after(cursor)
+    if after is None:
+        started = time.monotonic()
+        recorded, claimed = rows.finished_and_claimed(sql.FINISH_AND_CLAIM, params)
+        _exact_claimed(cursor, claimed, started)
+        return recorded, claimed
+    recorded, claimed = rows.finished_and_claimed(sql.FINISH_AND_CLAIM_AFTER, {**params, **after})
+    if claimed:
+        cursor.claimed(claim_key(claimed[-1]))
+        return recorded, claimed
+    # Nothing after the mark: the exact claim on its own (the finishes are recorded) has the last word.
+    started = time.monotonic()
+    claimed = rows.many(sql.CLAIM_MANY_UNGUARDED, params)
+    _exact_claimed(cursor, claimed, started)
     return recorded, claimed
+
+
+def _one(statement: str, params: dict) -> list[Job]:
+    job = rows.one(statement, params)
+    return [] if job is None else [job]
+
+
+def _after(cursor: ClaimCursor | None) -> dict | None:
+    """The bounded claim's parameters while ``cursor`` bounds the claims; None: claim exactly."""
+    bound = None if cursor is None else cursor.bound(time.monotonic())
+    if bound is None:
+        return None
+    return {"after_priority": bound[0], "after_created": bound[1], "after_id": bound[2]}
+
+
+def _exact_claimed(cursor: ClaimCursor | None, claimed: list[Job], started: float) -> None:
+    """Tell ``cursor`` what an exact claim begun at ``started`` took, and how long it took."""
+    if cursor is not None:
+        ended = time.monotonic()
+        cursor.exact_claim_took(ended - started, ended)
+        cursor.claimed(claim_key(claimed[-1]) if claimed else None)
+
+
+def _by_cursor(cursor: ClaimCursor | None, exact: str, bounded: str, params: dict, run) -> list[Job]:
+    """The jobs ``run(exact, params)`` claims or, while ``cursor`` bounds the claims, ``run(bounded, …)``.
+
+    A bounded claim that takes nothing is followed at once by the exact one, so
+    "nothing to claim" is always the exact claim's answer: a worker never idles
+    or leaves ``--burst`` with a job queued behind its mark.
+    """
+    after = _after(cursor)
+    if after is not None:
+        claimed = run(bounded, {**params, **after})
+        if claimed:
+            cursor.claimed(claim_key(claimed[-1]))
+            return claimed
+    started = time.monotonic()
+    claimed = run(exact, params)
+    _exact_claimed(cursor, claimed, started)
+    return claimed
 
 
 def seconds_to_next_due(queues: list[str] | None = None) -> float | None:

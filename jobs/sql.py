@@ -15,7 +15,7 @@ GUARD_LOCK_NAMESPACE = 0x5E01
 
 JOB_COLUMNS = (
     "id, org_id, type, status, attempts, uncounted_attempts, outages, dedup_key, enqueued_key, "
-    "payload, progress, report, error, created_at, started_at, finished_at"
+    "payload, progress, report, error, created_at, started_at, finished_at, priority"
 )
 
 # enqueue: insert unless a live job holds the same dedup_key (the partial unique
@@ -105,16 +105,40 @@ WHERE j.status = 'queued' AND j.run_after > now() AND j.type = ANY(%(types)s::te
 _DUE = """({alias}.run_after IS NULL OR {alias}.run_after <= now())
       AND (%(queues)s::text[] IS NULL OR {alias}.queue_name = ANY(%(queues)s::text[]))"""
 DUE = _DUE.replace("{alias}", "j")
-_CANDIDATE = """
-WITH candidate AS (
-    SELECT j.id
+def _choice(limit: str, narrowed: str = "") -> str:
+    """The rows a claim takes: the first ``limit`` due queued rows of the worker's types and queues in claim
+    order (priority, then age, then id: one strict order, so a claim can start after a given row), locked,
+    skipping those another claim holds. ``narrowed``: one more condition (``_choice_after``)."""
+    return f"""SELECT j.id
     FROM jobs AS j
-    WHERE j.status = 'queued' AND j.type = ANY(%(types)s::text[]) AND {DUE}
-    ORDER BY j.priority DESC, j.created_at
-    LIMIT 1
-    FOR UPDATE SKIP LOCKED
-)
-""".replace("{DUE}", DUE)
+    WHERE j.status = 'queued' AND j.type = ANY(%(types)s::text[]) AND {DUE}{narrowed}
+    ORDER BY j.priority DESC, j.created_at, j.id
+    LIMIT {limit}
+    FOR UPDATE SKIP LOCKED"""
+
+
+# The same choice, started after the row whose claim-order key is %(after_priority)s,
+# %(after_created)s, %(after_id)s: for a worker whose exact claims are slow (jobs.claim_cursor).
+# A snapshot held open elsewhere keeps the index entries of every row claimed since it
+# was taken; an exact claim walks them all from the index's front, one heap fetch each,
+# while this one starts past them. Three branches, because the index key mixes a
+# descending and two ascending columns: higher priorities from their start, the same
+# priority after the row (a row comparison the index descends to), lower priorities
+# from their start. FOR UPDATE is not allowed in a UNION's arms, so each is a subquery;
+# the Append runs them in order and the outer LIMIT stops it, so a later branch runs
+# (and locks) only when the earlier ones come up short. It takes only rows the exact
+# choice could take: the same conditions and one more.
+def _choice_after(limit: str) -> str:
+    branches = (
+        " AND j.priority > %(after_priority)s::smallint",
+        " AND j.priority = %(after_priority)s::smallint"
+        " AND (j.created_at, j.id) > (%(after_created)s::timestamptz, %(after_id)s::uuid)",
+        " AND j.priority < %(after_priority)s::smallint",
+    )
+    union = "\n    UNION ALL\n    ".join(f"SELECT b.id FROM ({_choice(limit, b)}\n    ) AS b" for b in branches)
+    return f"SELECT c.id FROM (\n    {union}\n    ) AS c\n    LIMIT {limit}"
+
+
 _RETURNING = ", ".join("jobs." + c.strip() for c in JOB_COLUMNS.split(","))
 _CLAIM = f"""
 UPDATE jobs
@@ -129,7 +153,10 @@ WHERE jobs.id = candidate.id
 RETURNING {_RETURNING}
 """
 # For a registry without one_running_per types: one statement, one index scan.
-CLAIM_UNGUARDED = _CANDIDATE + _CLAIM
+CLAIM_UNGUARDED = f"WITH candidate AS (\n    {_choice('1')}\n)" + _CLAIM
+# Its bounded form (_choice_after). MATERIALIZED: the planner may not turn the
+# branches into a subquery it runs again for each row of the UPDATE's join.
+CLAIM_UNGUARDED_AFTER = f"WITH candidate AS MATERIALIZED (\n    {_choice_after('1')}\n)" + _CLAIM
 
 # The claim of the rows a MATERIALIZED ``candidate`` CTE chose and locked, for
 # a claim of several: found by primary key (= ANY of their ids), whatever the
@@ -139,7 +166,7 @@ CLAIM_UNGUARDED = _CANDIDATE + _CLAIM
 _CLAIM_CANDIDATES = _CLAIM.replace(
     "FROM candidate\nWHERE jobs.id = candidate.id\n",
     "WHERE jobs.id = ANY(ARRAY(SELECT id FROM candidate))\n",
-).rstrip() + ", jobs.priority AS claim_priority\n"
+)
 
 # claim_many: up to %(limit)s jobs in one statement, for a worker with that many
 # free slots (runjobs --concurrency N): CLAIM_UNGUARDED's rule (due, its types
@@ -150,19 +177,21 @@ _CLAIM_CANDIDATES = _CLAIM.replace(
 # MATERIALIZED: the locked rows are chosen once, whatever join the planner
 # picks for the UPDATE. RETURNING comes in no order; the outer SELECT gives the
 # claim order back, so the slots start the most urgent jobs first.
-_CLAIMED_SEVERAL = """
+def _claimed_several(choice: str) -> str:
+    return f"""
 candidate AS MATERIALIZED (
-    SELECT j.id
-    FROM jobs AS j
-    WHERE j.status = 'queued' AND j.type = ANY(%(types)s::text[]) AND {DUE}
-    ORDER BY j.priority DESC, j.created_at
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
+    {choice}
 ),
-claimed AS (""".replace("{DUE}", DUE) + _CLAIM_CANDIDATES + ")"
-CLAIM_MANY_UNGUARDED = "WITH" + _CLAIMED_SEVERAL + f"""
-SELECT {JOB_COLUMNS} FROM claimed ORDER BY claim_priority DESC, created_at
+claimed AS ({_CLAIM_CANDIDATES})"""
+
+
+_CLAIMED_SEVERAL = _claimed_several(_choice("%(limit)s"))
+_CLAIMED_SEVERAL_AFTER = _claimed_several(_choice_after("%(limit)s"))
+_IN_CLAIM_ORDER = f"""
+SELECT {JOB_COLUMNS} FROM claimed ORDER BY priority DESC, created_at, id
 """
+CLAIM_MANY_UNGUARDED = "WITH" + _CLAIMED_SEVERAL + _IN_CLAIM_ORDER
+CLAIM_MANY_UNGUARDED_AFTER = "WITH" + _CLAIMED_SEVERAL_AFTER + _IN_CLAIM_ORDER
 
 # What a run that ended done writes, its report given as jsonb text: one definition
 # for FINISH_DONE (one run) and FINISH_AND_CLAIM (a turn's runs, with the next claim).
@@ -187,7 +216,7 @@ def _set_done(report: str) -> str:
 # the worker's own retry of each finish; none is acknowledged and then lost.
 # One row per claimed job, in claim order, each carrying the recorded ids; one
 # row of NULL job columns when nothing was claimed.
-FINISH_AND_CLAIM = """
+_FINISHED = """
 WITH finished AS (
     UPDATE jobs
     SET """ + _set_done("f.report") + """
@@ -196,12 +225,15 @@ WITH finished AS (
     WHERE jobs.id = ANY(%(finish_ids)s::uuid[])  -- by primary key, not by a scan of the running rows
       AND jobs.id = f.id AND jobs.status = 'running' AND jobs.attempts = f.attempt
     RETURNING jobs.id
-),""" + _CLAIMED_SEVERAL + f"""
+),"""
+_FINISHED_AND_CLAIMED = f"""
 SELECT ARRAY(SELECT id FROM finished) AS finished, c.*
 FROM (SELECT) AS one
-LEFT JOIN LATERAL (SELECT {JOB_COLUMNS}, claim_priority FROM claimed) AS c ON true
-ORDER BY c.claim_priority DESC, c.created_at
+LEFT JOIN LATERAL (SELECT {JOB_COLUMNS} FROM claimed) AS c ON true
+ORDER BY c.priority DESC, c.created_at, c.id
 """
+FINISH_AND_CLAIM = _FINISHED + _CLAIMED_SEVERAL + _FINISHED_AND_CLAIMED
+FINISH_AND_CLAIM_AFTER = _FINISHED + _CLAIMED_SEVERAL_AFTER + _FINISHED_AND_CLAIMED
 
 # With one_running_per types, first the cheap way: the first job (claim order:
 # priority, then age) in the first GUARD_WINDOW due queued rows that no running
@@ -215,7 +247,7 @@ WITH running AS MATERIALIZED (
 ),
 front AS (
     SELECT f.id FROM jobs AS f WHERE f.status = 'queued' AND {due_f}
-    ORDER BY f.priority DESC, f.created_at LIMIT {window}
+    ORDER BY f.priority DESC, f.created_at, f.id LIMIT {window}
 ),
 candidate AS (
     SELECT j.id
@@ -227,7 +259,7 @@ candidate AS (
           JOIN running AS r ON r.type = g.type AND r.payload -> g.key = j.payload -> g.key
           WHERE g.type = j.type AND j.payload -> g.key <> 'null'
       )
-    ORDER BY j.priority DESC, j.created_at
+    ORDER BY j.priority DESC, j.created_at, j.id
     LIMIT 1
     FOR UPDATE OF j SKIP LOCKED
 )
@@ -320,7 +352,7 @@ candidate AS (
     SELECT j.id
     FROM jobs AS j
     WHERE j.id = ANY(ARRAY(SELECT id FROM heads)) AND j.status = 'queued'
-    ORDER BY j.priority DESC, j.created_at
+    ORDER BY j.priority DESC, j.created_at, j.id
     LIMIT 1
     FOR UPDATE SKIP LOCKED
 )

@@ -33,6 +33,7 @@ from django.db import DatabaseError, InterfaceError, OperationalError, connectio
 from seoinsight.backoff import doubling
 
 from . import conf, dbsession, duties, processes, queue, registry, storable, timeouts
+from .claim_cursor import ClaimCursor
 from .errors import JobCancelled, JobTimedOut, Retry
 from .heartbeat import Heartbeat
 from .models import Job
@@ -83,6 +84,8 @@ class Worker:
         self.heartbeat = Heartbeat(heartbeat_interval or conf.get("JOBS_HEARTBEAT_INTERVAL"))
         self.sweeper = Sweeper(self.sweep_interval, self.heartbeat.interval)
         self.waker = Waker(self.listen)
+        # Where its claims start: the queue's front, or past its last claim while exact claims are slow.
+        self.claim_cursor = ClaimCursor()
         self.duties = None if burst else duties.Duties()
         self.processed = 0
         self._stop = threading.Event()
@@ -192,7 +195,7 @@ class Worker:
         if self.stopping:
             return False
         self.heartbeat.claiming()
-        job = queue.claim(self.queues, self.worker_id)
+        job = queue.claim(self.queues, self.worker_id, self.claim_cursor)
         looked = True  # the latest claim found nothing when it returned no job
         while job is not None:
             self.waker.read_off()  # a busy worker's notifications
@@ -228,7 +231,8 @@ class Worker:
             return None, False
         self.heartbeat.claiming()
         try:
-            recorded, claimed = queue.finish_and_claim([(job, report)], 1, self.queues, self.worker_id)
+            recorded, claimed = queue.finish_and_claim([(job, report)], 1, self.queues, self.worker_id,
+                                                       self.claim_cursor)
         except (DatabaseError, psycopg.Error) as exc:
             log.warning("job=%s type=%s done; recording it with the next claim failed (%s), recording it alone",
                         job.id, job.type, storable.describe(exc))
@@ -299,7 +303,7 @@ class Worker:
         """
         try:
             recorded, jobs = queue.finish_and_claim([(run.job, run.report) for run in done], limit,
-                                                    self.queues, self.worker_id)
+                                                    self.queues, self.worker_id, self.claim_cursor)
         except (DatabaseError, psycopg.Error) as exc:
             self._hand_back(done)
             if not _refused(exc):

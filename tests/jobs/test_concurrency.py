@@ -142,7 +142,7 @@ def test_the_batched_claim_reads_the_partial_index_not_the_table():
     with connection.cursor() as cursor:
         cursor.execute("EXPLAIN " + sql.CLAIM_MANY_UNGUARDED, {**plan.params, "limit": 4})
         explained = "\n".join(row[0] for row in cursor.fetchall())
-    assert "jobs_queued_priority_created" in explained, explained
+    assert "jobs_queued_claim_order" in explained, explained
     assert "Seq Scan on jobs" not in explained, explained
 
 

@@ -25,7 +25,7 @@ READERS = {
     "jobs_dedup_key_live": "enqueue's ON CONFLICT arbiter, FIND_BY_DEDUP_KEY",
     "jobs_org_type_created": "the admin and the API: an org's jobs of a type, newest first",
     "jobs_running_type_started": "the sweep, the zombie list, a type's running jobs (running rows only)",
-    "jobs_queued_priority_created": "the claim, in claim order",
+    "jobs_queued_claim_order": "the claim, in claim order",
     "jobs_queued_type_created": "the guarded claim, type by type",
     "jobs_queued_guard_site_id": "the guarded claim's skip scan over sites",
     "jobs_queued_run_after": "an idle worker's wait for the next scheduled job",
@@ -103,7 +103,7 @@ def test_the_prepared_claims_generic_plan_reads_the_partial_index():
     plan = queue.claim_plan()
     assert plan.guarded is None
     explained = generic_plan(sql.CLAIM_UNGUARDED, {**plan.params, "queues": None, "worker_id": "test:1"})
-    assert "jobs_queued_priority_created" in explained, explained
+    assert "jobs_queued_claim_order" in explained, explained
     assert "Seq Scan on jobs" not in explained, explained
 
 
@@ -116,7 +116,7 @@ def test_a_claim_of_several_finds_its_rows_by_primary_key_in_the_generic_plan(st
     params = {**queue.claim_plan().params, "queues": None, "worker_id": "test:1", "limit": 8,
               "finish_ids": [], "finish_attempts": [], "finish_reports": []}
     explained = generic_plan(getattr(sql, statement), params)
-    assert "jobs_queued_priority_created" in explained, explained
+    assert "jobs_queued_claim_order" in explained, explained
     assert "Index Cond: (id = ANY" in explained, explained
     assert "Seq Scan on jobs" not in explained, explained
 

@@ -115,5 +115,5 @@ def test_the_claim_reads_its_index_without_scanning_or_sorting_the_table():
     nodes = list(_plan_nodes(plan))
     kinds = {node["Node Type"] for node in nodes}
     assert "Seq Scan" not in kinds and "Sort" not in kinds, kinds
-    assert "jobs_queued_priority_created" in {node.get("Index Name") for node in nodes}, nodes
+    assert "jobs_queued_claim_order" in {node.get("Index Name") for node in nodes}, nodes
     assert not Job.objects.filter(status="running").exists()

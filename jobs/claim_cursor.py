@@ -1,0 +1,78 @@
+"""Where a worker's next claim starts: the queue's front, or just past the last job it claimed.
+
+A claim reads the queued index from its front. Every row claimed leaves its entry
+there until VACUUM removes it or a scan finds its old version dead to everyone, and a
+snapshot held open elsewhere (a long report, a console left in a transaction, a
+backup) stops both: each claim then walks the entries of every row claimed since that
+snapshot was taken, one heap fetch each, and grows from a tenth of a millisecond to
+tens (docs/benchmarks.md, "Held snapshot").
+
+So a worker whose exact claims turn slow starts its claims after the last job it
+claimed (``jobs.sql._choice_after``), walking only what was claimed since, and goes
+back to the front at least every ``exact_every`` seconds, and whenever the bounded
+claim finds nothing. The bounded claim takes only rows the exact one could take, in
+claim order; what it cannot see is a job that became claimable behind the mark after
+the mark was taken (a run put back, a retry or a scheduled job coming due, an enqueue
+committed late): that one waits for the next exact claim, at most ``exact_every``.
+Claims are exact whenever they are fast, so an ordinary queue keeps strict order.
+
+Pure decisions on monotonic times; the queue (``jobs.queue``) runs the statements and
+reports back here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from uuid import UUID
+
+# An exact claim (its round trip, a turn's finishes included) slower than this counts as slow:
+# a plain one takes 0.3-1 ms on a busy two-core machine, one under a snapshot held through
+# 25,000 claims 2.5 ms and through 100,000 over 10 (docs/benchmarks.md).
+SLOW_CLAIM = 0.002
+# Slow exact claims in a row before claims start after the mark: a single slow one is as
+# likely a busy machine as a held snapshot.
+SLOW_IN_A_ROW = 2
+# While bounded, an exact claim at least this often (seconds): the longest a job behind the mark waits.
+EXACT_EVERY = 1.0
+
+
+@dataclass
+class ClaimCursor:
+    """One worker's mark in the queue, and whether its claims start after it.
+
+    ``after``: the claim-order key (priority, created_at, id) of the last job it
+    claimed; ``bounded_until``: the monotonic time until which claims start after
+    it (0: claims are exact).
+    """
+
+    slow_claim: float = SLOW_CLAIM
+    slow_in_a_row: int = SLOW_IN_A_ROW
+    exact_every: float = EXACT_EVERY
+    after: tuple[int, datetime, UUID] | None = None
+    bounded_until: float = 0.0
+    slow: int = 0  # exact claims in a row at least slow_claim long
+    exact_claims: int = 0  # made so far (a figure for benchmarks and logs)
+
+    def bound(self, now: float) -> tuple[int, datetime, UUID] | None:
+        """The key the next claim starts after, or None for an exact claim (from the front)."""
+        if self.after is not None and now < self.bounded_until:
+            return self.after
+        return None
+
+    def claimed(self, last_key: tuple[int, datetime, UUID] | None) -> None:
+        """A claim took jobs, the last in claim order with ``last_key`` (None: it took none)."""
+        if last_key is not None:
+            self.after = last_key
+
+    def exact_claim_took(self, seconds: float, now: float) -> None:
+        """An exact claim's round trip took ``seconds``: claims stay exact, or start after the mark until the next
+        exact claim is due."""
+        self.exact_claims += 1
+        self.slow = self.slow + 1 if seconds >= self.slow_claim else 0
+        self.bounded_until = now + self.exact_every if self.slow >= self.slow_in_a_row else 0.0
+
+
+def claim_key(job) -> tuple[int, datetime, UUID]:
+    """A claimed job's place in claim order (``jobs.sql._choice``)."""
+    return (job.priority, job.created_at, job.id)

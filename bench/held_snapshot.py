@@ -19,9 +19,10 @@ end). At each of ``--points`` (jobs churned so far), with ``--waiting`` more job
   claim, not the disk's flush);
 - the bounded claims (``CLAIM_UNGUARDED_AFTER``, ``CLAIM_MANY_UNGUARDED_AFTER``) started after the last
   of those, by EXPLAIN as above;
-- ``--real-claims`` claims as a worker makes them (``jobs.queue.claim`` with its ``ClaimCursor``):
-  ms per claim, claims per second and how many were exact. From the worker's rate and the cursor's
-  one exact claim a second while bounded, the buffers a worker's claim costs per claim held.
+- ``--worker-claims`` claims (queued for it) as a worker makes them (``jobs.queue.claim`` with its
+  ``ClaimCursor``): ms per claim, claims per second and how many were exact. With the EXPLAIN figures
+  of both claims, what a worker's claim costs in buffers: exact ones times their share, bounded
+  ones times theirs.
 
 The drains are the workers' too: with ``--tree`` those of another work tree (before the cursor,
 for one), else this one's.
@@ -111,18 +112,18 @@ def real_claims(db: psycopg.Connection, count: int) -> tuple:
     return spent / count * 1000, mark
 
 
-def worker_claims(count: int) -> dict:
-    """``count`` claims as a worker makes them (``jobs.queue.claim`` with its ``ClaimCursor``), each job finished
-    after: ms per claim, claims per second (finishes included) and how many were exact."""
+def worker_claims(count: int, claims) -> dict:
+    """``count`` claims as a worker makes them (``jobs.queue.claim`` with its ``ClaimCursor``, ``claims``, kept
+    from point to point as a worker keeps it), each job finished after: ms per claim, claims per second
+    (finishes included) and how many were exact."""
     from django.db import connection
 
     from jobs import queue
-    from jobs.claim_cursor import ClaimCursor
 
     with connection.cursor() as cursor:
         cursor.execute("SET plan_cache_mode = force_generic_plan")  # the worker's (jobs.dbsession)
         cursor.execute("SET synchronous_commit = off")
-    claims = ClaimCursor()
+    exact_before = claims.exact_claims
     spent = 0.0
     began = time.perf_counter()
     for _ in range(count):
@@ -132,7 +133,8 @@ def worker_claims(count: int) -> dict:
         if job is None:
             raise RuntimeError("nothing to claim")
         queue.finish_done(job, {})
-    return {"ms": spent / count * 1000, "rate": count / (time.perf_counter() - began), "exact": claims.exact_claims}
+    return {"ms": spent / count * 1000, "rate": count / (time.perf_counter() - began),
+            "exact": claims.exact_claims - exact_before, "claims": count}
 
 
 # -- churn: jobs queued, then drained by runjobs --burst --------------------------------------------
@@ -176,7 +178,7 @@ def index_pages(db: psycopg.Connection) -> int:
 
 # -- one mode: plain, or with the snapshot held ------------------------------------------------------
 
-def measure(db: psycopg.Connection, args) -> dict:
+def measure(db: psycopg.Connection, args, claims) -> dict:
     """Every figure of one point; uses 2 x --real-claims of the queued jobs."""
     from jobs import sql
 
@@ -186,15 +188,18 @@ def measure(db: psycopg.Connection, args) -> dict:
     f["real_ms"], mark = real_claims(db, args.real_claims)
     f["bounded"] = explained(db, sql.CLAIM_UNGUARDED_AFTER, after_params(mark), args.samples)
     f["bounded many"] = explained(db, sql.CLAIM_MANY_UNGUARDED_AFTER, after_params(mark, 8), args.samples)
-    f["worker"] = worker_claims(args.real_claims)
+    enqueue(db, args.worker_claims)
+    f["worker"] = worker_claims(args.worker_claims, claims)
     return f
 
 
 def run_mode(server: dict, url: str, held: bool, args) -> dict:
     """The churn, with every figure taken at each point; ``held``: a snapshot held open throughout."""
     from jobs import sql
+    from jobs.claim_cursor import ClaimCursor
 
     label = "held" if held else "plain"
+    claims = ClaimCursor()  # the measured worker's, from its first claim to its last
     with connect(server, BENCH_DB) as db:
         db.execute("TRUNCATE jobs CASCADE")
         settle(db, "jobs")
@@ -214,7 +219,7 @@ def run_mode(server: dict, url: str, held: bool, args) -> dict:
                     seconds = drain(url, args.tree)
                     result["drains"].append((point - done, seconds))
                 enqueue(db, args.waiting)
-                figures = measure(db, args)
+                figures = measure(db, args, claims)
                 result["points"][point] = figures
                 print(f"  {label}: {point:,} churned: claim {figures['claim']['buffers']:,.0f} buffers "
                       f"{figures['claim']['ms']:.2f} ms ({figures['claim']['index']}), bounded "
@@ -246,7 +251,9 @@ def main(argv=None) -> int:
                         help="jobs churned when the claim is measured: numbers or percentages of --churn")
     parser.add_argument("--waiting", type=int, default=1000, help="jobs queued while the claim is measured")
     parser.add_argument("--samples", type=int, default=5, help="EXPLAIN ANALYZE runs per figure (median)")
-    parser.add_argument("--real-claims", type=int, default=200, help="real claims timed per point and claim")
+    parser.add_argument("--real-claims", type=int, default=200, help="real exact claims timed per point")
+    parser.add_argument("--worker-claims", type=int, default=1000,
+                        help="claims made as a worker makes them, per point (default 1,000)")
     parser.add_argument("--durable", action="store_true",
                         help="keep synchronous_commit on for the churn (slower; the buffers are the same)")
     tree_argument(parser)
@@ -302,28 +309,31 @@ def report(results: dict, args) -> None:
 
     from jobs.claim_cursor import EXACT_EVERY
 
-    print(f"\nthe worker's claim (jobs.claim_cursor): while its exact claims are slow it claims after its last job "
-          f"(bounded) and exactly once every {EXACT_EVERY:g} s; 'per claim, held' = the bounded claim's buffers plus "
-          f"the exact one's times its share at the worker's rate; ratios against the plain exact claim")
+    print(f"\nthe worker's claim (jobs.claim_cursor): exact while fast; after two slow exact claims in a row it claims "
+          f"after its last job (bounded), exactly again every {EXACT_EVERY:g} s; {args.worker_claims:,} claims per point; "
+          "'per claim' = exact and bounded buffers (EXPLAIN) weighted by how many of each the worker made; "
+          "ratios against the plain exact claim")
     print(f"{'churned':>9}  {'bounded':>13}  {'bounded many(8)':>15}  {'worker ms':>13}  {'claims/s':>15}  "
-          f"{'exact claims':>12}  {'per claim, held':>15} {'ratio':>7}  {'many, held':>10} {'ratio':>7}")
+          f"{'exact claims':>13}  {'per claim':>13} {'ratio':>7}")
     worst_worker = 0.0
     for point in args.points:
         p, h = plain["points"][point], held["points"][point]
-        share = min(1.0, 1 / (h["worker"]["rate"] * EXACT_EVERY))
-        per_claim = h["bounded"]["buffers"] + (h["claim"]["buffers"] - h["bounded"]["buffers"]) * share
-        per_many = h["bounded many"]["buffers"] + (h["many"]["buffers"] - h["bounded many"]["buffers"]) * min(1.0, 8 * share)
-        ratio = per_claim / max(p["claim"]["buffers"], 1)
-        ratio_many = per_many / max(p["many"]["buffers"], 1)
-        worst_worker = max(worst_worker, ratio, ratio_many)
+        per_claim = [weighted(r) for r in (p, h)]
+        ratio = per_claim[1] / max(p["claim"]["buffers"], 1)
+        worst_worker = max(worst_worker, ratio)
         print(f"{point:>9,}  {pair(p['bounded']['buffers'], h['bounded']['buffers']):>13}  "
               f"{pair(p['bounded many']['buffers'], h['bounded many']['buffers']):>15}  "
               f"{pair(p['worker']['ms'], h['worker']['ms'], '.2f'):>13}  "
               f"{pair(p['worker']['rate'], h['worker']['rate']):>15}  "
-              f"{pair(p['worker']['exact'], h['worker']['exact']):>12}  {per_claim:>15,.0f} {ratio:>6.1f}x  "
-              f"{per_many:>10,.0f} {ratio_many:>6.1f}x")
+              f"{pair(p['worker']['exact'], h['worker']['exact']):>13}  {pair(*per_claim):>13} {ratio:>6.1f}x")
     print(f"the worker's claim with a held snapshot <= {GOAL:g}x the plain claim, at every point: "
           f"worst {worst_worker:.1f}x  {verdict(worst_worker <= GOAL, 'SHORT')}")
+
+
+def weighted(figures: dict) -> float:
+    """Buffers per claim of the worker's claims at one point: each kind's EXPLAIN buffers, by its share."""
+    exact = figures["worker"]["exact"] / figures["worker"]["claims"]
+    return figures["claim"]["buffers"] * exact + figures["bounded"]["buffers"] * (1 - exact)
 
 
 def pair(a: float, b: float, spec: str = ",.0f") -> str:

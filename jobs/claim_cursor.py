@@ -7,7 +7,8 @@ backup) stops both: each claim then walks the entries of every row claimed since
 snapshot was taken, one heap fetch each, and grows from a tenth of a millisecond to
 tens (docs/benchmarks.md, "Held snapshot").
 
-So a worker whose exact claims turn slow starts its claims after the last job it
+So a worker whose exact claims turn slow (against its own fastest, on the server's
+clock) starts its claims after the last job it
 claimed (``jobs.sql._choice_after``), walking only what was claimed since, and goes
 back to the front at least every ``exact_every`` seconds, and whenever the bounded
 claim finds nothing. The bounded claim takes only rows the exact one could take, in
@@ -22,14 +23,19 @@ reports back here.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
 
-# An exact claim (its round trip, a turn's finishes included) slower than this counts as slow:
-# a plain one takes 0.3-1 ms on a busy two-core machine, one under a snapshot held through
-# 25,000 claims 2.5 ms and through 100,000 over 10 (docs/benchmarks.md).
-SLOW_CLAIM = 0.002
+# An exact claim counts as slow when it ran on the server (``sql.SERVER_SECONDS``: neither the network
+# nor the client's threads) SLOW_FACTOR times as long as the fastest one this worker made in the last
+# BASELINE_WINDOW to 2 x BASELINE_WINDOW seconds, and at least SLOW_FLOOR. A plain claim runs 0.1 ms,
+# one under a snapshot held through 5,000 claims 1.3 ms, through 100,000 over 10 (docs/benchmarks.md).
+# Relative, so a slower server (or a turn's eight finishes) does not look like a held snapshot.
+SLOW_FACTOR = 3.0
+SLOW_FLOOR = 0.0003
+BASELINE_WINDOW = 600.0
 # Slow exact claims in a row before claims start after the mark: a single slow one is as
 # likely a busy machine as a held snapshot.
 SLOW_IN_A_ROW = 2
@@ -46,13 +52,19 @@ class ClaimCursor:
     it (0: claims are exact).
     """
 
-    slow_claim: float = SLOW_CLAIM
+    slow_factor: float = SLOW_FACTOR
+    slow_floor: float = SLOW_FLOOR
+    baseline_window: float = BASELINE_WINDOW
     slow_in_a_row: int = SLOW_IN_A_ROW
     exact_every: float = EXACT_EVERY
     after: tuple[int, datetime, UUID] | None = None
     bounded_until: float = 0.0
-    slow: int = 0  # exact claims in a row at least slow_claim long
+    slow: int = 0  # exact claims in a row found slow
     exact_claims: int = 0  # made so far (a figure for benchmarks and logs)
+    # The fastest exact claim of the current baseline window and of the one before, and when the current began.
+    fastest: float = math.inf
+    fastest_before: float = math.inf
+    window_began: float | None = None
 
     def bound(self, now: float) -> tuple[int, datetime, UUID] | None:
         """The key the next claim starts after, or None for an exact claim (from the front)."""
@@ -66,10 +78,15 @@ class ClaimCursor:
             self.after = last_key
 
     def exact_claim_took(self, seconds: float, now: float) -> None:
-        """An exact claim's round trip took ``seconds``: claims stay exact, or start after the mark until the next
-        exact claim is due."""
+        """An exact claim that took jobs ran ``seconds`` on the server: claims stay exact, or start after the mark
+        until the next exact claim is due."""
         self.exact_claims += 1
-        self.slow = self.slow + 1 if seconds >= self.slow_claim else 0
+        if self.window_began is None or now - self.window_began >= self.baseline_window:
+            self.fastest_before, self.fastest, self.window_began = self.fastest, math.inf, now
+        reference = min(self.fastest, self.fastest_before)  # inf before the first claim: nothing is slow yet
+        is_slow = seconds >= max(self.slow_floor, self.slow_factor * reference)
+        self.fastest = min(self.fastest, seconds)
+        self.slow = self.slow + 1 if is_slow else 0
         self.bounded_until = now + self.exact_every if self.slow >= self.slow_in_a_row else 0.0
 
 

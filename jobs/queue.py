@@ -183,7 +183,7 @@ def claim(queues: list[str] | None = None, worker_id: str | None = None,
     params = {**plan.params, "queues": list(queues) if queues else None, "worker_id": worker_id}
     if plan.guarded is None:
         # One statement is its own transaction: no BEGIN/COMMIT round trips.
-        claimed = _by_cursor(cursor, sql.CLAIM_UNGUARDED, sql.CLAIM_UNGUARDED_AFTER, params, _one)
+        claimed = _by_cursor(cursor, sql.CLAIM_UNGUARDED, sql.CLAIM_UNGUARDED_AFTER, params)
         return claimed[0] if claimed else None
     while True:
         with transaction.atomic():
@@ -225,7 +225,7 @@ def claim_many(limit: int, queues: list[str] | None = None, worker_id: str | Non
             claimed.append(job)
         return claimed
     params = {**plan.params, "queues": list(queues) if queues else None, "worker_id": worker_id, "limit": limit}
-    return _by_cursor(cursor, sql.CLAIM_MANY_UNGUARDED, sql.CLAIM_MANY_UNGUARDED_AFTER, params, rows.many)
+    return _by_cursor(cursor, sql.CLAIM_MANY_UNGUARDED, sql.CLAIM_MANY_UNGUARDED_AFTER, params)
 
 
 def finish_and_claim(finished: list[tuple[Job, str | None]], limit: int, queues: list[str] | None = None,
@@ -252,30 +252,23 @@ def finish_and_claim(finished: list[tuple[Job, str | None]], limit: int, queues:
         "finish_reports": [report for _, report in finished],
     }
     if plan.guarded is not None or not limit:
-        recorded, claimed = rows.finished_and_claimed(sql.FINISH_AND_CLAIM, params)
+        recorded, claimed, _ = rows.finished_and_claimed(sql.FINISH_AND_CLAIM, params)
         if plan.guarded is not None and limit:
             claimed = claim_many(limit, queues, worker_id)
         return recorded, claimed
     after = _after(cursor)
     if after is None:
-        started = time.monotonic()
-        recorded, claimed = rows.finished_and_claimed(sql.FINISH_AND_CLAIM, params)
-        _exact_claimed(cursor, claimed, started)
+        recorded, claimed, took = rows.finished_and_claimed(sql.FINISH_AND_CLAIM, params)
+        _exact_claimed(cursor, claimed, took)
         return recorded, claimed
-    recorded, claimed = rows.finished_and_claimed(sql.FINISH_AND_CLAIM_AFTER, {**params, **after})
+    recorded, claimed, _ = rows.finished_and_claimed(sql.FINISH_AND_CLAIM_AFTER, {**params, **after})
     if claimed:
         cursor.claimed(claim_key(claimed[-1]))
         return recorded, claimed
     # Nothing after the mark: the exact claim on its own (the finishes are recorded) has the last word.
-    started = time.monotonic()
-    claimed = rows.many(sql.CLAIM_MANY_UNGUARDED, params)
-    _exact_claimed(cursor, claimed, started)
+    claimed, took = rows.claimed(sql.CLAIM_MANY_UNGUARDED, params)
+    _exact_claimed(cursor, claimed, took)
     return recorded, claimed
-
-
-def _one(statement: str, params: dict) -> list[Job]:
-    job = rows.one(statement, params)
-    return [] if job is None else [job]
 
 
 def _after(cursor: ClaimCursor | None) -> dict | None:
@@ -286,16 +279,16 @@ def _after(cursor: ClaimCursor | None) -> dict | None:
     return {"after_priority": bound[0], "after_created": bound[1], "after_id": bound[2]}
 
 
-def _exact_claimed(cursor: ClaimCursor | None, claimed: list[Job], started: float) -> None:
-    """Tell ``cursor`` what an exact claim begun at ``started`` took, and how long it took."""
-    if cursor is not None:
-        ended = time.monotonic()
-        cursor.exact_claim_took(ended - started, ended)
-        cursor.claimed(claim_key(claimed[-1]) if claimed else None)
+def _exact_claimed(cursor: ClaimCursor | None, claimed: list[Job], took: float | None) -> None:
+    """Tell ``cursor`` what an exact claim took, and how long it ran on the server (None: it took nothing)."""
+    if cursor is None or not claimed:
+        return
+    cursor.exact_claim_took(took, time.monotonic())
+    cursor.claimed(claim_key(claimed[-1]))
 
 
-def _by_cursor(cursor: ClaimCursor | None, exact: str, bounded: str, params: dict, run) -> list[Job]:
-    """The jobs ``run(exact, params)`` claims or, while ``cursor`` bounds the claims, ``run(bounded, …)``.
+def _by_cursor(cursor: ClaimCursor | None, exact: str, bounded: str, params: dict) -> list[Job]:
+    """The jobs the claim ``exact`` takes or, while ``cursor`` bounds the claims, ``bounded``.
 
     A bounded claim that takes nothing is followed at once by the exact one, so
     "nothing to claim" is always the exact claim's answer: a worker never idles
@@ -303,13 +296,12 @@ def _by_cursor(cursor: ClaimCursor | None, exact: str, bounded: str, params: dic
     """
     after = _after(cursor)
     if after is not None:
-        claimed = run(bounded, {**params, **after})
+        claimed, _ = rows.claimed(bounded, {**params, **after})
         if claimed:
             cursor.claimed(claim_key(claimed[-1]))
             return claimed
-    started = time.monotonic()
-    claimed = run(exact, params)
-    _exact_claimed(cursor, claimed, started)
+    claimed, took = rows.claimed(exact, params)
+    _exact_claimed(cursor, claimed, took)
     return claimed
 
 

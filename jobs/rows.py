@@ -114,28 +114,33 @@ def one(statement: str, params: dict) -> Job | None:
     return None if row is None else _as_job(row)
 
 
-def many(statement: str, params: dict) -> list[Job]:
-    """Every row a statement returns, in order, each as ``one`` returns its row."""
+def claimed(statement: str, params: dict) -> tuple[list[Job], float | None]:
+    """The jobs a claim returns, in order, and the server's seconds into the statement at its last claim (None
+    when it claimed none). Each row is a job's ``sql.JOB_COLUMNS``, then ``sql.SERVER_SECONDS``."""
     with queue_cursor() as cursor:
         cursor.execute(statement, params)
-        return [_as_job(row) for row in cursor.fetchall()]
+        found = cursor.fetchall()
+    return [_as_job(row) for row in found], max((row[-1] for row in found), default=None)
 
 
-def finished_and_claimed(statement: str, params: dict) -> tuple[set, list[Job]]:
-    """What ``sql.FINISH_AND_CLAIM`` answers: the ids of the runs it recorded, and the jobs it claimed, in order.
+def finished_and_claimed(statement: str, params: dict) -> tuple[set, list[Job], float | None]:
+    """What ``sql.FINISH_AND_CLAIM`` answers: the ids of the runs it recorded, the jobs it claimed, in order, and
+    the server's seconds as ``claimed`` gives them.
 
-    Each row is the recorded ids, then a claimed job's ``sql.JOB_COLUMNS`` (NULL when none was claimed).
+    Each row is the recorded ids, then a claimed job's ``sql.JOB_COLUMNS`` and ``sql.SERVER_SECONDS`` (NULL
+    when none was claimed).
     """
     with queue_cursor() as cursor:
         cursor.execute(statement, params)
         found = cursor.fetchall()
-    width = len(_JOB_FIELDS)
-    return set(found[0][0]), [_as_job(row[1:1 + width]) for row in found if row[1] is not None]
+    jobs = [row[1:] for row in found if row[1] is not None]
+    return set(found[0][0]), [_as_job(row) for row in jobs], max((row[-1] for row in jobs), default=None)
 
 
 def _as_job(row) -> Job:
-    """The Job ``Job.from_db`` would make of a ``sql.JOB_COLUMNS`` row; the fields not read stay deferred."""
-    values = dict(zip(_JOB_FIELDS, row, strict=True))
+    """The Job ``Job.from_db`` would make of a row that starts with ``sql.JOB_COLUMNS`` (what follows them is not
+    the Job's); the fields not read stay deferred."""
+    values = dict(zip(_JOB_FIELDS, row[:len(_JOB_FIELDS)], strict=True))
     for name, convert in _converters():
         if values[name] is not None:
             values[name] = convert(values[name], None, connection)

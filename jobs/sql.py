@@ -140,6 +140,10 @@ def _choice_after(limit: str) -> str:
 
 
 _RETURNING = ", ".join("jobs." + c.strip() for c in JOB_COLUMNS.split(","))
+# After a claimed job's columns: how long its statement had run on the server when the row was
+# claimed, in seconds. The claim's own cost, without the network or the client's threads, for the
+# worker's judgement of slow claims (jobs.claim_cursor).
+SERVER_SECONDS = "extract(epoch FROM clock_timestamp() - statement_timestamp())::float8"
 _CLAIM = f"""
 UPDATE jobs
 SET status = 'running',
@@ -150,7 +154,7 @@ SET status = 'running',
                       ELSE array_append(jobs.worker_ids, %(worker_id)s::text) END
 FROM candidate
 WHERE jobs.id = candidate.id
-RETURNING {_RETURNING}
+RETURNING {_RETURNING}, {SERVER_SECONDS} AS took
 """
 # For a registry without one_running_per types: one statement, one index scan.
 CLAIM_UNGUARDED = f"WITH candidate AS (\n    {_choice('1')}\n)" + _CLAIM
@@ -188,7 +192,7 @@ claimed AS ({_CLAIM_CANDIDATES})"""
 _CLAIMED_SEVERAL = _claimed_several(_choice("%(limit)s"))
 _CLAIMED_SEVERAL_AFTER = _claimed_several(_choice_after("%(limit)s"))
 _IN_CLAIM_ORDER = f"""
-SELECT {JOB_COLUMNS} FROM claimed ORDER BY priority DESC, created_at, id
+SELECT {JOB_COLUMNS}, took FROM claimed ORDER BY priority DESC, created_at, id
 """
 CLAIM_MANY_UNGUARDED = "WITH" + _CLAIMED_SEVERAL + _IN_CLAIM_ORDER
 CLAIM_MANY_UNGUARDED_AFTER = "WITH" + _CLAIMED_SEVERAL_AFTER + _IN_CLAIM_ORDER
@@ -222,14 +226,14 @@ WITH finished AS (
     SET """ + _set_done("f.report") + """
     FROM unnest(%(finish_ids)s::uuid[], %(finish_attempts)s::int[], %(finish_reports)s::text[])
          AS f(id, attempt, report)
-    WHERE jobs.id = ANY(%(finish_ids)s::uuid[])  -- by primary key, not by a scan of the running rows
-      AND jobs.id = f.id AND jobs.status = 'running' AND jobs.attempts = f.attempt
+    WHERE jobs.id = ANY(%(finish_ids)s::uuid[])  -- by primary key (the collation: see PROGRESS, below)
+      AND jobs.id = f.id AND jobs.status = 'running' COLLATE "C" AND jobs.attempts = f.attempt
     RETURNING jobs.id
 ),"""
 _FINISHED_AND_CLAIMED = f"""
 SELECT ARRAY(SELECT id FROM finished) AS finished, c.*
 FROM (SELECT) AS one
-LEFT JOIN LATERAL (SELECT {JOB_COLUMNS} FROM claimed) AS c ON true
+LEFT JOIN LATERAL (SELECT {JOB_COLUMNS}, took FROM claimed) AS c ON true
 ORDER BY c.priority DESC, c.created_at, c.id
 """
 FINISH_AND_CLAIM = _FINISHED + _CLAIMED_SEVERAL + _FINISHED_AND_CLAIMED
@@ -416,11 +420,18 @@ SELECT EXISTS (
 # every claim and nothing lowers it, so no earlier run of the job holds a token
 # that passes. RETURNING tells the run, in the same round trip, whether its
 # cancel was requested (jobs.cancel): no row means the job is no longer its own.
+# The fence compares status under the "C" collation (for a text equality, the
+# same answer) so that it does not match the predicate of the running rows'
+# partial index, jobs_running_type_started: the planner would rather scan that
+# small index whole, filtering on id, than descend the primary key, a scan that
+# grows with every running row and with every dead entry a snapshot held open
+# keeps there (docs/benchmarks.md). So every fenced write finds its row by the
+# primary key; tests/jobs/test_lean_path.py holds their plans to it.
 PROGRESS = """
 UPDATE jobs
 SET progress = COALESCE(progress, '{}'::jsonb) || %(fields)s::jsonb
                || jsonb_build_object('updated_at', now())
-WHERE id = %(id)s AND status = 'running' AND attempts = %(attempt)s
+WHERE id = %(id)s AND status = 'running' COLLATE "C" AND attempts = %(attempt)s
 RETURNING cancel_requested_at
 """
 
@@ -428,7 +439,7 @@ RETURNING cancel_requested_at
 FINISH_DONE = f"""
 UPDATE jobs
 SET {_set_done("%(report)s")}
-WHERE id = %(id)s AND status = 'running' AND attempts = %(attempt)s
+WHERE id = %(id)s AND status = 'running' COLLATE "C" AND attempts = %(attempt)s
 """
 
 # fail: the handler raised (or the type is unknown). Final, no automatic retry:
@@ -437,7 +448,7 @@ WHERE id = %(id)s AND status = 'running' AND attempts = %(attempt)s
 FINISH_FAILED = """
 UPDATE jobs
 SET status = 'failed', error = %(error)s, traceback = %(traceback)s, finished_at = now(), dedup_key = NULL
-WHERE id = %(id)s AND status = 'running' AND attempts = %(attempt)s
+WHERE id = %(id)s AND status = 'running' COLLATE "C" AND attempts = %(attempt)s
 """
 
 # retry: the handler asked to run again later (jobs.Retry, or a retry_on
@@ -450,7 +461,7 @@ FINISH_RETRY = """
 UPDATE jobs
 SET status = 'queued', started_at = NULL, run_after = now() + make_interval(secs => %(delay)s),
     error = %(error)s, traceback = %(traceback)s, dedup_key = COALESCE(dedup_key, enqueued_key)
-WHERE id = %(id)s AND status = 'running' AND attempts = %(attempt)s
+WHERE id = %(id)s AND status = 'running' COLLATE "C" AND attempts = %(attempt)s
 """
 
 # An interrupted run, read under its fence before deciding its fate
@@ -458,7 +469,7 @@ WHERE id = %(id)s AND status = 'running' AND attempts = %(attempt)s
 # a cancel included, so a job asked to stop is never put back to run again.
 INTERRUPTED_RUN = """
 SELECT attempts, uncounted_attempts, outages, cancel_requested_at IS NOT NULL FROM jobs
-WHERE id = %(id)s AND status = 'running' AND attempts = %(attempt)s
+WHERE id = %(id)s AND status = 'running' COLLATE "C" AND attempts = %(attempt)s
 FOR UPDATE
 """
 
@@ -472,7 +483,7 @@ REQUEUE_INTERRUPTED = """
 UPDATE jobs
 SET status = 'queued', started_at = NULL, dedup_key = COALESCE(dedup_key, enqueued_key),
     uncounted_attempts = uncounted_attempts + %(spared)s, outages = outages + %(outage)s
-WHERE id = %(id)s AND status = 'running' AND attempts = %(attempt)s
+WHERE id = %(id)s AND status = 'running' COLLATE "C" AND attempts = %(attempt)s
 """
 
 # Fold an interrupted run into the queued job that holds its key: that job,
@@ -482,7 +493,7 @@ SUPERSEDE = """
 UPDATE jobs
 SET status = 'done', finished_at = now(), dedup_key = NULL,
     report = jsonb_build_object('superseded_by', %(holder)s::text), outages = outages + %(outage)s
-WHERE id = %(id)s AND status = 'running' AND attempts = %(attempt)s
+WHERE id = %(id)s AND status = 'running' COLLATE "C" AND attempts = %(attempt)s
 """
 
 # Interrupted with no attempts left. error says so, and how many of the runs
@@ -490,7 +501,7 @@ WHERE id = %(id)s AND status = 'running' AND attempts = %(attempt)s
 FAIL_EXHAUSTED = """
 UPDATE jobs
 SET status = 'failed', error = %(error)s, finished_at = now(), dedup_key = NULL, outages = outages + %(outage)s
-WHERE id = %(id)s AND status = 'running' AND attempts = %(attempt)s
+WHERE id = %(id)s AND status = 'running' COLLATE "C" AND attempts = %(attempt)s
 """
 
 # sweep: running jobs of a registered type whose latest sign of life (heartbeat,
@@ -573,7 +584,7 @@ OPERATOR_REQUEUE_STALE = """
 UPDATE jobs
 SET status = 'queued', started_at = NULL, dedup_key = COALESCE(dedup_key, enqueued_key),
     uncounted_attempts = CASE WHEN %(fresh)s THEN attempts ELSE uncounted_attempts END
-WHERE id = %(id)s AND status = 'running' AND attempts = %(attempt)s
+WHERE id = %(id)s AND status = 'running' COLLATE "C" AND attempts = %(attempt)s
 """
 
 # give up on a live job. A worker still running it finds its fence broken: its

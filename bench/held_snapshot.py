@@ -137,6 +137,65 @@ def worker_claims(count: int, claims) -> dict:
             "exact": claims.exact_claims - exact_before, "claims": count}
 
 
+# -- for make bench: the goal's figure in seconds, in bench.queue's database ---------------------------
+
+def worker_turns(jobs: int, claims, limit: int = 8) -> int:
+    """Claim and finish ``jobs`` queued jobs as ``runjobs --concurrency 8`` does: each turn one statement records
+    the last turn's runs and claims up to ``limit`` (``jobs.queue.finish_and_claim`` with its cursor). The jobs
+    done."""
+    from jobs import queue
+
+    done, running = 0, []
+    while done < jobs:
+        _, running = queue.finish_and_claim([(job, None) for job in running], min(limit, jobs - done),
+                                            worker_id="bench:3", cursor=claims)
+        if not running:
+            raise RuntimeError("nothing to claim")
+        done += len(running)
+    queue.finish_and_claim([(job, None) for job in running], 0)
+    return done
+
+
+def claim_under_held_snapshot(server: dict, database: str, churn: int, measured: int = 2000) -> dict:
+    """The worker's claim of 8 in buffers, plain and with a snapshot held while it churns ``churn`` jobs.
+
+    A worker's cursor claims ``churn`` jobs, then ``measured`` more, counting its exact claims; with
+    the jobs schema's claims of 8 in EXPLAIN at that point (exact, and bounded after the worker's mark),
+    its buffers per claim are each kind's weighted by how many of it the worker made.
+    """
+    from jobs import sql
+    from jobs.claim_cursor import ClaimCursor
+
+    figures = {}
+    for held in (False, True):
+        with connect(server, database) as db:
+            db.execute("TRUNCATE jobs CASCADE")
+            settle(db, "jobs")
+            db.execute("SET plan_cache_mode = force_generic_plan")  # the worker's (jobs.dbsession)
+            holder = connect(server, database) if held else None
+            try:
+                if holder is not None:
+                    holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+                    holder.execute(HOLD)
+                claims = ClaimCursor()
+                enqueue(db, churn)
+                worker_turns(churn, claims)
+                enqueue(db, measured + 1000)
+                exact_before = claims.exact_claims
+                turns_began = time.perf_counter()
+                worker_turns(measured, claims)
+                seconds = time.perf_counter() - turns_began
+                exact_share = min(1.0, (claims.exact_claims - exact_before) / (measured / 8))
+                exact = explained(db, sql.CLAIM_MANY_UNGUARDED, claim_params(8), 3)["buffers"]
+                bounded = explained(db, sql.CLAIM_MANY_UNGUARDED_AFTER, after_params(claims.after, 8), 3)["buffers"]
+            finally:
+                if holder is not None:
+                    holder.close()
+        figures[held] = {"exact": exact, "bounded": bounded, "exact_share": exact_share,
+                         "per_claim": exact * exact_share + bounded * (1 - exact_share), "rate": measured / seconds}
+    return figures
+
+
 # -- churn: jobs queued, then drained by runjobs --burst --------------------------------------------
 
 def enqueue(db: psycopg.Connection, count: int) -> None:

@@ -7,6 +7,8 @@ runs in a throw-away database (``seoinsight_bench``) on the same server as the
 app — the embedded one, or the one ``DATABASE_URL`` names — dropped at the end.
 Every drain runs ``--rounds`` times, interleaved (one of each per round, so a
 slow spell of the machine hits all of them), and the report gives medians.
+Last, a worker's claims of 8 through ``--held-churn`` jobs, plain and with a
+snapshot held open (buffers per claim: the short form of ``bench.held_snapshot``).
 docs/benchmarks.md says what each figure means and keeps a recorded run.
 """
 
@@ -22,7 +24,7 @@ import time
 import psycopg
 from psycopg import sql
 
-from bench import peers, raw_queue
+from bench import held_snapshot, peers, raw_queue
 from bench.common import (
     TIMEOUT,
     AppProcess,
@@ -46,6 +48,8 @@ BATCHED_GOAL = 0.5  # runjobs --concurrency 8 against the minimal claim-10 loop
 ENQUEUE_GOAL = 0.8  # enqueue() against the raw INSERT loop
 BULK_GOAL = 0.5  # enqueue_many() against the raw bulk INSERT
 LATENCY_GOAL_MS = 2.0  # LISTEN/NOTIFY p50
+HELD_GOAL = held_snapshot.GOAL  # the worker's claim with a snapshot held open against without, in buffers
+HELD_CHURN = 20_000  # jobs the worker claims while the snapshot is held (make bench-snapshot: 100,000)
 
 RAW_INSERT = f"INSERT INTO {raw_queue.MINIMAL} (payload) VALUES (%s::jsonb)"
 RAW_BULK = f"INSERT INTO {raw_queue.MINIMAL} (payload) SELECT p::jsonb FROM unnest(%s::text[]) AS p"
@@ -283,6 +287,17 @@ def report(r: dict, args, version: str) -> str:
         wanted = f"p50 <= {LATENCY_GOAL_MS:g} ms  {verdict(p50 <= LATENCY_GOAL_MS, 'SHORT')}" if key == "listen" else ""
         lines.append(row(f"start latency p50 / p95, {label}", f"{p50:.1f} / {p95:.1f} ms", "", wanted))
     lines += peers.other_rows(r.get("peers"), row, rate, m["raw_insert_1"], m["raw_insert_bulk"], percentile)
+    plain, held = r["held"][False], r["held"][True]
+    ratio = held["per_claim"] / max(plain["per_claim"], 1)
+    lines += [
+        "",
+        row(f"claim of 8, snapshot held through {args.held_churn:,} jobs (buffers)",
+            f"{plain['per_claim']:,.0f} / {held['per_claim']:,.0f}", f"{ratio:.2f}x",
+            f"<= {HELD_GOAL:g}x  {verdict(ratio <= HELD_GOAL, 'SHORT')}"),
+        row("  its exact claim alone, plain / held (buffers)", f"{plain['exact']:,.0f} / {held['exact']:,.0f}"),
+        row("  share of exact claims, plain / held", f"{plain['exact_share']:.1%} / {held['exact_share']:.1%}"),
+        row("worker RSS flat (10 %) over 1,000,000 jobs", "not run here", "", "make bench-soak (~15 min)"),
+    ]
     lines += ["", "each drain's rate per round (job/s):"]
     for (key, n), runs in r["drains"].items():
         lines.append(f"  {LABELS[key] + ', ' + plural(n, 'process'):<52} "
@@ -300,6 +315,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds of every drain (default: 3)")
     parser.add_argument("--latency-samples", type=int, default=200,
                         help="enqueue-to-start samples with LISTEN/NOTIFY (default: 200; polling takes a tenth)")
+    parser.add_argument("--held-churn", type=int, default=HELD_CHURN,
+                        help=f"jobs claimed while a snapshot is held (default: {HELD_CHURN:,})")
     parser.add_argument("--peers", action=argparse.BooleanOptionalAction, default=True,
                         help="also run procrastinate and django-tasks-db when installed (make bench installs them)")
     args = parser.parse_args()
@@ -352,6 +369,9 @@ def main() -> int:
                                               "--no-listen")
             if peer_bench:
                 peer_bench.latency(db, args.latency_samples)
+            print(f"held snapshot: a worker's claims of 8 over {args.held_churn:,} jobs, plain and with a snapshot "
+                  "held open ...", flush=True)
+            results["held"] = held_snapshot.claim_under_held_snapshot(server, BENCH_DB, args.held_churn)
     print()
     print(report(results, args, version))
     return 0

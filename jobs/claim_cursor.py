@@ -32,9 +32,12 @@ from uuid import UUID
 # nor the client's threads) SLOW_FACTOR times as long as the fastest one this worker made in the last
 # BASELINE_WINDOW to 2 x BASELINE_WINDOW seconds, and at least SLOW_FLOOR. A plain claim runs 0.1 ms,
 # one under a snapshot held through 5,000 claims 1.3 ms, through 100,000 over 10 (docs/benchmarks.md).
-# Relative, so a slower server (or a turn's eight finishes) does not look like a held snapshot.
+# Relative, so a slower server (or a turn's eight finishes) does not look like a held snapshot; but
+# one over SLOW_ALWAYS is slow whatever came before: a worker started while a snapshot was already
+# held has never seen a fast claim.
 SLOW_FACTOR = 3.0
 SLOW_FLOOR = 0.0003
+SLOW_ALWAYS = 0.002
 BASELINE_WINDOW = 600.0
 # Slow exact claims in a row before claims start after the mark: a single slow one is as
 # likely a busy machine as a held snapshot.
@@ -54,6 +57,7 @@ class ClaimCursor:
 
     slow_factor: float = SLOW_FACTOR
     slow_floor: float = SLOW_FLOOR
+    slow_always: float = SLOW_ALWAYS
     baseline_window: float = BASELINE_WINDOW
     slow_in_a_row: int = SLOW_IN_A_ROW
     exact_every: float = EXACT_EVERY
@@ -84,7 +88,7 @@ class ClaimCursor:
         if self.window_began is None or now - self.window_began >= self.baseline_window:
             self.fastest_before, self.fastest, self.window_began = self.fastest, math.inf, now
         reference = min(self.fastest, self.fastest_before)  # inf before the first claim: nothing is slow yet
-        is_slow = seconds >= max(self.slow_floor, self.slow_factor * reference)
+        is_slow = seconds >= self.slow_always or seconds >= max(self.slow_floor, self.slow_factor * reference)
         self.fastest = min(self.fastest, seconds)
         self.slow = self.slow + 1 if is_slow else 0
         self.bounded_until = now + self.exact_every if self.slow >= self.slow_in_a_row else 0.0

@@ -43,11 +43,12 @@ FAST = 0.0001  # a plain exact claim's time on the server, seconds
     ([(FAST, 0.5), (0.00031, 1.0), (0.00031, 1.01)], 1.1, True),         # three times the fastest is slow
     ([(FAST, 0.5), (0.00029, 1.0), (0.00029, 1.01)], 1.1, False),        # under three times is not
     ([(0.00005, 0.5), (0.0002, 1.0), (0.0002, 1.01)], 1.1, False),       # nor anything under the floor (0.3 ms)
-    ([(0.005, 0.5), (0.006, 1.0), (0.006, 1.01)], 1.1, False),           # a slower server is not a snapshot
-    ([(0.002, 0.5), (0.002, 1.0)], 1.1, False),                          # slow from the start: nothing to compare
+    ([(0.001, 0.5), (0.0012, 1.0), (0.0012, 1.01)], 1.1, False),         # a slower server is not a snapshot
+    ([(0.0015, 0.5), (0.0015, 1.0)], 1.1, False),                        # slow from the start: nothing to compare
+    ([(0.003, 0.5), (0.003, 1.0)], 1.1, True),                           # ... unless over 2 ms on the server
     # The fastest claim is forgotten after two baseline windows (600 s each): slow becomes the new normal.
-    ([(FAST, 0.0), (0.005, 700.0), (0.005, 1400.0), (0.005, 1400.01)], 1400.1, False),
-    ([(FAST, 0.0), (0.005, 700.0), (0.005, 700.01)], 700.1, True),
+    ([(FAST, 0.0), (0.0015, 700.0), (0.0015, 1400.0), (0.0015, 1400.01)], 1400.1, False),
+    ([(FAST, 0.0), (0.0015, 700.0), (0.0015, 700.01)], 700.1, True),
 ])
 def test_when_claims_start_after_the_mark(rounds, asked_at, bounded):
     cursor = ClaimCursor()
@@ -60,7 +61,7 @@ def test_when_claims_start_after_the_mark(rounds, asked_at, bounded):
 
 def test_no_bound_without_a_mark_however_slow_the_claims():
     cursor = ClaimCursor()
-    for seconds, at in ((FAST, 0.5), (0.05, 1.0), (0.05, 1.01), (0.05, 1.02)):
+    for seconds, at in ((FAST, 0.5), (0.05, 1.0), (0.05, 1.01), (0.05, 1.02)):  # slow, but nothing claimed
         cursor.exact_claim_took(seconds, at)
         cursor.claimed(None)  # they found nothing
     assert cursor.bound(1.03) is None

@@ -156,12 +156,13 @@ def worker_turns(jobs: int, claims, limit: int = 8) -> int:
     return done
 
 
-def claim_under_held_snapshot(server: dict, database: str, churn: int, measured: int = 2000) -> dict:
+def claim_under_held_snapshot(server: dict, database: str, churn: int, measured: int = 10_000) -> dict:
     """The worker's claim of 8 in buffers, plain and with a snapshot held while it churns ``churn`` jobs.
 
-    A worker's cursor claims ``churn`` jobs, then ``measured`` more, counting its exact claims; with
-    the jobs schema's claims of 8 in EXPLAIN at that point (exact, and bounded after the worker's mark),
-    its buffers per claim are each kind's weighted by how many of it the worker made.
+    A worker's cursor claims ``churn`` jobs, then ``measured`` more (a few seconds' worth: a bounded
+    worker claims exactly once a second), counting its exact claims; with the jobs schema's claims of 8
+    in EXPLAIN at that point (exact, and bounded after the worker's mark), its buffers per claim are each
+    kind's weighted by how many of it the worker made.
     """
     from jobs import sql
     from jobs.claim_cursor import ClaimCursor
@@ -191,7 +192,7 @@ def claim_under_held_snapshot(server: dict, database: str, churn: int, measured:
             finally:
                 if holder is not None:
                     holder.close()
-        figures[held] = {"exact": exact, "bounded": bounded, "exact_share": exact_share,
+        figures[held] = {"exact": exact, "bounded": bounded, "exact_share": exact_share, "seconds": seconds,
                          "per_claim": exact * exact_share + bounded * (1 - exact_share), "rate": measured / seconds}
     return figures
 

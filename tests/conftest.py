@@ -101,7 +101,25 @@ def django_db_setup(django_test_environment, django_db_blocker, django_db_modify
         config = setup_databases(verbosity=0, interactive=False, keepdb=True, serialized_aliases=set())
     yield
     with django_db_blocker.unblock():
+        _end_stray_sessions(connection.settings_dict["NAME"])
         teardown_databases(config, verbosity=0)
+
+
+def _end_stray_sessions(name: str) -> None:
+    """Sessions still on the test database when the run ends would make its DROP fail: name them, then end them.
+
+    Every test closes what it opens and stops the processes it starts, so a session here is a leak or
+    a process slower to exit than its test waited for; the line says whose it was.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pid, application_name, state, left(query, 200) FROM pg_stat_activity "
+                       "WHERE datname = %s AND pid <> pg_backend_pid()", [name])
+        stray = cursor.fetchall()
+        for pid, application, state, query in stray:
+            print(f"\nstray session on {name} at the end of the run: pid={pid} application={application!r} "
+                  f"state={state} query={query!r}; ended")
+            cursor.execute("SELECT pg_terminate_backend(%s, 5000)", [pid])  # waits for it to end
+    connection.close()
 
 
 @pytest.fixture

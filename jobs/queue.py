@@ -266,9 +266,7 @@ def finish_and_claim(finished: list[tuple[Job, str | None]], limit: int, queues:
         cursor.claimed(claim_key(claimed[-1]))
         return recorded, claimed
     # Nothing after the mark: the exact claim on its own (the finishes are recorded) has the last word.
-    claimed, took = rows.claimed(sql.CLAIM_MANY_UNGUARDED, params)
-    _exact_claimed(cursor, claimed, took)
-    return recorded, claimed
+    return recorded, _exact(cursor, sql.CLAIM_MANY_UNGUARDED, params)
 
 
 def _after(cursor: ClaimCursor | None) -> dict | None:
@@ -300,7 +298,11 @@ def _by_cursor(cursor: ClaimCursor | None, exact: str, bounded: str, params: dic
         if claimed:
             cursor.claimed(claim_key(claimed[-1]))
             return claimed
-    claimed, took = rows.claimed(exact, params)
+    return _exact(cursor, exact, params)
+
+
+def _exact(cursor: ClaimCursor | None, statement: str, params: dict) -> list[Job]:
+    claimed, took = rows.claimed(statement, params)
     _exact_claimed(cursor, claimed, took)
     return claimed
 

@@ -105,6 +105,8 @@ WHERE j.status = 'queued' AND j.run_after > now() AND j.type = ANY(%(types)s::te
 _DUE = """({alias}.run_after IS NULL OR {alias}.run_after <= now())
       AND (%(queues)s::text[] IS NULL OR {alias}.queue_name = ANY(%(queues)s::text[]))"""
 DUE = _DUE.replace("{alias}", "j")
+
+
 def _choice(limit: str, narrowed: str = "") -> str:
     """The rows a claim takes: the first ``limit`` due queued rows of the worker's types and queues in claim
     order (priority, then age, then id: one strict order, so a claim can start after a given row), locked,
@@ -237,6 +239,7 @@ LEFT JOIN LATERAL (SELECT {JOB_COLUMNS}, took FROM claimed) AS c ON true
 ORDER BY c.priority DESC, c.created_at, c.id
 """
 FINISH_AND_CLAIM = _FINISHED + _CLAIMED_SEVERAL + _FINISHED_AND_CLAIMED
+# The same turn with the bounded claim (_choice_after), for a worker whose exact claims are slow.
 FINISH_AND_CLAIM_AFTER = _FINISHED + _CLAIMED_SEVERAL_AFTER + _FINISHED_AND_CLAIMED
 
 # With one_running_per types, first the cheap way: the first job (claim order:

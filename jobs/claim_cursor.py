@@ -84,17 +84,27 @@ class ClaimCursor:
         if last_key is not None:
             self.after = last_key
 
-    def exact_claim_took(self, seconds: float, now: float) -> None:
+    def exact_claim_took(self, seconds: float, now: float) -> str | None:
         """An exact claim that took jobs ran ``seconds`` on the server: claims stay exact, or start after the mark
-        until the next exact claim is due."""
+        until the next exact claim is due. Returns "bounded" or "exact" when that changes (for the log), else None."""
         self.exact_claims += 1
         if self.window_began is None or now - self.window_began >= self.baseline_window:
             self.fastest_before, self.fastest, self.window_began = self.fastest, math.inf, now
         reference = min(self.fastest, self.fastest_before)  # inf before the first claim: nothing is slow yet
         is_slow = seconds >= self.slow_always or seconds >= max(self.slow_floor, self.slow_factor * reference)
         self.fastest = min(self.fastest, seconds)
+        was_bounded = self.slow >= self.slow_in_a_row
         self.slow = self.slow + 1 if is_slow else 0
-        self.bounded_until = now + self.exact_every if self.slow >= self.slow_in_a_row else 0.0
+        bounded = self.slow >= self.slow_in_a_row
+        self.bounded_until = now + self.exact_every if bounded else 0.0
+        if bounded != was_bounded:
+            return "bounded" if bounded else "exact"
+        return None
+
+    @property
+    def fastest_known(self) -> float:
+        """The fastest exact claim the judgement compares with, in seconds (inf: none yet)."""
+        return min(self.fastest, self.fastest_before)
 
 
 def claim_key(job) -> tuple[int, datetime, UUID]:

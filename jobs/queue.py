@@ -281,8 +281,15 @@ def _exact_claimed(cursor: ClaimCursor | None, claimed: list[Job], took: float |
     """Tell ``cursor`` what an exact claim took, and how long it ran on the server (None: it took nothing)."""
     if cursor is None or not claimed:
         return
-    cursor.exact_claim_took(took, time.monotonic())
+    change = cursor.exact_claim_took(took, time.monotonic())
     cursor.claimed(claim_key(claimed[-1]))
+    if change == "bounded":
+        log.warning("claims are slow (the last exact one ran %.1f ms on the server, the fastest %.2f ms): claiming "
+                    "after the last job claimed, exactly again every %gs. A transaction holding a snapshot open? "
+                    "(pg_stat_activity: age(backend_xmin))", took * 1000, cursor.fastest_known * 1000,
+                    cursor.exact_every)
+    elif change == "exact":
+        log.info("claims are fast again (the last exact one ran %.2f ms on the server): claiming exactly", took * 1000)
 
 
 def _by_cursor(cursor: ClaimCursor | None, exact: str, bounded: str, params: dict) -> list[Job]:

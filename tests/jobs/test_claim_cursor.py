@@ -59,6 +59,27 @@ def test_when_claims_start_after_the_mark(rounds, asked_at, bounded):
     assert cursor.exact_claims == len(rounds)
 
 
+def test_the_changes_are_reported_once_each():
+    cursor = ClaimCursor()
+    changes = [cursor.exact_claim_took(seconds, at) for seconds, at in
+               ((FAST, 0.5), (0.002, 1.0), (0.002, 1.01), (0.002, 2.1), (FAST, 3.2), (FAST, 3.3))]
+    assert changes == [None, None, "bounded", None, "exact", None]
+    assert cursor.fastest_known == FAST
+
+
+@pytest.mark.django_db
+def test_a_worker_turning_to_the_bounded_claim_says_so_and_why(caplog):
+    """The operator's clue: the log names the slow claim and the likely cause."""
+    queue.enqueue_many("noop", org_id="demo", items=[({"n": n}, None) for n in range(3)])
+    cursor = ClaimCursor(slow_always=0.0)  # every claim slow: the third claim is bounded
+    with caplog.at_level("INFO", logger="jobs.queue"):
+        for _ in range(2):
+            queue.claim(worker_id="t:1", cursor=cursor)
+    assert cursor.bound(time.monotonic()) is not None
+    (line,) = [r.getMessage() for r in caplog.records if "claims are slow" in r.getMessage()]
+    assert "ms on the server" in line and "backend_xmin" in line
+
+
 def test_no_bound_without_a_mark_however_slow_the_claims():
     cursor = ClaimCursor()
     for seconds, at in ((FAST, 0.5), (0.05, 1.0), (0.05, 1.01), (0.05, 1.02)):  # slow, but nothing claimed

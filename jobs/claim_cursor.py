@@ -17,8 +17,8 @@ the mark was taken (a run put back, a retry or a scheduled job coming due, an en
 committed late): that one waits for the next exact claim, at most ``exact_every``.
 Claims are exact whenever they are fast, so a queue whose index is clean keeps strict
 order. Whatever makes exact claims slow has the same effect: dead entries piling up
-faster than VACUUM clears them (tens of thousands of jobs churned in minutes) count
-as much as a snapshot held open.
+faster than VACUUM clears them (a backlog of tens of thousands of jobs drained at
+full speed) count as much as a snapshot held open.
 
 Pure decisions on monotonic times; the queue (``jobs.queue``) runs the statements and
 reports back here.

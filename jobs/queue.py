@@ -149,12 +149,13 @@ class ClaimPlan:
 def _plan(generation: int) -> ClaimPlan:
     types = registry.all_types().values()
     guards = {t.name: t.one_running_per for t in types if t.one_running_per}
+    # The lists as the arrays' text, made once here, not by psycopg at every claim (rows.array_text).
     params = {
-        "types": [t.name for t in types],
-        "plain_types": [t.name for t in types if not t.one_running_per],
-        "guard_types": list(guards),
-        "guard_keys": list(guards.values()),
-        "active_scoped": [t.name for t in types if t.dedup_scope == DedupScope.ACTIVE],
+        "types": rows.array_text(t.name for t in types),
+        "plain_types": rows.array_text(t.name for t in types if not t.one_running_per),
+        "guard_types": rows.array_text(guards),
+        "guard_keys": rows.array_text(guards.values()),
+        "active_scoped": rows.array_text(t.name for t in types if t.dedup_scope == DedupScope.ACTIVE),
         "queues": None,  # every queue; claim() sets the worker's
         "worker_id": None,
     }
@@ -163,6 +164,11 @@ def _plan(generation: int) -> ClaimPlan:
 
 def claim_plan() -> ClaimPlan:
     return _plan(registry.generation())
+
+
+def _queues(queues: list[str] | None) -> str | None:
+    """A worker's queues as the claim's parameter (None: every queue)."""
+    return rows.array_text(queues) if queues else None
 
 
 def claim(queues: list[str] | None = None, worker_id: str | None = None,
@@ -180,7 +186,7 @@ def claim(queues: list[str] | None = None, worker_id: str | None = None,
     winner running), it never gives up with claimable work queued.
     """
     plan = claim_plan()
-    params = {**plan.params, "queues": list(queues) if queues else None, "worker_id": worker_id}
+    params = {**plan.params, "queues": _queues(queues), "worker_id": worker_id}
     if plan.guarded is None:
         # One statement is its own transaction: no BEGIN/COMMIT round trips.
         claimed = _by_cursor(cursor, sql.CLAIM_UNGUARDED, sql.CLAIM_UNGUARDED_AFTER, params)
@@ -224,7 +230,7 @@ def claim_many(limit: int, queues: list[str] | None = None, worker_id: str | Non
                 break
             claimed.append(job)
         return claimed
-    params = {**plan.params, "queues": list(queues) if queues else None, "worker_id": worker_id, "limit": limit}
+    params = {**plan.params, "queues": _queues(queues), "worker_id": worker_id, "limit": limit}
     return _by_cursor(cursor, sql.CLAIM_MANY_UNGUARDED, sql.CLAIM_MANY_UNGUARDED_AFTER, params)
 
 
@@ -244,12 +250,12 @@ def finish_and_claim(finished: list[tuple[Job, str | None]], limit: int, queues:
     plan = claim_plan()
     params = {
         **plan.params,
-        "queues": list(queues) if queues else None,
+        "queues": _queues(queues),
         "worker_id": worker_id,
         "limit": limit if plan.guarded is None else 0,
-        "finish_ids": [job.id for job, _ in finished],
-        "finish_attempts": [job.attempts for job, _ in finished],
-        "finish_reports": [report for _, report in finished],
+        "finish_ids": rows.array_text(job.id.hex for job, _ in finished),
+        "finish_attempts": rows.array_text(str(job.attempts) for job, _ in finished),
+        "finish_reports": rows.array_text(report for _, report in finished),
     }
     if plan.guarded is not None or not limit:
         recorded, claimed, _ = rows.finished_and_claimed(sql.FINISH_AND_CLAIM, params)
@@ -319,7 +325,7 @@ def _exact(cursor: ClaimCursor | None, statement: str, params: dict) -> list[Job
 
 def seconds_to_next_due(queues: list[str] | None = None) -> float | None:
     """Seconds until the soonest scheduled job these queues hold becomes due; None if none is scheduled."""
-    params = {**claim_plan().params, "queues": list(queues) if queues else None}
+    params = {**claim_plan().params, "queues": _queues(queues)}
     with connection.cursor() as cursor:
         cursor.execute(sql.NEXT_DUE, params)
         return cursor.fetchone()[0]

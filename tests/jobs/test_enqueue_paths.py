@@ -85,6 +85,9 @@ def test_a_claimed_job_is_the_one_django_would_make_of_its_row():
     # A deferred field is read when asked for, as on any Job.
     assert (ours.priority, ours.worker_ids) == (3, ["host:1"])
     assert ours == claimed and str(ours) == str(claimed)
+    # The queue's cursor reads timestamptz with psycopg's own loader (rows._new_cursor): the same values, the same zone.
+    assert [(t, t.tzinfo) for t in (claimed.created_at, claimed.started_at)] == \
+        [(t, t.tzinfo) for t in (django_made.created_at, django_made.started_at)]
 
 
 def test_each_returned_job_has_lists_of_its_own():

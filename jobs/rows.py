@@ -235,9 +235,9 @@ def array_text(values) -> str:
     (``%(x)s::text[]``, ``::uuid[]``, ``::int[]``): every element quoted, backslashes and quotes escaped,
     None as NULL.
 
-    psycopg sends a list through its array dumper, in Python, element by element: about 25 µs for each
-    list of a worker's turn (five of them), a fifth of the loop's own time with eight slots
-    (docs/benchmarks.md). One string goes out as it is and the server parses it.
+    psycopg sends a list through its array dumper, in Python, element by element: with eight slots,
+    dumping a turn's five lists took 15 % of the loop thread's samples (py-spy; docs/benchmarks.md).
+    One string goes out as it is, and the server parses it.
     """
     return "{" + ",".join("NULL" if v is None else '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
                           for v in values) + "}"

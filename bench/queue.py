@@ -296,7 +296,7 @@ def report(r: dict, args, version: str) -> str:
             f"<= {HELD_GOAL:g}x  {verdict(ratio <= HELD_GOAL, 'SHORT')}"),
         row("  its exact claim alone, plain / held (buffers)", f"{plain['exact']:,.0f} / {held['exact']:,.0f}"),
         row("  its share of exact claims, plain / held", f"{plain['exact_share']:.1%} / {held['exact_share']:.1%}",
-            f"over {plain['seconds']:.1f} / {held['seconds']:.1f} s"),
+            "", f"over {plain['seconds']:.1f} / {held['seconds']:.1f} s"),
         row("worker RSS flat (10 %) over 1,000,000 jobs", "not run here", "", "make bench-soak (~15 min)"),
     ]
     lines += ["", "each drain's rate per round (job/s):"]

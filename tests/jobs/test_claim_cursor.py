@@ -254,5 +254,7 @@ def test_under_a_held_snapshot_a_worker_turns_to_the_bounded_claim_which_does_no
                                                       "after_created": after[1], "after_id": after[2]})
     finally:
         held.close()
-    assert exact > 100 * bounded, (exact, bounded)
+    # The exact one fetches a heap page for each run of entries on one page (ids grow in insertion order, so
+    # a batch's entries follow the heap): ~330 pages for 20,000 rows, against the bounded one's few.
+    assert exact > 8 * bounded, (exact, bounded)
     assert bounded < 50, bounded  # what a claim costs on a table this size (17-21 buffers on an empty one)

@@ -34,7 +34,7 @@ from uuid import UUID
 # An exact claim counts as slow when it ran on the server (``sql.SERVER_SECONDS``: neither the network
 # nor the client's threads) SLOW_FACTOR times as long as the fastest one this worker made in the last
 # BASELINE_WINDOW to 2 x BASELINE_WINDOW seconds, and at least SLOW_FLOOR. A plain claim runs 0.1 ms,
-# one under a snapshot held through 5,000 claims 0.6 ms, through 100,000 25 ms (docs/benchmarks.md).
+# one under a snapshot held through 25,000 claims 1.3 ms, through 100,000 7 ms (docs/benchmarks.md).
 # Relative, so a slower server (or a turn's eight finishes) does not look like a held snapshot; but
 # one over SLOW_ALWAYS is slow whatever came before: a worker started while a snapshot was already
 # held has never seen a fast claim.

@@ -90,7 +90,7 @@ class ClaimCursor:
         self.exact_claims += 1
         if self.window_began is None or now - self.window_began >= self.baseline_window:
             self.fastest_before, self.fastest, self.window_began = self.fastest, math.inf, now
-        reference = min(self.fastest, self.fastest_before)  # inf before the first claim: nothing is slow yet
+        reference = self.fastest_known  # inf before the first claim: nothing is slow yet
         is_slow = seconds >= self.slow_always or seconds >= max(self.slow_floor, self.slow_factor * reference)
         self.fastest = min(self.fastest, seconds)
         was_bounded = self.slow >= self.slow_in_a_row

@@ -45,9 +45,9 @@ def _values(count: int) -> list[int]:
     steps = os.urandom(_STEP_BYTES * count)
     with _lock:
         millis, random = _last
+        now = time.time_ns() // 1_000_000
         values = []
         for i in range(count):
-            now = time.time_ns() // 1_000_000 if i == 0 else millis
             step = int.from_bytes(steps[i * _STEP_BYTES:(i + 1) * _STEP_BYTES]) + 1
             if now > millis:
                 millis, random = now, int.from_bytes(os.urandom(_SEED_BYTES)) >> (80 - _RANDOM_BITS)

@@ -258,21 +258,19 @@ def finish_and_claim(finished: list[tuple[Job, str | None]], limit: int, queues:
         "finish_reports": rows.array_text(report for _, report in finished),
     }
     if plan.guarded is not None or not limit:
-        recorded, claimed, _ = rows.finished_and_claimed(sql.FINISH_AND_CLAIM, params)
-        if plan.guarded is not None and limit:
-            claimed = claim_many(limit, queues, worker_id)
-        return recorded, claimed
+        recorded, _, _ = rows.finished_and_claimed(sql.FINISH_AND_CLAIM, params)  # its limit is 0: finishes only
+        return recorded, claim_many(limit, queues, worker_id) if limit else []
     after = _after(cursor)
-    if after is None:
-        recorded, claimed, took = rows.finished_and_claimed(sql.FINISH_AND_CLAIM, params)
-        _exact_claimed(cursor, claimed, took)
-        return recorded, claimed
-    recorded, claimed, _ = rows.finished_and_claimed(sql.FINISH_AND_CLAIM_AFTER, {**params, **after})
-    if claimed:
-        cursor.claimed(claim_key(claimed[-1]))
-        return recorded, claimed
-    # Nothing after the mark: the exact claim on its own (the finishes are recorded) has the last word.
-    return recorded, _exact(cursor, sql.CLAIM_MANY_UNGUARDED, params)
+    if after is not None:
+        recorded, claimed, _ = rows.finished_and_claimed(sql.FINISH_AND_CLAIM_AFTER, {**params, **after})
+        if claimed:
+            cursor.claimed(claim_key(claimed[-1]))
+            return recorded, claimed
+        # Nothing after the mark: the exact claim on its own (the finishes are recorded) has the last word.
+        return recorded, _exact(cursor, sql.CLAIM_MANY_UNGUARDED, params)
+    recorded, claimed, took = rows.finished_and_claimed(sql.FINISH_AND_CLAIM, params)
+    _exact_claimed(cursor, claimed, took)
+    return recorded, claimed
 
 
 def _after(cursor: ClaimCursor | None) -> dict | None:

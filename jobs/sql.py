@@ -430,11 +430,12 @@ SELECT EXISTS (
 # grows with every running row and with every dead entry a snapshot held open
 # keeps there (docs/benchmarks.md). So every fenced write finds its row by the
 # primary key; tests/jobs/test_lean_path.py holds their plans to it.
+_THIS_RUN = """id = %(id)s AND status = 'running' COLLATE "C" AND attempts = %(attempt)s"""
 PROGRESS = """
 UPDATE jobs
 SET progress = COALESCE(progress, '{}'::jsonb) || %(fields)s::jsonb
                || jsonb_build_object('updated_at', now())
-WHERE id = %(id)s AND status = 'running' COLLATE "C" AND attempts = %(attempt)s
+WHERE """ + _THIS_RUN + """
 RETURNING cancel_requested_at
 """
 
@@ -442,7 +443,7 @@ RETURNING cancel_requested_at
 FINISH_DONE = f"""
 UPDATE jobs
 SET {_set_done("%(report)s")}
-WHERE id = %(id)s AND status = 'running' COLLATE "C" AND attempts = %(attempt)s
+WHERE {_THIS_RUN}
 """
 
 # fail: the handler raised (or the type is unknown). Final, no automatic retry:
@@ -451,7 +452,7 @@ WHERE id = %(id)s AND status = 'running' COLLATE "C" AND attempts = %(attempt)s
 FINISH_FAILED = """
 UPDATE jobs
 SET status = 'failed', error = %(error)s, traceback = %(traceback)s, finished_at = now(), dedup_key = NULL
-WHERE id = %(id)s AND status = 'running' COLLATE "C" AND attempts = %(attempt)s
+WHERE """ + _THIS_RUN + """
 """
 
 # retry: the handler asked to run again later (jobs.Retry, or a retry_on
@@ -464,7 +465,7 @@ FINISH_RETRY = """
 UPDATE jobs
 SET status = 'queued', started_at = NULL, run_after = now() + make_interval(secs => %(delay)s),
     error = %(error)s, traceback = %(traceback)s, dedup_key = COALESCE(dedup_key, enqueued_key)
-WHERE id = %(id)s AND status = 'running' COLLATE "C" AND attempts = %(attempt)s
+WHERE """ + _THIS_RUN + """
 """
 
 # An interrupted run, read under its fence before deciding its fate
@@ -472,7 +473,7 @@ WHERE id = %(id)s AND status = 'running' COLLATE "C" AND attempts = %(attempt)s
 # a cancel included, so a job asked to stop is never put back to run again.
 INTERRUPTED_RUN = """
 SELECT attempts, uncounted_attempts, outages, cancel_requested_at IS NOT NULL FROM jobs
-WHERE id = %(id)s AND status = 'running' COLLATE "C" AND attempts = %(attempt)s
+WHERE """ + _THIS_RUN + """
 FOR UPDATE
 """
 
@@ -486,7 +487,7 @@ REQUEUE_INTERRUPTED = """
 UPDATE jobs
 SET status = 'queued', started_at = NULL, dedup_key = COALESCE(dedup_key, enqueued_key),
     uncounted_attempts = uncounted_attempts + %(spared)s, outages = outages + %(outage)s
-WHERE id = %(id)s AND status = 'running' COLLATE "C" AND attempts = %(attempt)s
+WHERE """ + _THIS_RUN + """
 """
 
 # Fold an interrupted run into the queued job that holds its key: that job,
@@ -496,7 +497,7 @@ SUPERSEDE = """
 UPDATE jobs
 SET status = 'done', finished_at = now(), dedup_key = NULL,
     report = jsonb_build_object('superseded_by', %(holder)s::text), outages = outages + %(outage)s
-WHERE id = %(id)s AND status = 'running' COLLATE "C" AND attempts = %(attempt)s
+WHERE """ + _THIS_RUN + """
 """
 
 # Interrupted with no attempts left. error says so, and how many of the runs
@@ -504,7 +505,7 @@ WHERE id = %(id)s AND status = 'running' COLLATE "C" AND attempts = %(attempt)s
 FAIL_EXHAUSTED = """
 UPDATE jobs
 SET status = 'failed', error = %(error)s, finished_at = now(), dedup_key = NULL, outages = outages + %(outage)s
-WHERE id = %(id)s AND status = 'running' COLLATE "C" AND attempts = %(attempt)s
+WHERE """ + _THIS_RUN + """
 """
 
 # sweep: running jobs of a registered type whose latest sign of life (heartbeat,
@@ -587,7 +588,7 @@ OPERATOR_REQUEUE_STALE = """
 UPDATE jobs
 SET status = 'queued', started_at = NULL, dedup_key = COALESCE(dedup_key, enqueued_key),
     uncounted_attempts = CASE WHEN %(fresh)s THEN attempts ELSE uncounted_attempts END
-WHERE id = %(id)s AND status = 'running' COLLATE "C" AND attempts = %(attempt)s
+WHERE """ + _THIS_RUN + """
 """
 
 # give up on a live job. A worker still running it finds its fence broken: its

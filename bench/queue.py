@@ -332,7 +332,7 @@ def main() -> int:
         with connect(server, BENCH_DB) as db:
             version = server_version(db)
             raw_queue.create_minimal(db)
-            db.execute(f"CREATE TABLE {raw_queue.SCHEMA} (LIKE jobs INCLUDING ALL)")
+            raw_queue.create_schema(db)
             peer_bench = peers.prepare(server, BENCH_DB, url) if args.peers else None
             results["peers"] = peer_bench and peer_bench.results
             enqueues = min(args.jobs, 2000)  # one fsync each: enough for a stable figure

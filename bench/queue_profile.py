@@ -192,7 +192,7 @@ def measure(args, server: dict, postgres_bin: Path) -> str:
         version = server_version(db)
         db.execute("CREATE EXTENSION pg_stat_statements")
         raw_queue.create_minimal(db)
-        db.execute(f"CREATE TABLE {raw_queue.SCHEMA} (LIKE jobs INCLUDING ALL)")
+        raw_queue.create_schema(db)
 
         def raw(table, batch):
             return lambda: raw_queue.RawConsumer(server, BENCH_DB, table, batch)

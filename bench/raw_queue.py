@@ -6,8 +6,9 @@ Three ceilings, each a table and a loop of two statements per turn (claim, then 
   one partial index of queued rows in claim order: what PostgreSQL itself can do.
 - ``minimal`` with ``batch=10``: the same table, ten jobs claimed per UPDATE and finished by one:
   the ceiling of a worker that runs several jobs at once (``runjobs --concurrency N``).
-- ``schema``: the jobs table's own columns, constraints and indexes (``LIKE jobs INCLUDING ALL``),
-  the same two lean statements: how lean our SQL is, apart from what the schema costs.
+- ``schema``: the jobs table's own columns, constraints and indexes (``LIKE jobs INCLUDING ALL``) and
+  its state-rules trigger, the same two lean statements: how lean our SQL is, apart from what the
+  schema costs.
 
 Each consumer runs in a fresh interpreter (spawn: nothing inherited from the benchmark's Django).
 """
@@ -69,6 +70,13 @@ WHERE id = %s AND status = 'running' AND attempts = %s
 def create_minimal(db: psycopg.Connection) -> None:
     db.execute(f"DROP TABLE IF EXISTS {MINIMAL}")
     db.execute(MINIMAL_TABLE)
+
+
+def create_schema(db: psycopg.Connection) -> None:
+    """A copy of the jobs table, rules included: LIKE copies its constraints and indexes, not its trigger."""
+    db.execute(f"CREATE TABLE {SCHEMA} (LIKE jobs INCLUDING ALL)")
+    db.execute(f"CREATE TRIGGER {SCHEMA}_state_rules BEFORE INSERT OR UPDATE ON {SCHEMA}"
+               " FOR EACH ROW EXECUTE FUNCTION jobs_check_states()")
 
 
 def statements(table: str, batch: int) -> tuple[str, str]:

@@ -73,9 +73,10 @@ def enqueue(type: str, *, org_id: str, payload: dict | None = None, dedup_key: s
     between our conflict and our re-read, the key is free again: insert again
     (seed 001: bounded, 3 tries) rather than report an error.
 
-    One statement, one round trip (``sql.ENQUEUE``); the job returned is built
-    from what it returns and what it was given (``rows.queued_job``), every
-    field set as a read of the row would give it.
+    One statement, one round trip (``sql.ENQUEUE``, or ``sql.ENQUEUE_KEYLESS``
+    without a key: nothing to arbitrate); the job returned is built from what it
+    returns and what it was given (``rows.queued_job``), every field set as a
+    read of the row would give it.
     """
     placement = _placement(type, run_after, priority, queue_name)
     _check_org(org_id)
@@ -90,6 +91,8 @@ def enqueue(type: str, *, org_id: str, payload: dict | None = None, dedup_key: s
         "channel": conf.NOTIFY_CHANNEL,
         **placement,
     }
+    if dedup_key is None:
+        return rows.queued_job(rows.first(sql.ENQUEUE_KEYLESS, params), params)
     for _ in range(rows.ENQUEUE_TRIES):
         row = rows.first(sql.ENQUEUE, params)
         if row is not None:

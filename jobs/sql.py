@@ -36,6 +36,15 @@ ON CONFLICT (dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
 RETURNING id, created_at, payload, pg_notify(%(channel)s, '')
 """
 
+# enqueue without a dedup_key: no ON CONFLICT, which would make the row a
+# speculative insertion (a token lock, one more WAL record) though a NULL key is
+# outside jobs_dedup_key_live and cannot conflict. Otherwise as ENQUEUE.
+ENQUEUE_KEYLESS = """
+INSERT INTO jobs (id, org_id, type, payload, run_after, priority, queue_name)
+VALUES (%(id)s, %(org_id)s, %(type)s, %(payload)s::jsonb, %(run_after)s, %(priority)s, %(queue_name)s)
+RETURNING id, created_at, payload, pg_notify(%(channel)s, '')
+"""
+
 # enqueue_many: one statement for a batch of jobs of one type (the mail poller
 # queues a fetched batch's documents at once), rows inserted in the items' order.
 # A key held by a live job means that job already covers the work: skipped, as in

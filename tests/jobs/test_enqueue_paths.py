@@ -140,12 +140,12 @@ class Trace:
         return sum(1 for line in self.lines if line.split("\t")[1:2] == ["F"] and "\tSync" in line)
 
 
-@pytest.mark.parametrize("dedup_key", [None, "noop:trip"])
-def test_an_enqueue_is_one_statement_and_one_round_trip(dedup_key):
-    queue.enqueue("noop", org_id="demo")  # the connection has prepared the statement
+@pytest.mark.parametrize("dedup_key, statement", [(None, sql.ENQUEUE_KEYLESS), ("noop:trip", sql.ENQUEUE)])
+def test_an_enqueue_is_one_statement_and_one_round_trip(dedup_key, statement):
+    queue.enqueue("noop", org_id="demo", dedup_key=dedup_key and "noop:prepare")  # prepares the statement
     with CaptureQueriesContext(connection) as captured, Trace() as trace:
         queue.enqueue("noop", org_id="demo", dedup_key=dedup_key, payload={"n": 1})
-    assert [q["sql"] for q in captured.captured_queries] == [sql.ENQUEUE]
+    assert [q["sql"] for q in captured.captured_queries] == [statement]
     assert trace.round_trips == 1
 
 

@@ -26,6 +26,42 @@ def engine_errors(engine: str) -> list:
     return []
 
 
+@checks.register(checks.Tags.database)
+def check_state_rules(app_configs=None, databases=None, **kwargs):
+    """jobs.E004: the jobs table's state rules (the row trigger jobs_state_rules) do not fire.
+
+    Only where Django runs database checks (``migrate``, ``check --database default``). A table not
+    migrated yet, or migrated only up to the CHECK constraints that preceded the trigger, is fine.
+    """
+    if "default" not in (databases or ()):
+        return []
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(STATE_RULES_ENFORCED)
+        found = cursor.fetchone()
+    if found is None or found[0] in (None, "O", "A"):
+        return []
+    return [
+        checks.Error(
+            f"The trigger jobs_state_rules on the jobs table does not fire in ordinary sessions (tgenabled "
+            f"{found[0]!r}): PostgreSQL no longer holds job rows to their states (finished_at when finished, "
+            "started_at when running, ...).",
+            hint="ALTER TABLE jobs ENABLE TRIGGER jobs_state_rules; then look for rows that break the rules "
+                 "(docs/operations.md, Job states).",
+            id="jobs.E004",
+        )
+    ]
+
+
+# How the state rules' trigger fires: 'O' (origin, the default) or 'A' (always) is enforced, 'D' or 'R' is not;
+# no row when the jobs table does not exist yet, NULL when it exists without the trigger (before migration 0010).
+STATE_RULES_ENFORCED = """
+SELECT (SELECT tgenabled::text FROM pg_trigger WHERE tgrelid = t.oid AND tgname = 'jobs_state_rules')
+FROM pg_class AS t WHERE t.oid = to_regclass('jobs')
+"""
+
+
 # Zero or less: a worker that never sleeps between polls, never beats, or a sweep that takes every running job.
 POSITIVE = ("JOBS_POLL_INTERVAL", "JOBS_HEARTBEAT_INTERVAL", "JOBS_STALE_AFTER", "JOBS_SWEEP_INTERVAL")
 

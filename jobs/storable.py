@@ -69,6 +69,10 @@ def _clean_str(text: str) -> str:
     return text
 
 
+# One encoder for every report: json.dumps(cls=...) builds one per call (a run's report is encoded in its slot).
+_encoder = DjangoJSONEncoder(allow_nan=False)
+
+
 def storable_report(report: dict | None) -> str | None:
     """The report as jsonb text: cleaned, and replaced by a note when over MAX_REPORT_BYTES.
 
@@ -77,7 +81,7 @@ def storable_report(report: dict | None) -> str | None:
     if report is None:
         return None
     try:
-        encoded = json.dumps(storable(report), cls=DjangoJSONEncoder, allow_nan=False)
+        encoded = _encoder.encode(storable(report))
     except (TypeError, ValueError) as exc:
         raise UnstorableReport(str(exc)) from None
     if len(encoded) > MAX_REPORT_BYTES:

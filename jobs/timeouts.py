@@ -118,17 +118,22 @@ def _set_async_exc(thread_id: int, exc_type: type[BaseException] | None) -> int:
 class Watch:
     """One run under watch: the thread running its handler, its deadline, what it was told."""
 
-    def __init__(self, job, timeout: float | None, grace: float):
+    def __init__(self, job, timeout: float | None):
         self.job = job
         self.thread_id = threading.get_ident()
         self.timeout = timeout
-        self.grace = grace
         self.deadline = time.monotonic() + timeout if timeout else None
         self.expired_at: float | None = None  # when the watchdog acted on the deadline
         self.told: str | None = None  # CANCELLED or TIMED_OUT, set once
         self._inside = False  # the handler is running: the only time it may be told from elsewhere
         self._abandoned = False
         self._lock = threading.Lock()
+
+    @property
+    def grace(self) -> float:
+        """Seconds a told handler has to stop before the process ends (``JOBS_TIMEOUT_GRACE``), read when needed:
+        most runs are never told, and this is every run's path."""
+        return float(conf.get("JOBS_TIMEOUT_GRACE"))
 
     def call(self, handler, job):
         """Run ``handler(job)`` as the watched handler; whatever it returns or raises comes back."""
@@ -205,7 +210,7 @@ def watch(job, timeout: float | None) -> Watch:
     ``timeout``: seconds the handler may run (None: no limit).
     """
     job.cancel_requested = threading.Event()
-    run = Watch(job, timeout, float(conf.get("JOBS_TIMEOUT_GRACE")))
+    run = Watch(job, timeout)
     with _lock:
         _watches[job.pk] = run
     if run.deadline is not None:

@@ -28,6 +28,7 @@ import time
 import traceback
 
 import psycopg
+from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, reset_queries
 
 from seoinsight.backoff import doubling
@@ -351,7 +352,8 @@ class Worker:
     def _execute(self, job: Job) -> Outcome:
         """Run ``job``'s handler, watched (heartbeat, fence, cancel, timeout); how it ended, not yet recorded."""
         # With DEBUG on, Django keeps every statement's SQL: a long-lived worker must drop it per job.
-        reset_queries()
+        if settings.DEBUG:
+            reset_queries()
         log.debug("job=%s type=%s attempt=%s started", job.id, job.type, job.attempts)
         try:
             job_type = registry.get(job.type)

@@ -4,6 +4,7 @@ from jobs.checks import (
     check_guard_indexes,
     check_heartbeat_against_staleness,
     check_postgresql,
+    check_state_rules,
     check_values,
     engine_errors,
 )
@@ -55,3 +56,16 @@ def test_a_guard_on_a_key_without_its_claim_index_is_flagged(guarded_type, tempo
     assert check_guard_indexes() == []  # test_guarded: site_id, indexed
     temporary_type("test_guarded_elsewhere", lambda job: None, one_running_per="mailbox_id")
     assert [(m.id, "'mailbox_id'" in m.msg) for m in check_guard_indexes()] == [("jobs.W002", True)]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("enable, expected", [("DISABLE", ["jobs.E004"]), ("ENABLE REPLICA", ["jobs.E004"]),
+                                              ("ENABLE ALWAYS", []), ("ENABLE", [])])
+def test_the_state_rules_trigger_must_fire(enable, expected):
+    from django.db import connection
+
+    assert check_state_rules(databases=["default"]) == []
+    with connection.cursor() as cursor:
+        cursor.execute(f"ALTER TABLE jobs {enable} TRIGGER jobs_state_rules")  # undone with the test's transaction
+    assert [m.id for m in check_state_rules(databases=["default"])] == expected
+    assert check_state_rules(databases=None) == []  # database checks were not asked for

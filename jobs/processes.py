@@ -81,13 +81,20 @@ def doing(*, job=None, job_type=None, mailbox=None, org=None, live=False):
     ident = threading.get_ident()
     with _doing_lock:
         _doing[ident] = describe(job=job, job_type=job_type, mailbox=mailbox, live=live)
-    _changed.set()
+    _note_change()
     try:
         with logs.context(job=job, mailbox=mailbox, org=org):
             yield
     finally:
         with _doing_lock:
             _doing.pop(ident, None)
+        _note_change()
+
+
+def _note_change() -> None:
+    """Tell the process entry to refresh. A flag already set needs no setting: it has not refreshed since it
+    was set, so its next refresh, which reads what changed before this call, is still to come."""
+    if not _changed.is_set():
         _changed.set()
 
 

@@ -2,6 +2,7 @@
 
 from django.conf import settings
 from django.core import checks
+from django.db import connection
 from django.db.utils import load_backend
 
 from . import conf, registry, sql
@@ -35,8 +36,6 @@ def check_state_rules(app_configs=None, databases=None, **kwargs):
     """
     if "default" not in (databases or ()):
         return []
-    from django.db import connection
-
     with connection.cursor() as cursor:
         cursor.execute(STATE_RULES_ENFORCED)
         found = cursor.fetchone()

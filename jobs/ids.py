@@ -39,6 +39,11 @@ _lock = threading.Lock()
 _last = (0, 0)  # (milliseconds, random part) of the last id this process made
 
 
+def _seed() -> int:
+    """The random part of a millisecond's first id."""
+    return int.from_bytes(os.urandom(_SEED_BYTES)) >> (80 - _RANDOM_BITS)
+
+
 def _values(count: int) -> list[int]:
     """``count`` new ids as integers, each greater than every id this process made before."""
     global _last
@@ -50,11 +55,11 @@ def _values(count: int) -> list[int]:
         for i in range(count):
             step = int.from_bytes(steps[i * _STEP_BYTES:(i + 1) * _STEP_BYTES]) + 1
             if now > millis:
-                millis, random = now, int.from_bytes(os.urandom(_SEED_BYTES)) >> (80 - _RANDOM_BITS)
+                millis, random = now, _seed()
             elif random + step < 1 << _RANDOM_BITS:
                 random += step
             else:  # the millisecond's random part is spent: borrow the next millisecond
-                millis, random = millis + 1, int.from_bytes(os.urandom(_SEED_BYTES)) >> (80 - _RANDOM_BITS)
+                millis, random = millis + 1, _seed()
             values.append(millis << 80 | _VERSION | _VARIANT | (random >> 62) << 64 | random & _RAND_B)
         _last = (millis, random)
     return values

@@ -74,7 +74,8 @@ def enqueue(type: str, *, org_id: str, payload: dict | None = None, dedup_key: s
     (seed 001: bounded, 3 tries) rather than report an error.
 
     One statement, one round trip (``sql.ENQUEUE``, or ``sql.ENQUEUE_KEYLESS``
-    without a key: nothing to arbitrate); the job returned is built from what it
+    without a key: nothing to arbitrate; their ``_NO_PAYLOAD`` forms without a
+    payload: nothing to read back); the job returned is built from what it
     returns and what it was given (``rows.queued_job``), every field set as a
     read of the row would give it.
     """
@@ -92,9 +93,11 @@ def enqueue(type: str, *, org_id: str, payload: dict | None = None, dedup_key: s
         **placement,
     }
     if dedup_key is None:
-        return rows.queued_job(rows.first(sql.ENQUEUE_KEYLESS, params), params)
+        statement = sql.ENQUEUE_KEYLESS if payload else sql.ENQUEUE_KEYLESS_NO_PAYLOAD
+        return rows.queued_job(rows.first(statement, params), params)
+    statement = sql.ENQUEUE if payload else sql.ENQUEUE_NO_PAYLOAD
     for _ in range(rows.ENQUEUE_TRIES):
-        row = rows.first(sql.ENQUEUE, params)
+        row = rows.first(statement, params)
         if row is not None:
             return rows.queued_job(row, params)
         job = rows.one(sql.FIND_BY_DEDUP_KEY, params)

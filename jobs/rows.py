@@ -214,20 +214,21 @@ def first(statement: str, params: dict) -> tuple | None:
 
 
 def queued_job(row: tuple, params: dict) -> Job:
-    """The job ``sql.ENQUEUE`` just inserted, from its row (id, created_at, payload) and the statement's ``params``.
+    """The job ``sql.ENQUEUE`` just inserted, from its row (created_at, the notification, the payload when one
+    was given) and the statement's ``params``.
 
     The rest of the row is known without reading it: what enqueue gave, and the other columns'
     defaults (``Job``'s ``db_default``, else NULL). Every field is set, none deferred (a Job from
     ``sql.JOB_COLUMNS`` reads the six others with a query of its own when asked), as a read of the
     row would give them: tests/jobs/test_enqueue_paths.py holds the two equal.
     """
-    created_at, run_after = row[1], params["run_after"]
+    created_at, run_after = row[0], params["run_after"]
     fresh = {
-        "id": row[0], "org_id": params["org_id"], "type": params["type"], "status": "queued",
+        "id": params["id"], "org_id": params["org_id"], "type": params["type"], "status": "queued",
         "attempts": 0, "uncounted_attempts": 0, "outages": 0,
         "dedup_key": params["dedup_key"], "enqueued_key": params["dedup_key"],
         # The database's own value: jsonb orders keys and writes numbers its way.
-        "payload": json.loads(row[2]), "progress": None, "report": None, "error": None, "traceback": None,
+        "payload": json.loads(row[2]) if len(row) > 2 else {}, "progress": None, "report": None, "error": None, "traceback": None,
         "created_at": created_at, "started_at": None, "finished_at": None,
         # In the zone the database answers in, as a read would give it.
         "run_after": None if run_after is None else run_after.astimezone(created_at.tzinfo),

@@ -140,11 +140,18 @@ class Trace:
         return sum(1 for line in self.lines if line.split("\t")[1:2] == ["F"] and "\tSync" in line)
 
 
-@pytest.mark.parametrize("dedup_key, statement", [(None, sql.ENQUEUE_KEYLESS), ("noop:trip", sql.ENQUEUE)])
-def test_an_enqueue_is_one_statement_and_one_round_trip(dedup_key, statement):
-    queue.enqueue("noop", org_id="demo", dedup_key=dedup_key and "noop:prepare")  # prepares the statement
+@pytest.mark.parametrize("dedup_key, payload, statement", [
+    (None, {"n": 1}, sql.ENQUEUE_KEYLESS),
+    ("noop:trip", {"n": 1}, sql.ENQUEUE),
+    # Nothing to read back: the payload is the column's default.
+    (None, {}, sql.ENQUEUE_KEYLESS_NO_PAYLOAD),
+    ("noop:trip", None, sql.ENQUEUE_NO_PAYLOAD),
+])
+def test_an_enqueue_is_one_statement_and_one_round_trip(dedup_key, payload, statement):
+    # Prepares the statement.
+    queue.enqueue("noop", org_id="demo", dedup_key=dedup_key and "noop:prepare", payload=payload)
     with CaptureQueriesContext(connection) as captured, Trace() as trace:
-        queue.enqueue("noop", org_id="demo", dedup_key=dedup_key, payload={"n": 1})
+        queue.enqueue("noop", org_id="demo", dedup_key=dedup_key, payload=payload)
     assert [q["sql"] for q in captured.captured_queries] == [statement]
     assert trace.round_trips == 1
 

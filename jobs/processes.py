@@ -24,7 +24,6 @@ import os
 import socket
 import threading
 import time
-from contextlib import contextmanager
 
 from django.db import DatabaseError, InterfaceError
 from django.db.models import Func
@@ -71,24 +70,34 @@ def describe(*, job=None, job_type=None, mailbox=None, live=False) -> str:
     return " ".join(parts)
 
 
-@contextmanager
-def doing(*, job=None, job_type=None, mailbox=None, org=None, live=False):
+class doing:  # lower case: it is called like a function, ``with processes.doing(job=...)``
     """The calling thread works on this job or mailbox for the enclosed block (process list and logs).
 
     A live loop holds ``doing(mailbox=..., live=True)`` for as long as it watches its mailbox, so the
-    process's row lists every mailbox it watches beside the one it may be polling.
+    process's row lists every mailbox it watches beside the one it may be polling. A class rather
+    than a generator function: a worker enters one for every job it runs.
     """
-    ident = threading.get_ident()
-    with _doing_lock:
-        _doing[ident] = describe(job=job, job_type=job_type, mailbox=mailbox, live=live)
-    _note_change()
-    try:
-        with logs.context(job=job, mailbox=mailbox, org=org):
-            yield
-    finally:
+
+    __slots__ = ("_ident", "_text", "_context")
+
+    def __init__(self, *, job=None, job_type=None, mailbox=None, org=None, live=False):
+        self._text = describe(job=job, job_type=job_type, mailbox=mailbox, live=live)
+        self._context = logs.context(job=job, mailbox=mailbox, org=org)
+
+    def __enter__(self) -> None:
+        self._ident = ident = threading.get_ident()
         with _doing_lock:
-            _doing.pop(ident, None)
+            _doing[ident] = self._text
         _note_change()
+        self._context.__enter__()
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self._context.__exit__(*exc)
+        finally:
+            with _doing_lock:
+                _doing.pop(self._ident, None)
+            _note_change()
 
 
 def _note_change() -> None:

@@ -40,6 +40,7 @@ from bench.common import (
 BENCH_DB = "seoinsight_bench"
 BATCH = 100  # enqueue() calls per transaction
 BULK = 1000  # rows per enqueue_many() call, and per raw bulk INSERT
+PAIRED_CHUNK = 100  # one-per-transaction inserts per turn when the raw loop and enqueue() alternate
 CONCURRENCY = 8  # runjobs --concurrency of the batched drains
 
 # Goals (issue 22), each a ratio to a raw loop measured in the same run.
@@ -112,13 +113,38 @@ def enqueue_rate(count: int, per_transaction: int) -> float:
 
     started = time.perf_counter()
     for _ in range(count // per_transaction):
-        if per_transaction == 1:
-            enqueue("noop", org_id="bench")  # autocommit: one INSERT, one COMMIT
-        else:
-            with transaction.atomic():
-                for _ in range(per_transaction):
-                    enqueue("noop", org_id="bench")
+        with transaction.atomic():
+            for _ in range(per_transaction):
+                enqueue("noop", org_id="bench")
     return (count // per_transaction * per_transaction) / (time.perf_counter() - started)
+
+
+def paired_insert_rates(server: dict, count: int) -> tuple[float, float]:
+    """The raw INSERT loop and ``enqueue()``, one per transaction each (autocommit), in alternating chunks of
+    ``PAIRED_CHUNK``, which goes first turn about: (raw rate, enqueue rate).
+
+    Each insert waits for its own WAL flush (~0.2 ms here), and what a flush costs drifts by a quarter
+    within seconds on this machine: two loops run one after the other saw different disks. Paired in
+    chunks of a few tens of milliseconds, a slow spell hits both alike.
+    """
+    from jobs.queue import enqueue
+
+    spent = {"raw": 0.0, "enqueue": 0.0}
+    with connect(server, BENCH_DB) as conn:
+        loops = {
+            "raw": lambda: conn.execute(RAW_INSERT, ("{}",)),
+            "enqueue": lambda: enqueue("noop", org_id="bench"),
+        }
+        chunks = count // PAIRED_CHUNK
+        for chunk in range(chunks):
+            for name in ("raw", "enqueue") if chunk % 2 == 0 else ("enqueue", "raw"):
+                insert = loops[name]
+                started = time.perf_counter()
+                for _ in range(PAIRED_CHUNK):
+                    insert()
+                spent[name] += time.perf_counter() - started
+    done = chunks * PAIRED_CHUNK
+    return done / spent["raw"], done / spent["enqueue"]
 
 
 def enqueue_many_rate(count: int) -> float:
@@ -131,19 +157,14 @@ def enqueue_many_rate(count: int) -> float:
     return (count // BULK * BULK) / (time.perf_counter() - started)
 
 
-def raw_insert_rate(server: dict, count: int, bulk: bool) -> float:
-    """The same rows into the minimal table: one INSERT per job, or BULK per INSERT, each in autocommit."""
+def raw_bulk_rate(server: dict, count: int) -> float:
+    """The same rows into the minimal table, BULK per INSERT, each in autocommit."""
     with connect(server, BENCH_DB) as conn:
         started = time.perf_counter()
-        if bulk:
-            payloads = ["{}"] * BULK
-            for _ in range(count // BULK):
-                conn.execute(RAW_BULK, (payloads,))
-            count = count // BULK * BULK
-        else:
-            for _ in range(count):
-                conn.execute(RAW_INSERT, ("{}",))
-        return count / (time.perf_counter() - started)
+        payloads = ["{}"] * BULK
+        for _ in range(count // BULK):
+            conn.execute(RAW_BULK, (payloads,))
+        return count // BULK * BULK / (time.perf_counter() - started)
 
 
 def latency(db: psycopg.Connection, url: str, samples: int, gap: tuple, *worker_args: str) -> list[float]:
@@ -341,11 +362,14 @@ def main() -> int:
                 # Every round, each figure beside its raw loop: the report takes the medians, as for the drains.
                 print(f"enqueue, round {round_} of {args.rounds}: {enqueues:,} one per transaction, {args.jobs:,} "
                       f"in batches of {BATCH} and of {BULK:,}, raw and through jobs.queue ...", flush=True)
+                for table_name in (raw_queue.MINIMAL, "jobs"):
+                    raw_queue.reset(db, table_name, 0)
+                raw_rate, enqueue_1 = paired_insert_rates(server, enqueues)
+                results.setdefault("raw_insert_1", []).append(raw_rate)
+                results.setdefault("enqueue_1", []).append(enqueue_1)
                 for key, measure, table_name in (
-                    ("raw_insert_1", lambda: raw_insert_rate(server, enqueues, bulk=False), raw_queue.MINIMAL),
-                    ("enqueue_1", lambda: enqueue_rate(enqueues, 1), "jobs"),
                     ("enqueue_batch", lambda: enqueue_rate(args.jobs, BATCH), "jobs"),
-                    ("raw_insert_bulk", lambda: raw_insert_rate(server, args.jobs, bulk=True), raw_queue.MINIMAL),
+                    ("raw_insert_bulk", lambda: raw_bulk_rate(server, args.jobs), raw_queue.MINIMAL),
                     ("enqueue_bulk", lambda: enqueue_many_rate(args.jobs), "jobs"),
                 ):
                     raw_queue.reset(db, table_name, 0)

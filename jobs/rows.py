@@ -227,8 +227,9 @@ def queued_job(row: tuple, params: dict) -> Job:
         "id": params["id"], "org_id": params["org_id"], "type": params["type"], "status": "queued",
         "attempts": 0, "uncounted_attempts": 0, "outages": 0,
         "dedup_key": params["dedup_key"], "enqueued_key": params["dedup_key"],
-        # The database's own value: jsonb orders keys and writes numbers its way.
-        "payload": json.loads(row[2]) if len(row) > 2 else {}, "progress": None, "report": None, "error": None, "traceback": None,
+        # The database's own value: jsonb orders keys and writes numbers its way. None given: the default, {}.
+        "payload": json.loads(row[2]) if len(row) > 2 else {},
+        "progress": None, "report": None, "error": None, "traceback": None,
         "created_at": created_at, "started_at": None, "finished_at": None,
         # In the zone the database answers in, as a read would give it.
         "run_after": None if run_after is None else run_after.astimezone(created_at.tzinfo),

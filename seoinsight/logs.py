@@ -26,8 +26,8 @@ _context: ContextVar[dict | None] = ContextVar("seoinsight_log_context", default
 class context:  # lower case: it is called like a function, ``with logs.context(job=...)``
     """Name the work of the enclosed block for the log records it emits (None values are left out).
 
-    A class rather than a generator function: a worker enters one for every job it runs, and this
-    costs a third of a ``contextmanager``'s time.
+    A class rather than a generator function: a worker enters one for every job it runs, and a
+    ``contextmanager``'s generator costs ~1 µs more.
     """
 
     __slots__ = ("_fields", "_token")

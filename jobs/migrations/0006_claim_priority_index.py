@@ -1,4 +1,4 @@
-"""The claim's index once it orders by priority (jobs.sql._CANDIDATE).
+"""The claim's index once it orders by priority (the claim's choice of rows, now jobs.sql._choice).
 
 ``jobs_queued_priority_created``: queued rows in claim order, priority
 descending then created_at, so the claim reads the first due row off the index

@@ -119,52 +119,46 @@ def enqueue_rate(count: int, per_transaction: int) -> float:
     return (count // per_transaction * per_transaction) / (time.perf_counter() - started)
 
 
-def paired_insert_rates(server: dict, count: int) -> tuple[float, float]:
-    """The raw INSERT loop and ``enqueue()``, one per transaction each (autocommit), in alternating chunks of
-    ``PAIRED_CHUNK``, which goes first turn about: (raw rate, enqueue rate).
+def paired(raw, ours, chunks: int, per_chunk: int) -> tuple[float, float]:
+    """Calls per second of ``raw()`` and ``ours()``, run in alternating chunks of ``per_chunk`` calls,
+    which goes first turn about.
 
-    Each insert waits for its own WAL flush (~0.2 ms here), and what a flush costs drifts by a quarter
-    within seconds on this machine: two loops run one after the other saw different disks. Paired in
-    chunks of a few tens of milliseconds, a slow spell hits both alike.
+    Each call waits for its own WAL flush, and what a flush (or the machine) costs drifts by a quarter
+    within seconds here: two loops run one after the other saw different disks. Paired in chunks of
+    a few tens of milliseconds, a slow spell hits both alike.
     """
+    spent = {raw: 0.0, ours: 0.0}
+    for chunk in range(chunks):
+        for call in (raw, ours) if chunk % 2 == 0 else (ours, raw):
+            started = time.perf_counter()
+            for _ in range(per_chunk):
+                call()
+            spent[call] += time.perf_counter() - started
+    done = chunks * per_chunk
+    return done / spent[raw], done / spent[ours]
+
+
+def paired_insert_rates(server: dict, count: int) -> tuple[float, float]:
+    """The raw INSERT loop and ``enqueue()``, one per transaction each (autocommit), ``PAIRED_CHUNK`` at a
+    turn: (raw rate, enqueue rate), in job/s."""
     from jobs.queue import enqueue
 
-    spent = {"raw": 0.0, "enqueue": 0.0}
     with connect(server, BENCH_DB) as conn:
-        loops = {
-            "raw": lambda: conn.execute(RAW_INSERT, ("{}",)),
-            "enqueue": lambda: enqueue("noop", org_id="bench"),
-        }
-        chunks = count // PAIRED_CHUNK
-        for chunk in range(chunks):
-            for name in ("raw", "enqueue") if chunk % 2 == 0 else ("enqueue", "raw"):
-                insert = loops[name]
-                started = time.perf_counter()
-                for _ in range(PAIRED_CHUNK):
-                    insert()
-                spent[name] += time.perf_counter() - started
-    done = chunks * PAIRED_CHUNK
-    return done / spent["raw"], done / spent["enqueue"]
+        return paired(lambda: conn.execute(RAW_INSERT, ("{}",)), lambda: enqueue("noop", org_id="bench"),
+                      count // PAIRED_CHUNK, PAIRED_CHUNK)
 
 
-def enqueue_many_rate(count: int) -> float:
+def paired_bulk_rates(server: dict, count: int) -> tuple[float, float]:
+    """The raw bulk INSERT into the minimal table and ``enqueue_many()``, ``BULK`` rows per statement, each
+    in autocommit, one statement at a turn: (raw rate, enqueue_many rate), in job/s."""
     from jobs.queue import enqueue_many
 
+    payloads = ["{}"] * BULK
     items = [({}, None)] * BULK
-    started = time.perf_counter()
-    for _ in range(count // BULK):
-        enqueue_many("noop", org_id="bench", items=items)  # autocommit: one statement, one COMMIT
-    return (count // BULK * BULK) / (time.perf_counter() - started)
-
-
-def raw_bulk_rate(server: dict, count: int) -> float:
-    """The same rows into the minimal table, BULK per INSERT, each in autocommit."""
     with connect(server, BENCH_DB) as conn:
-        started = time.perf_counter()
-        payloads = ["{}"] * BULK
-        for _ in range(count // BULK):
-            conn.execute(RAW_BULK, (payloads,))
-        return count // BULK * BULK / (time.perf_counter() - started)
+        calls = paired(lambda: conn.execute(RAW_BULK, (payloads,)),
+                       lambda: enqueue_many("noop", org_id="bench", items=items), count // BULK, 1)
+    return calls[0] * BULK, calls[1] * BULK
 
 
 def latency(db: psycopg.Connection, url: str, samples: int, gap: tuple, *worker_args: str) -> list[float]:
@@ -367,13 +361,13 @@ def main() -> int:
                 raw_rate, enqueue_1 = paired_insert_rates(server, enqueues)
                 results.setdefault("raw_insert_1", []).append(raw_rate)
                 results.setdefault("enqueue_1", []).append(enqueue_1)
-                for key, measure, table_name in (
-                    ("enqueue_batch", lambda: enqueue_rate(args.jobs, BATCH), "jobs"),
-                    ("raw_insert_bulk", lambda: raw_bulk_rate(server, args.jobs), raw_queue.MINIMAL),
-                    ("enqueue_bulk", lambda: enqueue_many_rate(args.jobs), "jobs"),
-                ):
+                raw_queue.reset(db, "jobs", 0)
+                results.setdefault("enqueue_batch", []).append(enqueue_rate(args.jobs, BATCH))
+                for table_name in (raw_queue.MINIMAL, "jobs"):
                     raw_queue.reset(db, table_name, 0)
-                    results.setdefault(key, []).append(measure())
+                raw_rate, enqueue_bulk = paired_bulk_rates(server, args.jobs)
+                results.setdefault("raw_insert_bulk", []).append(raw_rate)
+                results.setdefault("enqueue_bulk", []).append(enqueue_bulk)
                 if peer_bench and round_ == 1:
                     peer_bench.enqueue(db, enqueues, args.jobs)
                 for n in (1, 2):

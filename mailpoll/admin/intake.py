@@ -384,7 +384,7 @@ class RequestAdmin(ReadOnlyAdmin):
     def reject_reason_short(self, req):
         if not req.reject_reason:
             return EMPTY
-        return format_html('<span title="{}">{}</span>', req.reject_reason, truncatechars(req.reject_reason, 60))
+        return shortened(req.reject_reason, 60)
 
     @admin.display(description="attachments", ordering="attachment_count")
     def attachment_count(self, req):

@@ -55,8 +55,9 @@ class DimensionMetricQuerySet(models.QuerySet):
 
 
 class DimensionMetric(models.Model):
+    # No index of its own: the natural key and dimensionmetric_top both start with it (migration 0009).
     site_target = models.ForeignKey("seoinsight.SiteTarget", on_delete=models.CASCADE,
-                                    related_name="dimension_metrics")
+                                    related_name="dimension_metrics", db_index=False)
     dimension = models.CharField(max_length=10, choices=Dimension.choices)
     # The query text, device ("Mobile", "Ordinateur") or country ("France", "États-Unis") as exported.
     key = models.TextField()

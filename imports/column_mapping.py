@@ -27,23 +27,44 @@ class MappingRefused(ValueError):
     """The mapping cannot read the file; the message is for the operator."""
 
 
+class Applied:
+    """The org's mappings looked up within one ``applied`` block, by header row."""
+
+    def __init__(self, org_id: str):
+        self.org_id = org_id
+        self._found: dict[str, ColumnMapping | None] = {}
+
+    def lookup(self, headers: tuple[str, ...]):
+        key = signature(headers)
+        if key not in self._found:
+            if len(self._found) >= _REMEMBERED:
+                self._found.clear()
+            found = self._found[key] = ColumnMapping.objects.for_org(self.org_id).filter(signature=key).first()
+            if found is not None:
+                ColumnMapping.objects.filter(pk=found.pk).update(used_at=timezone.now())
+        found = self._found[key]
+        return found.mapping if found is not None else None
+
+    def used_for(self, headers: tuple[str, ...]) -> ColumnMapping | None:
+        """The mapping that read the table with these headers, if one did (no query: it was looked up)."""
+        return self._found.get(signature(headers))
+
+
 @contextmanager
 def applied(org_id: str):
-    """Within the block, a header row the org has a mapping for is read with it; its ``used_at`` is set once."""
-    found: dict[str, ColumnMapping | None] = {}
+    """Within the block, a header row the org has a mapping for is read with it; its ``used_at`` is set once.
 
-    def lookup(headers):
-        key = signature(headers)
-        if key not in found:
-            if len(found) >= _REMEMBERED:
-                found.clear()
-            found[key] = ColumnMapping.objects.for_org(org_id).filter(signature=key).first()
-            if found[key] is not None:
-                ColumnMapping.objects.filter(pk=found[key].pk).update(used_at=timezone.now())
-        return found[key].mapping if found[key] is not None else None
+    Yields the block's ``Applied``: after a file is opened, ``used_for(source.headers)`` says which mapping,
+    if any, read it (an import's report names it).
+    """
+    block = Applied(org_id)
+    with saved_mappings(block.lookup):
+        yield block
 
-    with saved_mappings(lookup):
-        yield
+
+def mapped_by(saved: ColumnMapping) -> dict:
+    """The mapping that read a file, as an import's report keeps it (JSON-able)."""
+    return {"id": saved.pk, "saved_on": saved.created_at.date().isoformat()}
 
 
 def saved_for(org_id: str, headers: tuple[str, ...]) -> ColumnMapping | None:

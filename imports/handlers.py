@@ -40,7 +40,7 @@ def import_csv(job):
         # A truncated or altered copy is refused, never read as "empty" or as other data.
         storage.check_stored(imp.file.name, imp.size, imp.sha256 or None)
         # The org's saved column mappings decide the columns of a header row nobody recognises (column_mapping).
-        with column_mapping.applied(imp.org_id):
+        with column_mapping.applied(imp.org_id) as mappings:
             source = open_source(imp.file.path, imp.original_filename, sheet=imp.sheet or None,
                                  date_order=imp.date_order or None, default_date_order=conf.get("IMPORT_DATE_ORDER"),
                                  max_unzipped_bytes=conf.get("IMPORT_MAX_UNZIPPED_BYTES"))
@@ -80,7 +80,10 @@ def import_csv(job):
 
     # What was read (columns, sheet, period, date order) and what it brought in.
     # A Search Console export's other tables (queries, devices, countries), beside its pages' rows.
-    report = {**counts.as_dict(), "source": source.summary(),
+    summary = source.summary()
+    if (saved := mappings.used_for(source.headers)) is not None:
+        summary["mapped_by"] = column_mapping.mapped_by(saved)
+    report = {**counts.as_dict(), "source": summary,
               **ingest.write_dimensions(imp.site_target_id, imp.pk, source, period, job_id=job.id)}
     return mark_done(imp, counts, report)
 

@@ -95,6 +95,10 @@ def what_was_read(report: dict) -> list[str]:
         others = source.get("other_sheets") or []
         also = f" (the workbook also has {quoted(others)})" if others else ""
         lines.append(f"Sheet read: '{source['sheet']}'{also}.")
+    mapped_by = source.get("mapped_by")
+    if isinstance(mapped_by, dict) and mapped_by.get("saved_on"):
+        lines.append(f"Columns mapped by the org's saved mapping of {mapped_by['saved_on']} (its headers were not "
+                     "recognised; Column mappings in the admin).")
     used = source.get("columns_used")
     if isinstance(used, list) and used:
         lines.append("Columns used: " + ", ".join(f"'{pair[1]}' as {FIELD_LABELS.get(pair[0], pair[0])}"

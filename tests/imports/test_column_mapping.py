@@ -2,9 +2,11 @@
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.utils.html import escape
 
 from imports.formats.headers import apply_mapping, mapping_problem, signature
 from imports.models import ColumnMapping, Import, ImportStatus
+from imports.reports import what_was_read
 from tests.factories import OrgFactory, SiteFactory, SiteTargetFactory, UserFactory
 from tests.support.processes import run_burst
 
@@ -110,6 +112,22 @@ def test_the_worker_reads_the_file_with_the_mapping(client, member, target):
     assert imp.status == ImportStatus.DONE, imp.error
     assert sorted(imp.metrics.values_list("url", "clicks", "impressions")) == [
         ("https://acme.example/a", 3, 40), ("https://acme.example/b", 5, 70)]
+
+
+def test_the_import_s_report_names_the_mapping_that_read_it(client, member, target):
+    map_columns(client, upload(client, target, "landing.csv", LANDING), **LANDING_MAPPING)
+    upload(client, target, "known.csv", b"URL,Clicks,Date\nhttps://acme.example/k,1,2026-10-01\n")
+    run_burst(max_jobs=2)
+    saved = ColumnMapping.objects.get()
+    mapped, known = Import.objects.order_by("created_at")
+    said = f"Columns mapped by the org's saved mapping of {saved.created_at:%Y-%m-%d}"
+    assert mapped.job.report["source"]["mapped_by"] == {"id": saved.pk, "saved_on": f"{saved.created_at:%Y-%m-%d}"}
+    assert any(line.startswith(said) for line in what_was_read(mapped.job.report))
+    assert escape(said) in client.get(f"/imports/{mapped.pk}/").content.decode()
+    # Headers the importer recognises on its own: no mapping read them, and the report says none.
+    assert known.status == ImportStatus.DONE, known.error
+    assert "mapped_by" not in known.job.report["source"]
+    assert not any("saved mapping" in line for line in what_was_read(known.job.report))
 
 
 def test_importfile_and_the_worker_use_the_org_s_saved_mapping(target, tmp_path):

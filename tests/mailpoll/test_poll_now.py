@@ -20,12 +20,12 @@ from mailpoll.models import Mailbox, Request
 from mailpoll.sync.poller import POLL_NOW_CHANNEL, mark_due
 from tests.factories import OrgFactory, UserFactory
 from tests.mailpoll.factories import MailboxFactory, mail
+from tests.support.admin_browser import CHROMIUM, change_list_layout
 from tests.support.processes import ManagedProcess, process_env, wait_for
 
 MAILBOXES_URL = reverse("admin:mailpoll_mailbox_changelist")
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "mail.md"
 INTERVAL = 60  # pollmail's --interval: a poll before it is Poll now's doing
-CHROMIUM = Path("/usr/bin/chromium")
 
 
 def poll_now(client, *mailboxes):
@@ -92,8 +92,6 @@ def test_the_list_shows_health_last_error_and_next_try_first(admin_client):
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="no /usr/bin/chromium: run scripts/install_browser.sh")
 def test_the_list_fits_1400_px_with_the_side_bar_and_the_filters(live_server):
-    from playwright.sync_api import sync_playwright
-
     org = OrgFactory(name="An agency client with a rather long name")
     now = timezone.now()
     MailboxFactory(org=org, name="reports-inbox-of-a-client", host="imap.mail-provider-example.com", port=993,
@@ -106,26 +104,7 @@ def test_the_list_fits_1400_px_with_the_side_bar_and_the_filters(live_server):
     admin.is_staff = admin.is_superuser = True
     admin.save()
 
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=["--headless", "--no-sandbox",
-                                                                           "--disable-gpu"])
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 900})
-            page.goto(f"{live_server.url}/admin/login/?next={MAILBOXES_URL}")
-            page.fill("#id_username", "root")
-            page.fill("#id_password", "pw-for-tests")
-            page.click("input[type=submit]")
-            page.wait_for_url(f"**{MAILBOXES_URL}")
-            shown = page.evaluate("""() => {
-                const results = document.querySelector('#changelist .results');
-                return {overflow: results.scrollWidth - results.clientWidth,
-                        sidebar: !!document.querySelector('#nav-sidebar') && getComputedStyle(
-                            document.querySelector('#nav-sidebar')).display !== 'none',
-                        filters: !!document.querySelector('#changelist-filter'),
-                        headers: [...document.querySelectorAll('#result_list thead th')].map(th => th.innerText.trim())};
-            }""")
-        finally:
-            browser.close()
+    shown = change_list_layout(live_server, MAILBOXES_URL)
 
     assert shown["sidebar"] and shown["filters"]
     assert shown["overflow"] <= 0, f"the list is {shown['overflow']} px wider than its place at 1,400 px"

@@ -9,7 +9,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from jobs.models import Job, JobStatus
-from mailpoll.admin.intake import MailboxForm, ago
+from mailpoll.admin.display import ago
+from mailpoll.admin.forms import MailboxForm
 from mailpoll.models import Attachment, AttachmentStatus, FolderCursor, Mailbox, Request
 from tests.factories import OrgFactory, SiteTargetFactory, UserFactory
 from tests.mailpoll.factories import AttachmentFactory, MailboxFactory, RequestFactory

@@ -8,7 +8,7 @@ from django.db import IntegrityError, transaction
 from django.urls import reverse
 from django.utils import timezone
 
-from mailpoll.admin.intake import MailboxForm
+from mailpoll.admin.forms import MailboxForm
 from mailpoll.models import Mailbox
 from mailpoll.sync.poller import Poller
 from tests.mailpoll.factories import MailboxFactory, mail

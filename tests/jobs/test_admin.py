@@ -9,7 +9,7 @@ from django.utils import timezone
 from django.utils.html import escape
 
 from jobs import registry
-from jobs.admin import readable_duration
+from jobs.admin.display import readable_duration
 from jobs.models import Job, JobStatus
 from tests.factories import JobFactory, OrgFactory, UserFactory
 

@@ -11,7 +11,7 @@ from django.urls import reverse
 from django.utils.html import escape
 
 from jobs import schedules
-from jobs.admin import Fact, job_facts
+from jobs.admin.display import Fact, job_facts
 from jobs.models import Job, Schedule
 from jobs.system import SYSTEM_ORG
 from tests.factories import JobFactory, OrgFactory, UserFactory

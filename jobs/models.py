@@ -1,4 +1,4 @@
-"""The ``jobs`` table (seed 001 §1) and its state machine.
+"""The ``jobs`` table and its state machine (README, "The job API").
 
 Transitions are not done by saving a model: they are the guarded statements in
 ``jobs.sql`` run by ``jobs.queue``, ``jobs.finish``, ``jobs.operator_actions``

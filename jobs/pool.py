@@ -19,7 +19,7 @@ main thread waits on ``DoneRuns`` itself (``gather``): a post, or a slot that en
 without handing a run over (``wake``), ends that wait.
 
 ``--concurrency 1`` uses none of this: the handler runs in the main thread,
-seed 001's one job at a time.
+one job at a time.
 """
 
 from __future__ import annotations

@@ -71,7 +71,7 @@ def enqueue(type: str, *, org_id: str, payload: dict | None = None, dedup_key: s
     With a ``dedup_key`` (convention ``"<type>:<scope>"``), while a live job holds
     the key, that job is returned instead of a new one. If the holder finishes
     between our conflict and our re-read, the key is free again: insert again
-    (seed 001: bounded, 3 tries) rather than report an error.
+    (bounded: 3 tries, then ``EnqueueRace``) rather than report an error.
 
     One statement, one round trip (``sql.ENQUEUE``, or ``sql.ENQUEUE_KEYLESS``
     without a key: nothing to arbitrate; their ``_NO_PAYLOAD`` forms without a

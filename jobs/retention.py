@@ -3,7 +3,7 @@
 What is deleted: ``done`` jobs finished more than JOBS_PRUNE_DONE_AFTER ago and
 ``failed`` ones finished more than JOBS_PRUNE_FAILED_AFTER ago (a command's
 flags may say otherwise). What never is: a queued or running job; a job of a
-kept type (``ALWAYS_KEPT``, seed 001's Imports event log, plus the deployment's
+kept type (``ALWAYS_KEPT``, the Imports page's event log, plus the deployment's
 JOBS_PRUNE_KEEP_TYPES); a job another table's row still points at (an Import's
 job carries that import's report).
 
@@ -48,8 +48,8 @@ from .models import Job
 log = logging.getLogger(__name__)
 
 # Kept whatever their age and whatever the settings say. map_reconcile rows are
-# the Imports page's event log (imports.views.reconcile_events); seed 001 makes
-# every purge spare them.
+# the Imports page's event log (imports.views.reconcile_events), so no purge
+# ever takes them.
 ALWAYS_KEPT = ("map_reconcile",)
 
 # The periodic prune's advisory lock (two-int form): the claim guard has 0x5E01, live mail 0x5E12.

@@ -92,7 +92,7 @@ class Worker:
         self._stop = threading.Event()
         self._local = threading.local()
         self._failures = 0  # consecutive turns of the loop that failed; the backoff doubles with each
-        # concurrency 1: no slots, the handler runs in the loop's thread (seed 001's one job at a time).
+        # concurrency 1: no slots, the handler runs in the loop's thread (one job at a time).
         self.concurrency = concurrency
         self.slots = Slots(concurrency, self._run_in_slot, self._slot_ended) if concurrency > 1 else None
         self.done_runs = DoneRuns(self.waker.poke) if concurrency > 1 else None

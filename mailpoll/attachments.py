@@ -89,7 +89,7 @@ def finish(pk: int, **fields) -> bool:
     """processing → held (outbox on) or done, with the result's ``fields``; False if it was no longer processing.
 
     The document is accepted here: with a DOWNSTREAM_URL it is held, and its
-    outbox entry written in the same transaction (seed 004: written down first,
+    outbox entry written in the same transaction (written down first,
     it survives); ``delivered`` moves it on once the downstream has it.
     """
     if not waits_for_downstream():

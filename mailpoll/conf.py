@@ -12,7 +12,7 @@ SETTINGS = Declarations(
     Setting("MAILPOLL_STUCK_AFTER", float, 900.0,
             "seconds before an attachment stuck in `processing` is released"),
     Setting("MAILPOLL_CLAIM_LIMIT", int, 10,
-            "mailboxes one poller claims at the start of a cycle, then as many as it has threads free (seed 000)"),
+            "mailboxes one poller claims at the start of a cycle, then as many as it has threads free"),
     Setting("MAILPOLL_CONCURRENCY", int, 4, "mailboxes one poller polls at once, each on its own connections"),
     Setting("MAILPOLL_POLL_DEADLINE", float, 300.0,
             "seconds one mailbox's poll may take in all; then its connection is cut"),

@@ -1,4 +1,4 @@
-"""Per-folder sync cursor rules (seed 002), as pure functions.
+"""Per-folder sync cursor rules (docs/mail.md, "Cursors: one per folder"), as pure functions.
 
 The whole correctness of the poller lives here:
 

@@ -8,7 +8,7 @@ is its own text. Its status moves only through ``mailpoll.attachments``
 worker died in ``processing``.
 
 With the downstream outbox on, a run ends in ``held`` instead, and nothing
-further happens to the document until the downstream has it (seed 004: nothing
+further happens to the document until the downstream has it (nothing
 advances on a held document): ``attachment_delivered`` then marks it done and
 only then makes a CSV / Excel its Import. The run checks beforehand everything
 the Import will need (a site target, a supported format, intact bytes), so a

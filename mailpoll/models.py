@@ -127,7 +127,7 @@ class Mailbox(models.Model):
     secret = models.TextField(blank=True, editable=False, help_text="Encrypted password or token.")
     folders = models.JSONField(default=list, help_text='Folders to poll, e.g. ["INBOX"].')
     poll_interval = models.DurationField(default=timedelta(seconds=120))
-    # No default on purpose: the first poll is a policy decision (seed 002).
+    # No default on purpose: the first poll is a policy decision (docs/mail.md, "Which first poll to choose").
     initial_mode = models.CharField(max_length=10, choices=InitialMode.choices)
     initial_since = models.DateField(null=True, blank=True)
     site_target = models.ForeignKey(
@@ -255,7 +255,7 @@ class LiveWatch(models.Model):
 
 
 class FolderCursor(models.Model):
-    """Seed 002's mail_sync_state: how far a folder has been durably read, and what is wrong with it.
+    """How far a folder has been durably read, and what is wrong with it.
 
     A row without ``uidvalidity`` has no position yet (the folder failed before it
     was ever read): its next poll is a first poll. ``sweep_until`` is set while a

@@ -1,6 +1,6 @@
 """Is the outbox on, how deep is it, is it full: what intake (mailpoll's gate) and /health/ready ask.
 
-Past ``OUTBOX_CAPACITY`` documents, intake stops fetching (seed 004: an outbox
+Past ``OUTBOX_CAPACITY`` documents, intake stops fetching (docs/mail.md, "The downstream outbox": an outbox
 that grows without limit is the hidden queue again). Intake counts what is on its
 way as well as what is held (``intake_depth``): a document an app above has
 accepted but not yet processed becomes an entry soon, so a first sweep of a big

@@ -1,4 +1,4 @@
-"""The outbox: accepted documents the downstream system has not acknowledged yet (seed 004).
+"""The outbox: accepted documents the downstream system has not acknowledged yet (docs/mail.md, "The downstream outbox").
 
 A row exists exactly while its document is held: it is written in the
 transaction that makes the document accepted and deleted once the downstream

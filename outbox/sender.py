@@ -166,7 +166,7 @@ def deliver_one(entry: Claimed, report: Report, session=None) -> None:
                     entry.document_ref, entry.org_id, entry.attempts + 1, wait, exc)
         return
     try:
-        # Deleted only now, after the 2xx: acknowledged, then deleted (seed 004). The document moves on in
+        # Deleted only now, after the 2xx: acknowledged, then deleted. The document moves on in
         # the same transaction, and only for the sender whose delete removed the row (one follow-up per entry).
         with transaction.atomic():
             removed = entries.done(entry)

@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 
 READY_CHECKS = (
     ("processes", "jobs.processes.readiness"),
-    # Full, intake has stopped (seed 004): this replica takes nothing new until the outbox drains.
+    # Full, intake has stopped (outbox.capacity): this replica takes nothing new until the outbox drains.
     ("outbox", "outbox.capacity.is_full", "the downstream outbox is full: intake waits until it drains"),
 )
 # Reported, never 503 (see above).

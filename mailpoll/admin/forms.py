@@ -109,7 +109,7 @@ class MailboxForm(forms.ModelForm):
         help_text=f"How often this mailbox is due: at least {MIN_POLL_INTERVAL} seconds (default 120). A pollmail "
         "cycle runs every MAILPOLL_INTERVAL seconds, so a shorter interval than that has no effect.",
     )
-    # Declared without initial: the form must make the operator choose (seed 002: a policy decision).
+    # Declared without initial: the form must make the operator choose (a policy decision: docs/mail.md, "Which first poll to choose").
     initial_mode = forms.ChoiceField(choices=InitialMode.choices, widget=forms.RadioSelect,
                                      label="First poll", help_text=INITIAL_MODE_HELP)
     site_target = SiteTargetChoiceField(

@@ -1,6 +1,6 @@
 """Which parts of a parsed message go down the pipeline: pure decisions, no I/O.
 
-Seed 000's rule: only extractable attachments (PDF, Excel, CSV) become
+The intake's rule: only extractable attachments (PDF, Excel, CSV) become
 documents; inline images (logos, signatures, banners) are dropped; anything
 else is recorded as skipped, metadata only. With no extractable attachment the
 body is the document; with some, the body travels as each one's context_text

@@ -48,7 +48,7 @@ class FolderResult:
 
 
 def intake_gate(mailbox) -> tuple[int | None, str]:
-    """Seed 004's bound, asked before a fetch: (documents intake may take now, why it may take none).
+    """The outbox's bound (outbox.capacity), asked before a fetch: (documents intake may take now, why it may take none).
 
     ``(None, "")`` while the outbox is off: no bound, no statement run. Otherwise one statement
     (``outbox.capacity.intake_depth``: held entries and documents on their way). Full, it is
@@ -120,7 +120,7 @@ class FolderSync(BatchStore):
     """Reads IMAP folders under the UID cursor rules."""
 
     def sync_folder(self, provider, mailbox: Mailbox, folder: str) -> FolderResult:
-        """Read one folder under the cursor rules (seed 002), storing the cursor after every batch.
+        """Read one folder under the cursor rules (mailpoll.cursor), storing the cursor after every batch.
 
         The cursor moves only over what this poll attempted and stored
         (``cursor.next_cursor``): a poll stopped before the folder's first batch

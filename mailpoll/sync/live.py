@@ -9,7 +9,7 @@ next look. Invariant: a loop runs only while its process holds the mailbox's loc
 — a lock connection found dead stops every loop before anything else.
 
 A loop reads its folder through the poll's own path (``FolderSync.sync_folder``,
-the same store, seed 002's cursor rules) after every (re)connect, on new mail,
+the same store, the same cursor rules) after every (re)connect, on new mail,
 and after a silence; the poll cycle reads the folder as well, dedup absorbing the
 overlap. While the downstream outbox is full a loop reads nothing (the poll's gate,
 ``folder_sync.intake_gate``, which also queues a sender) and asks the gate again every
@@ -390,7 +390,7 @@ class LiveLoop:
     def _sync(self, provider, mailbox: Mailbox, folder: str, why: str) -> None:
         _room, full = intake_gate(mailbox)  # full, it has queued a sender
         if full and not first_reads(mailbox.initial_mode, [folder], positioned_folders(mailbox)):
-            # The same gate as a poll's (seed 004): the mail waits on the server, the cursor stays; the loop
+            # The same gate as a poll's (outbox.capacity): the mail waits on the server, the cursor stays; the loop
             # asks again from IDLE and reads once there is room. A first "new only" read fetches nothing and
             # goes through: held, it would start "new" only after the drain.
             log.warning("mailbox=%s folder=%s live %s: the downstream outbox is full, nothing fetched", mailbox.pk,

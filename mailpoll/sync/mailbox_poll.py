@@ -134,7 +134,7 @@ class MailboxPoll:
         return results
 
     def _outbox_full(self, mailbox: Mailbox) -> str:
-        """The capacity gate (seed 004): with the outbox full, fetch nothing, so the mail waits on the server.
+        """The capacity gate (outbox.capacity): with the outbox full, fetch nothing, so the mail waits on the server.
 
         Returns why the gate is closed ('' while it is open). Nothing is fetched and no cursor moves, except
         where a read fetches nothing anyway (``first_reads``); the reason is the mailbox's last error (no

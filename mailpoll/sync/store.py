@@ -51,7 +51,7 @@ from ..routing.router import Router
 
 log = logging.getLogger("mailpoll.store")  # its name before the move: operators grep it
 
-# A stored document is on its way to the outbox until its run holds it: intake's gate counts it (seed 004).
+# A stored document is on its way to the outbox until its run holds it: intake's gate counts it (outbox.capacity).
 outbox_capacity.count_on_the_way("mailpoll.attachment", sql.DOCUMENTS_ON_THEIR_WAY)
 
 DUPLICATE = "duplicate"

@@ -1,4 +1,4 @@
-"""enqueue / claim / dedup scopes (seed 001 §1, §5), against the real database."""
+"""enqueue / claim / dedup scopes (README, "Enqueueing"), against the real database."""
 
 import threading
 
@@ -85,7 +85,7 @@ def test_active_scope_holds_the_key_until_finished():
 
 
 def test_reinserts_when_the_key_holder_finishes_between_conflict_and_reread(transactional_db):
-    """Seed 001's residual race: the conflict's winner frees its key before we re-read it."""
+    """The residual race of an enqueue with a key: the conflict's winner frees its key before we re-read it."""
     holder = queue.enqueue("noop", org_id="demo", dedup_key="k")
     other = psycopg.connect(database_url(), autocommit=True)
     seen = []

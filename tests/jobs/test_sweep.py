@@ -1,4 +1,4 @@
-"""The zombie sweep (seed 001 §2.5)."""
+"""The zombie sweep (README, "Failure and recovery")."""
 
 from datetime import UTC, datetime, timedelta
 

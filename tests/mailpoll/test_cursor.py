@@ -1,4 +1,4 @@
-"""Seed 002's cursor rules, as tables."""
+"""The cursor rules (mailpoll.cursor; docs/mail.md, "Cursors: one per folder"), as tables."""
 
 from datetime import date
 

@@ -1,4 +1,4 @@
-"""The cursor covers only what was stored, whatever interrupts a poll (issue 9, items 1 and 3; seed 002).
+"""The cursor covers only what was stored, whatever interrupts a poll (issue 9, items 1 and 3; docs/mail.md, "Cursors: one per folder").
 
 Stopping a poll (SIGTERM sets the poller's stop flag) or losing its connection must never move a folder's
 cursor over a message that was not stored, and must not throw away what was.

@@ -107,7 +107,7 @@ def test_a_message_dovecot_cannot_read_fails_alone_by_its_uid_and_the_cursor_wai
     assert subjects() == ["m0", "m1", "m3", "m4", "m5"]  # the rest of its batch is stored
     assert list(result.failed) == [uids[2]] and "FETCH failed" in result.failed[uids[2]]
     row = cursor(mailbox, "INBOX")
-    assert row.last_uid == uids[1]  # right before the unreadable one (seed 002)
+    assert row.last_uid == uids[1]  # right before the unreadable one: the cursor stops at a gap
     assert row.last_error.startswith(f"uid {uids[2]} not stored:") and "Internal error" in row.last_error
     assert f"1 message(s) not stored; first: INBOX uid {uids[2]}: " in mailbox.last_error
     assert mailbox.consecutive_failures == 1 and mailbox.next_attempt_at is None

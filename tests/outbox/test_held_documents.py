@@ -1,4 +1,4 @@
-"""Nothing advances on a held document (seed 004): until the downstream has it, a document stays ``held``
+"""Nothing advances on a held document (docs/mail.md, "The downstream outbox"): until the downstream has it, a document stays ``held``
 and a CSV / Excel is not imported; the acknowledgement moves it on, once, in the transaction that deletes its
 entry. Also what the sender sends besides the document: the bearer token, and never past a redirect."""
 

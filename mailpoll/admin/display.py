@@ -51,7 +51,13 @@ POSITION_SHOWN = 24
 def shortened(text: str, limit: int, *, tail: int = 0):
     """``text`` cut to ``limit`` characters for a list's cell, whole on hover; ``tail`` characters of its end
     kept (a file name's dates and extension). A word longer than the cell breaks anywhere, so one name
-    cannot widen the list past the screen."""
+    cannot widen the list past the screen.
+
+    >>> print(shortened("report-2026-11-30.csv", 12, tail=4))
+    <span title="report-2026-11-30.csv" style="overflow-wrap:anywhere">report-….csv</span>
+    >>> print(shortened("<b>short</b>", 40))
+    <span title="&lt;b&gt;short&lt;/b&gt;" style="overflow-wrap:anywhere">&lt;b&gt;short&lt;/b&gt;</span>
+    """
     if len(text) > limit:
         head = limit - tail - 1
         text_shown = text[:head] + "…" + (text[-tail:] if tail else "")

@@ -32,22 +32,25 @@ class Applied:
 
     def __init__(self, org_id: str):
         self.org_id = org_id
-        self._found: dict[str, ColumnMapping | None] = {}
+        self._asked: dict[str, ColumnMapping | None] = {}  # forgotten past _REMEMBERED header rows
+        self._used: dict[str, ColumnMapping] = {}  # the mappings found: one or two a file, never forgotten
 
     def lookup(self, headers: tuple[str, ...]):
         key = signature(headers)
-        if key not in self._found:
-            if len(self._found) >= _REMEMBERED:
-                self._found.clear()
-            found = self._found[key] = ColumnMapping.objects.for_org(self.org_id).filter(signature=key).first()
-            if found is not None:
+        if key in self._asked:
+            found = self._asked[key]
+        else:
+            if len(self._asked) >= _REMEMBERED:
+                self._asked.clear()
+            found = self._asked[key] = ColumnMapping.objects.for_org(self.org_id).filter(signature=key).first()
+            if found is not None and key not in self._used:
+                self._used[key] = found
                 ColumnMapping.objects.filter(pk=found.pk).update(used_at=timezone.now())
-        found = self._found[key]
         return found.mapping if found is not None else None
 
     def used_for(self, headers: tuple[str, ...]) -> ColumnMapping | None:
         """The mapping that read the table with these headers, if one did (no query: it was looked up)."""
-        return self._found.get(signature(headers))
+        return self._used.get(signature(headers))
 
 
 @contextmanager

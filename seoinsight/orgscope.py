@@ -14,8 +14,9 @@ every ModelAdmin: ``org_path`` knows the lookup from any model to its org, and
 * list filters on relations, and the autocomplete, which reads the remote model's
   admin queryset.
 
-Models that belong to no org (users, groups) are superuser-only
-(``SuperuserOnlyAdmin``): a staff user who may edit users can make himself a
+Models that belong to no org (users, groups), and those that decide what an org is
+(the org itself, its memberships, its API tokens: ``operator_group.LEFT_OUT``), are
+superuser-only (``SuperuserOnlyAdmin``): a staff user who may edit users can make himself a
 superuser, so that right is never delegated to an org. ``seoinsight.checks``
 refuses (admin ``seoinsight.E001``) any registered admin that is neither.
 """
@@ -212,7 +213,10 @@ class OrgScopedInline(_ViewableAutocompletes):
 
 
 class SuperuserOnlyAdmin:
-    """Mix in before the ModelAdmin of a model that belongs to no org: only a superuser reaches it."""
+    """Mix in before the ModelAdmin of a model of no org, or of one that decides what an org is: superusers only.
+
+    A staff user holding every permission gets a 403 on each page and no entry in the index.
+    """
 
     def has_module_permission(self, request):
         return request.user.is_superuser and super().has_module_permission(request)

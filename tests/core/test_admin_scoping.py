@@ -333,10 +333,6 @@ def test_a_forged_post_cannot_attach_another_orgs_rows(staff_client, alpha, brav
     assert allowed.status_code == 302
     assert not Mailbox.objects.filter(org=bravo[Org], name="stolen").exists()
 
-    joined = staff_client.post(url(Membership, "add"), {"user": alpha[User].pk, "org": bravo[Org].pk})
-    assert joined.status_code == 200 and "org" in joined.context["adminform"].form.errors
-    assert not Membership.objects.filter(user=alpha[User], org=bravo[Org]).exists()
-
 
 @pytest.mark.parametrize("model", SUPERUSER_ONLY, ids=label)
 def test_a_superuser_only_list_is_refused_to_staff_holding_every_permission(model, staff_client, admin_client):
@@ -351,6 +347,37 @@ def test_users_and_groups_are_for_superusers_only(staff_client, admin_client, st
     assert staff_client.get(url(User, "change", staff.pk)).status_code == 403
     assert "auth/user" not in staff_client.get(reverse("admin:index")).content.decode()
     assert admin_client.get(url(User, "change", bravo[User].pk)).status_code == 200
+
+
+@pytest.mark.parametrize("model", [Org, Membership, ApiToken], ids=label)
+def test_orgs_memberships_and_tokens_are_a_superusers_decision(model, staff_client, staff_request, admin_client,
+                                                                alpha):
+    """operator_group.LEFT_OUT: an org's settings, who belongs to it and its machine credentials."""
+    own = alpha[model]
+    for view, args in [("changelist", ()), ("add", ()), ("change", (own.pk,)), ("history", (own.pk,)),
+                       ("delete", (own.pk,))]:
+        assert staff_client.get(url(model, view, *args)).status_code == 403, view
+    assert staff_client.post(url(model, "delete", own.pk), {"post": "yes"}).status_code == 403
+    assert model._base_manager.filter(pk=own.pk).exists()
+    model_admin = admin.site._registry[model]
+    assert not model_admin.has_module_permission(staff_request)
+    assert not model_admin.has_view_permission(staff_request, own)
+    assert url(model, "changelist") not in staff_client.get(reverse("admin:index")).content.decode()
+
+    assert admin_client.get(url(model, "changelist")).status_code == 200
+    assert admin_client.get(url(model, "change", own.pk)).status_code == 200
+    assert url(model, "changelist") in admin_client.get(reverse("admin:index")).content.decode()
+
+
+def test_a_staff_user_cannot_join_an_org_or_change_its_name(staff_client, alpha, bravo):
+    joined = staff_client.post(url(Membership, "add"), {"user": alpha[User].pk, "org": bravo[Org].pk})
+    assert joined.status_code == 403
+    assert not Membership.objects.filter(user=alpha[User], org=bravo[Org]).exists()
+
+    renamed = staff_client.post(url(Org, "change", alpha[Org].pk), {
+        "name": "Renamed", "memberships-TOTAL_FORMS": "0", "memberships-INITIAL_FORMS": "0"})
+    assert renamed.status_code == 403
+    assert Org.objects.get(pk=alpha[Org].pk).name == "Alpha Corp"
 
 
 def test_a_staff_user_cannot_create_an_org(staff_client):

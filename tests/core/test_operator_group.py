@@ -11,6 +11,7 @@ from django.urls import reverse
 
 from seoinsight import operator_group
 from seoinsight.models import Site, SiteTarget
+from seoinsight.orgscope import SuperuserOnlyAdmin
 from tests.core.test_admin import KEY
 from tests.factories import OrgFactory, SiteFactory, SiteTargetFactory, UserFactory
 from tests.mailpoll.factories import MailboxFactory, MailRuleFactory
@@ -40,6 +41,15 @@ def test_every_admin_page_is_granted_or_left_out_with_a_reason():
     known = {model._meta.label_lower for model in apps.get_models()}
     assert (granted | left_out) - known == set(), "a label names no model"
     assert all(operator_group.LEFT_OUT.values())
+
+
+def test_what_the_group_leaves_out_is_superuser_only_in_the_admin():
+    """LEFT_OUT is a superuser's decision: its admins say so (not only the group), and nothing else is."""
+    superuser_only = {model._meta.label_lower for model, model_admin in admin.site._registry.items()
+                      if isinstance(model_admin, SuperuserOnlyAdmin)}
+
+    assert set(operator_group.LEFT_OUT) - superuser_only == set(), "mix in seoinsight.orgscope.SuperuserOnlyAdmin"
+    assert superuser_only - set(operator_group.LEFT_OUT) == set(), "add it to LEFT_OUT with the reason"
 
 
 def test_sync_puts_the_group_back_as_declared_and_is_safe_to_run_again():

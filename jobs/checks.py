@@ -61,8 +61,10 @@ FROM pg_class AS t WHERE t.oid = to_regclass('jobs')
 """
 
 
-# Zero or less: a worker that never sleeps between polls, never beats, or a sweep that takes every running job.
-POSITIVE = ("JOBS_POLL_INTERVAL", "JOBS_HEARTBEAT_INTERVAL", "JOBS_STALE_AFTER", "JOBS_SWEEP_INTERVAL")
+# Zero or less: a worker that never sleeps between polls, never beats, or a sweep that takes every running job;
+# a task whose every enqueue is refused.
+POSITIVE = ("JOBS_POLL_INTERVAL", "JOBS_HEARTBEAT_INTERVAL", "JOBS_STALE_AFTER", "JOBS_SWEEP_INTERVAL",
+            "JOBS_TASK_MAX_ARGS_BYTES")
 
 
 @checks.register()

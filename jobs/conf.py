@@ -8,6 +8,9 @@ from seoinsight.conf import Declarations, Setting
 
 SETTINGS = Declarations(
     Setting("JOBS_HANDLER_MODULES", list, [], "extra modules that register job types (comma-separated)"),
+    Setting("JOBS_TASK_MAX_ARGS_BYTES", int, 1_000_000,
+            "largest JSON (UTF-8 bytes) of a task's arguments, args and kwargs together; a larger enqueue is refused "
+            "(InvalidTask), as a return value over 1 MB fails its run"),
     Setting("JOBS_LISTEN_NOTIFY", bool, True,
             "wake workers with LISTEN/NOTIFY (0 behind PgBouncer in transaction mode; workers then poll)"),
     Setting("JOBS_PREPARED_STATEMENTS", bool, True,

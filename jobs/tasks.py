@@ -7,7 +7,9 @@ by the admin, ``/jobs/<id>`` and ``/metrics``. A worker knows the tasks of every
 ``tasks`` module and of the modules in ``JOBS_HANDLER_MODULES`` (``registry.autodiscover``).
 
 The row: ``payload = {"args": [...], "kwargs": {...}}`` (JSON-normalized at enqueue, as the API
-requires), ``report = {"return_value": ...}`` once done, ``error``/``traceback`` when a run
+requires; ``InvalidTask`` for arguments jsonb would not give back unchanged, or over
+JOBS_TASK_MAX_ARGS_BYTES), ``report = {"return_value": ...}`` once done (a return value that
+would not come back unchanged fails its run), ``error``/``traceback`` when a run
 failed. ``get_result`` reads the row back; the task of a result is the decorated task placed as
 the row says (priority, queue, run_after, org).
 
@@ -18,7 +20,6 @@ backend while the app registry is still loading, for a ``@task`` met at import t
 from __future__ import annotations
 
 import inspect
-import json
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
@@ -26,9 +27,9 @@ from dataclasses import dataclass, field, fields, replace
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from . import event_loop, registry
+from . import conf, event_loop, registry
 from .errors import CANCELLED, TIMED_OUT, JobCancelled, JobTimedOut, Retry
-from .storable import MAX_REPORT_BYTES
+from .storable import MAX_REPORT_BYTES, JSONRoundTripError, check_round_trip
 from .system import SYSTEM_ORG
 from .tasks_compat import (
     TASK_REFRESH_ATTRS,
@@ -191,6 +192,11 @@ class PostgresBackend(BaseTaskBackend):
         self.validate_task(task)
         args, kwargs = normalize_json(args), normalize_json(kwargs)
         payload = {"args": args, "kwargs": kwargs}
+        try:
+            # Before any SQL: a value jsonb refuses would abort the caller's transaction.
+            check_round_trip(payload, "the task's arguments", int(conf.get("JOBS_TASK_MAX_ARGS_BYTES")))
+        except JSONRoundTripError as exc:
+            raise InvalidTask(f"{task.module_path}: {exc}") from None
         guard = _option(task, "one_running_per")
         if guard:
             # The claim's guard reads the value at the top of the payload (payload -> key).
@@ -373,7 +379,8 @@ def _register(job_type: registry.JobType) -> None:
 def run_task(job) -> dict:
     """The handler of every task's job type: the function called with the row's arguments.
 
-    Returns ``{"return_value": ...}`` (JSON-normalized: what the API allows a task to return).
+    Returns ``{"return_value": ...}`` (JSON-normalized: what the API allows a task to return), or
+    fails with ``JSONRoundTripError`` when jsonb would not give that value back unchanged.
     An exception leaves with a note of its class path (see ``EXCEPTION_NOTE``); the worker then
     fails, retries or re-queues the job by its usual rules.
     """
@@ -391,9 +398,9 @@ def run_task(job) -> dict:
         if task.takes_context:
             args.insert(0, PostgresTaskContext(task_result=result, job=job))
         value = normalize_json(call(task.func, args, kwargs))
-        size = len(json.dumps(value))
-        if size > MAX_REPORT_BYTES - 100:
-            raise ValueError(f"the return value of {size} bytes is over the {MAX_REPORT_BYTES} byte limit")
+        # The run fails rather than store a value other than the one returned (the report's own cleaning
+        # would turn NaN into null); 100 bytes are left for the report's {"return_value": ...}.
+        check_round_trip(value, "the return value", MAX_REPORT_BYTES - 100)
     except BaseException as exc:
         exc.add_note(EXCEPTION_NOTE + f"{type(exc).__module__}.{type(exc).__qualname__}")
         if not _retried(task, exc):

@@ -52,11 +52,20 @@ def countable(progress) -> tuple[float, float] | None:
     return (done, total) if numbers and total > 0 else None
 
 
+# The most of one JSON column (payload, progress, report) a job's page shows: a report at its 1 MB cap,
+# or a payload written before task arguments were bounded, must not make a page of megabytes.
+PREVIEW_CHARS = 20_000
+
+
 def pretty_json(value):
+    """``value`` indented in a ``<pre>``, cut after PREVIEW_CHARS characters with a line saying so."""
     if value is None:
         return EMPTY
     text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, cls=DjangoJSONEncoder)
-    return format_html("<pre>{}</pre>", text)
+    if len(text) <= PREVIEW_CHARS:
+        return format_html("<pre>{}</pre>", text)
+    return format_html("<pre>{}…</pre><p>The first {} of {} characters are shown.</p>", text[:PREVIEW_CHARS],
+                       f"{PREVIEW_CHARS:,}", f"{len(text):,}")
 
 
 def max_attempts(job_type: str) -> int:

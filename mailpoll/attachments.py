@@ -1,11 +1,14 @@
 """Every move of ``Attachment.status``, in one place (as ``jobs.sql`` is for jobs).
 
-- ``start``: pending → processing (its ``process_attachment`` job begins a run)
+- ``start``: pending → processing (its ``process_attachment`` job begins a run), or processing → processing
+  for a newer attempt of the job that holds it (its previous run died), or → failed once out of runs
+- ``wait_for_disk``: processing (this run) → pending, the run given back: the disk is full, its job retries later
 - ``finish``: processing → done, or → held when the downstream outbox is on (its entry in the same transaction)
 - ``delivered``: held → done (the downstream acknowledged it; a CSV/Excel becomes its Import then)
 - ``fail_held``: held → failed (acknowledged, but what should follow cannot be done)
 - ``fail``: pending | processing | failed → failed (its job failed)
 - ``release_stuck``: processing, stuck → pending with a new job, or failed once out of runs
+- ``link_import``: processing (this run) → processing, its Import recorded (in the Import's transaction)
 - ``requeue``: failed → pending (an operator requeued its failed job)
 - ``retry_failed``: failed → pending with a new job, attempts from 0 (the admin's Retry)
 - ``route``: needs_route → pending with a new job, for the site target an operator chose (the admin's Route to…)
@@ -29,6 +32,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from django.db import models, transaction
+from django.db.models import Q
 from django.db.models import F, Value
 from django.db.models.functions import Cast, Concat
 from django.utils import timezone
@@ -44,6 +48,9 @@ log = logging.getLogger(__name__)
 
 RELEASE = "release"
 FAIL = "fail"
+MAX_RUNS = 3  # runs an attachment may die in before it is given up (the watchdog's rule and a re-run's)
+# What a waiting attachment's error says while its job waits for disk space (mailpoll.handlers).
+WAITING_FOR_DISK = "waiting for disk space"
 
 
 class TransitionError(RuntimeError):
@@ -73,11 +80,62 @@ def enqueue_processing(org_id: str, attachment_ids: list[int]) -> int:
     ])
 
 
-def start(pk: int) -> bool:
-    """pending → processing, one more attempt; False if the row was not pending."""
-    # Only a pending row is taken, so a duplicate job (or one whose row an operator failed) does nothing.
-    return bool(Attachment.objects.filter(pk=pk, status=AttachmentStatus.PENDING).update(
-        status=AttachmentStatus.PROCESSING, processing_started_at=timezone.now(), attempts=F("attempts") + 1))
+STARTED, TAKEN_OVER, GIVEN_UP = "started", "taken over", "given up"
+
+
+def start(pk: int, job) -> str | None:
+    """A run of ``job`` (its ``id`` and ``attempts``, the queue's fence) takes the attachment; None if it may not.
+
+    STARTED: pending → processing. TAKEN_OVER: the row is processing for an older attempt of this same job,
+    whose run died (kill -9, a lost worker): the newer attempt carries on at once instead of leaving it to the
+    watchdog. GIVEN_UP: such a row had died MAX_RUNS times already (``after_stuck``) → failed. None: anything
+    else — a row that is not pending, or one another job's run holds (a duplicate job never steals it).
+    """
+    now = timezone.now()
+    run = {"run_job_id": job.id, "run_attempt": job.attempts}
+    if Attachment.objects.filter(pk=pk, status=AttachmentStatus.PENDING).update(
+            status=AttachmentStatus.PROCESSING, processing_started_at=now, attempts=F("attempts") + 1, **run):
+        return STARTED
+    with transaction.atomic():
+        own = Attachment.objects.select_for_update(of=("self",)).filter(
+            pk=pk, status=AttachmentStatus.PROCESSING, run_job_id=job.id, run_attempt__lt=job.attempts,
+        ).values_list("attempts", flat=True).first()
+        if own is None:
+            return None
+        if after_stuck(own, MAX_RUNS) == FAIL:
+            _move([pk], AttachmentStatus.PROCESSING, status=AttachmentStatus.FAILED, error=_given_up(own))
+            log.error("attachment=%s failed: its runs died %s times", pk, own)
+            return GIVEN_UP
+        _move([pk], AttachmentStatus.PROCESSING, processing_started_at=now, attempts=F("attempts") + 1, **run)
+    log.warning("job=%s attempt %s takes attachment=%s over from its previous run, which died", job.id,
+                job.attempts, pk)
+    return TAKEN_OVER
+
+
+def _given_up(attempts: int) -> str:
+    return f"stuck in processing {attempts} times; given up"
+
+
+def _this_run(pk: int, job):
+    """The row while this run of ``job`` holds it (processing): what a run's own writes are conditional on."""
+    return Attachment.objects.filter(pk=pk, status=AttachmentStatus.PROCESSING, run_job_id=job.id,
+                                     run_attempt=job.attempts)
+
+
+def wait_for_disk(pk: int, job, error: str) -> bool:
+    """processing (this run) → pending: the disk is full, and ``job`` is retried later; False if not this run's.
+
+    The run is given back (it did not die), the error says what it waits for; the job's retry starts it again.
+    """
+    return bool(_this_run(pk, job).update(
+        status=AttachmentStatus.PENDING, processing_started_at=None, attempts=F("attempts") - 1,
+        error=f"{WAITING_FOR_DISK} ({error}); tried again automatically"[:2000]))
+
+
+def link_import(pk: int, job, import_id: int) -> bool:
+    """Record the Import this run made of the attachment; call in the Import's transaction. False if the run
+    no longer holds it (a newer attempt took it over): the caller then rolls the Import back."""
+    return bool(_this_run(pk, job).filter(source_import__isnull=True).update(source_import_id=import_id))
 
 
 def waits_for_downstream() -> bool:
@@ -85,26 +143,30 @@ def waits_for_downstream() -> bool:
     return outbox_capacity.enabled()
 
 
-def finish(pk: int, **fields) -> bool:
+def finish(pk: int, job=None, **fields) -> bool:
     """processing → held (outbox on) or done, with the result's ``fields``; False if it was no longer processing.
+
+    ``job``: the run that finishes, whose hold it must still be (a run a newer attempt took over records
+    nothing); None for a caller outside any run.
 
     The document is accepted here: with a DOWNSTREAM_URL it is held, and its
     outbox entry written in the same transaction (written down first,
     it survives); ``delivered`` moves it on once the downstream has it.
     """
     if not waits_for_downstream():
-        return _record_result(pk, AttachmentStatus.DONE, fields)  # one statement: no transaction of its own
+        return _record_result(pk, job, AttachmentStatus.DONE, fields)  # one statement: no transaction of its own
     with transaction.atomic():
-        moved = _record_result(pk, AttachmentStatus.HELD, fields)
+        moved = _record_result(pk, job, AttachmentStatus.HELD, fields)
         if moved:
             _hold_for_downstream(Attachment.objects.select_related("request__mailbox").get(pk=pk))
     return moved
 
 
-def _record_result(pk: int, status: str, fields: dict) -> bool:
+def _record_result(pk: int, job, status: str, fields: dict) -> bool:
     # A run the watchdog or an operator gave up on meanwhile (released or failed) does not overwrite that.
-    return bool(Attachment.objects.filter(pk=pk, status=AttachmentStatus.PROCESSING).update(
-        status=status, error="", **fields))
+    rows = _this_run(pk, job) if job is not None else Attachment.objects.filter(
+        pk=pk, status=AttachmentStatus.PROCESSING)
+    return bool(rows.update(status=status, error="", **fields))
 
 
 def delivered(pk: int) -> bool:
@@ -153,10 +215,15 @@ def _hold_for_downstream(attachment: Attachment) -> None:
                        file_sha256=attachment.sha256 if has_file else "")
 
 
-def fail(pk: int, error: str) -> bool:
-    """pending | processing | failed → failed with ``error``; False if the row is done, skipped or gone."""
+def fail(pk: int, error: str, job_id=None) -> bool:
+    """pending | processing | failed → failed with ``error``; False if the row is done, skipped or gone.
+
+    ``job_id``: the job that failed; a row another job's run is processing is not its to fail.
+    """
     # Its job failed; a row that finished (done) or was never work (skipped) keeps its outcome.
+    others = ~Q(status=AttachmentStatus.PROCESSING) | Q(run_job_id__isnull=True) | Q(run_job_id=job_id)
     return bool(Attachment.objects.filter(
+        others if job_id is not None else Q(),
         pk=pk, status__in=[AttachmentStatus.PENDING, AttachmentStatus.PROCESSING, AttachmentStatus.FAILED],
     ).update(status=AttachmentStatus.FAILED, error=(error or "failed")[:2000]))
 
@@ -236,7 +303,7 @@ def release_stuck(ids=None, *, max_attempts: int | None = None) -> Released:
             plan[after_stuck(attempts, max_attempts)][pk] = org_id
         # Guarded by the state they leave, as every transition; locked above, so each of them moves.
         _move(plan[RELEASE], AttachmentStatus.PROCESSING, status=AttachmentStatus.PENDING,
-              processing_started_at=None)
+              processing_started_at=None, run_job_id=None, run_attempt=None)
         _move(plan[FAIL], AttachmentStatus.PROCESSING, status=AttachmentStatus.FAILED, error=Concat(
             Value("stuck in processing "), Cast("attempts", models.TextField()), Value(" times; given up"),
             output_field=models.TextField()))

@@ -4,8 +4,10 @@ CSV / Excel become an Import (origin email) for the site target their routing ch
 (``mailpoll.routing``: a mail rule, or the mailbox's own target) —
 ``import_csv`` does the rest; PDF text is extracted with pypdf; a body document
 is its own text. Its status moves only through ``mailpoll.attachments``
-(pending → processing → done | failed); the watchdog releases a document whose
-worker died in ``processing``.
+(pending → processing → done | failed); a re-run of the job whose run died
+takes its document over at once (the watchdog releases any other left in
+``processing``). A full disk is waited out: the document waits, its job is
+retried with the queue's backoff (``RUNS``), nobody has to press Retry.
 
 With the downstream outbox on, a run ends in ``held`` instead, and nothing
 further happens to the document until the downstream has it (nothing
@@ -42,14 +44,24 @@ IMPORTABLE = ("csv", "xlsx", "xls")
 OLD_XLS = "old .xls (Excel 97-2003) files cannot be imported: save it as .xlsx or CSV and send it again"
 
 
+# Runs of a process_attachment job: a full disk is retried this often, with the queue's backoff between runs
+# (JOBS_RETRY_BASE doubling up to JOBS_RETRY_MAX: with the defaults, 1.3 to 2.6 hours in all). Runs that
+# die are bounded by the attachment's own MAX_RUNS, not by this.
+RUNS = 24
+
+
 class DocumentError(Exception):
     """The document cannot be processed; the message says why."""
 
 
+class Superseded(Exception):
+    """A newer attempt of this run's job took the attachment over while this run worked on it."""
+
+
 def attachment_failed(job) -> None:
-    """on_fail: the job failed, so its attachment did (unless it had finished)."""
+    """on_fail: the job failed, so its attachment did (unless it had finished, or another job's run has it)."""
     pk = job.payload.get("attachment_id")
-    if not attachments.fail(pk, job.error):
+    if not attachments.fail(pk, job.error, job_id=job.id):
         log.info("job=%s failed; attachment=%s was done, skipped or gone, and keeps that", job.id, pk)
 
 
@@ -60,27 +72,46 @@ def attachment_requeued(job) -> None:
         log.warning("job=%s requeued; attachment=%s was not failed and is left as it is", job.id, pk)
 
 
-@register("process_attachment", on_fail=attachment_failed, on_requeue=attachment_requeued)
+@register("process_attachment", on_fail=attachment_failed, on_requeue=attachment_requeued, max_attempts=RUNS,
+          retry_on=(storage.OutOfSpace,))
 def process_attachment(job):
     attachment_id = job.payload["attachment_id"]
-    if not attachments.start(attachment_id):
+    started = attachments.start(attachment_id, job)
+    if started is None:
         return {"skipped": "attachment is not pending"}
+    if started == attachments.GIVEN_UP:
+        raise DocumentError(f"its runs died {attachments.MAX_RUNS} times; given up")
+    try:
+        report = _process(job, attachment_id)
+    except storage.OutOfSpace as exc:
+        # Transient: the document waits (and says so), the queue retries the job with backoff (retry_on).
+        attachments.wait_for_disk(attachment_id, job, str(exc))
+        log.warning("job=%s attachment=%s waits for disk space: %s", job.id, attachment_id, exc)
+        raise
+    except Superseded:
+        log.warning("job=%s attachment=%s was taken over by a newer run of this job; this run records nothing",
+                    job.id, attachment_id)
+        return {"skipped": "a newer run of this job took the attachment over"}
+    if not attachments.finish(attachment_id, job, **report.pop("fields", {})):
+        log.warning("job=%s attachment=%s was released or failed while this run worked on it; its result is not "
+                    "recorded", job.id, attachment_id)
+    return report
+
+
+def _process(job, attachment_id: int) -> dict:
     attachment = Attachment.objects.select_related("request__mailbox__site_target__site", "site_target__site").get(
         pk=attachment_id)
     if attachment.request.org_id != job.org_id:
         raise DocumentError("attachment belongs to another org")
     kind = attachment.document_type
     if kind in IMPORTABLE:
-        report = _importable(attachment) if attachments.waits_for_downstream() else _to_import(attachment)
+        report = _importable(attachment) if attachments.waits_for_downstream() else _to_import(attachment, job)
     elif kind == "pdf":
         report = _extract_pdf(attachment)
     elif kind == "body":
         report = _body_text(attachment)
     else:
         raise DocumentError(f"no processing for document type {kind!r}")
-    if not attachments.finish(attachment.pk, **report.pop("fields", {})):
-        log.warning("job=%s attachment=%s was released or failed while this run worked on it; its result is not "
-                    "recorded", job.id, attachment.pk)
     return report
 
 
@@ -131,19 +162,34 @@ def _importable(attachment: Attachment) -> dict:
     return {"held": "imported once the downstream has it"}
 
 
-def _to_import(attachment: Attachment) -> dict:
+def _to_import(attachment: Attachment, job=None) -> dict:
+    """The attachment's Import (its file stored, its job queued); ``job``: the run making it, None once delivered.
+
+    A run that died after making it left it linked: the next run reports that one instead of importing twice.
+    """
     from imports.models import ImportOrigin
     from imports.services import create_import
 
+    if attachment.source_import_id is not None:
+        return {"import_id": attachment.source_import_id, "job_id": str(attachment.source_import.job_id)}
     target = _import_target(attachment)
     name = attachment.filename
     if not name.lower().endswith((".csv", ".tsv", ".txt", ".xlsx", ".zip")):
         name += ".xlsx" if attachment.document_type == "xlsx" else ".csv"
     data = _verified_bytes(attachment)
-    with transaction.atomic():
-        imp = create_import(site_target=target, content=ContentFile(data), filename=name, size=len(data),
-                            origin=ImportOrigin.EMAIL)
-        Attachment.objects.filter(pk=attachment.pk).update(source_import=imp)
+    imp = None
+    try:
+        with transaction.atomic():
+            imp = create_import(site_target=target, content=ContentFile(data), filename=name, size=len(data),
+                                origin=ImportOrigin.EMAIL)
+            if job is None:
+                Attachment.objects.filter(pk=attachment.pk).update(source_import=imp)
+            elif not attachments.link_import(attachment.pk, job, imp.pk):
+                raise Superseded()
+    except BaseException:
+        if imp is not None:  # stored, but its rows were rolled back: the file must not outlive them
+            imp.file.delete(save=False)
+        raise
     return {"import_id": imp.pk, "job_id": str(imp.job_id)}
 
 

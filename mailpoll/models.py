@@ -496,7 +496,12 @@ class Attachment(models.Model):
     skip_reason = models.CharField(max_length=300, blank=True)
     context_text = models.TextField(blank=True)
     processing_started_at = models.DateTimeField(null=True, blank=True)
+    # Runs charged to the document: each start counts one, a run that ended waiting for disk space gives it back.
     attempts = models.IntegerField(default=0)
+    # The run that holds it (set by each start): its job and that job's attempt, the queue's fence. A newer
+    # attempt of the same job takes its own processing row over at once; no other job can (mailpoll.attachments).
+    run_job_id = models.UUIDField(null=True, blank=True)
+    run_attempt = models.IntegerField(null=True, blank=True)
     error = models.TextField(blank=True)
     extracted_text = models.TextField(blank=True)
     source_import = models.ForeignKey(Import, null=True, blank=True, on_delete=models.SET_NULL,
@@ -577,6 +582,9 @@ class PostAction(models.Model):
     attempts = models.IntegerField(default=0)
     next_try_at = models.DateTimeField()
     last_error = models.TextField(blank=True)
+    # Set by a poller's claim, cleared when it records the outcome: a claim that finds it still set knows the
+    # poller before it stopped (killed) somewhere between the two, having perhaps applied it already.
+    claimed_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 

@@ -11,7 +11,8 @@ message once its documents are stored. Its row is inserted in the transaction th
 No transition leads out of ``done`` or ``gone``. Each is one statement conditional on the state it
 leaves. The claim's lease keeps two pollers from acting on one message at once, and a poller that dies
 mid-way leaves its rows due again when the lease ends. Applying one twice is harmless anyway: marking
-read is idempotent, and a message already moved is simply ``gone`` from the folder.
+read is idempotent, and a message already moved is simply ``gone`` from the folder — unless the claim
+that moved it was our own and never recorded (``claimed_at`` still set): then that move is ``done``.
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ class PostActionItem:
     uidvalidity: int | None  # IMAP: the folder's UIDVALIDITY when the message was stored (its UID names it only then)
     action: str  # MARK_READ | MOVE | LABEL
     destination: str = ""  # the folder (MOVE) or label (LABEL), by name
+    # An earlier claim of it was never recorded: that poller stopped (killed) after claiming, maybe after acting.
+    unrecorded: bool = False
 
 
 @dataclass(frozen=True)
@@ -114,19 +117,22 @@ def changes_source(mailbox) -> bool:
 
 
 # One statement: the due rows of a mailbox, locked past a concurrent claimer (SKIP LOCKED), leased and counted.
+# The claim is written down (claimed_at) before anything is done at the server; the previous claim's mark,
+# still there, says that claim's poller stopped before recording what it did.
 CLAIM = """
 WITH due AS MATERIALIZED (
-    SELECT id FROM mailpoll_postaction
+    SELECT id, claimed_at FROM mailpoll_postaction
     WHERE mailbox_id = %(mailbox_id)s AND status = 'pending' AND next_try_at <= %(now)s
     ORDER BY next_try_at, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 )
 UPDATE mailpoll_postaction AS p
-SET next_try_at = %(lease_until)s, attempts = p.attempts + 1
+SET next_try_at = %(lease_until)s, attempts = p.attempts + 1, claimed_at = %(now)s
 FROM due
 WHERE p.id = due.id
-RETURNING p.id, p.folder, p.uid, p.uidvalidity, p.provider_ref, p.action, p.destination, p.attempts
+RETURNING p.id, p.folder, p.uid, p.uidvalidity, p.provider_ref, p.action, p.destination, p.attempts,
+          due.claimed_at IS NOT NULL
 """
 
 
@@ -137,36 +143,60 @@ def claim(mailbox_id: int, limit: int = CLAIM_LIMIT) -> dict[str, list[tuple[Pos
         cursor.execute(CLAIM, {"mailbox_id": mailbox_id, "now": now, "lease_until": now + LEASE, "limit": limit})
         rows = cursor.fetchall()
     by_folder: dict[str, list[tuple[PostActionItem, int]]] = {}
-    for pk, folder, uid, uidvalidity, provider_ref, action, destination, attempts in sorted(rows):
-        item = PostActionItem(pk, uid if uid is not None else provider_ref, uidvalidity, action, destination)
+    for pk, folder, uid, uidvalidity, provider_ref, action, destination, attempts, unrecorded in sorted(rows):
+        item = PostActionItem(pk, uid if uid is not None else provider_ref, uidvalidity, action, destination,
+                              unrecorded)
         by_folder.setdefault(folder, []).append((item, attempts))
     return by_folder
+
+
+def own_move(item: PostActionItem, result: PostActionResult) -> bool:
+    """Whether a message found gone was moved by our own earlier claim, which never recorded it.
+
+    A move's claim is written before the move and cleared by its record, so a poller killed between the
+    two leaves the mark: the message missing from its folder is where that move put it, not a third party's.
+
+    >>> moved = PostActionItem(1, 7, 1, MOVE, "Done", unrecorded=True)
+    >>> own_move(moved, PostActionResult(GONE)), own_move(PostActionItem(1, 7, 1, MOVE, "Done"), PostActionResult(GONE))
+    (True, False)
+    >>> own_move(PostActionItem(1, 7, 1, MARK_READ, unrecorded=True), PostActionResult(GONE))
+    False
+    """
+    return result.outcome == GONE and item.action == MOVE and item.unrecorded
 
 
 def record(mailbox_id: int, item: PostActionItem, attempts: int, result: PostActionResult) -> bool:
     """pending → done | gone | pending later | failed, by the server's answer; False if it was no longer pending."""
     now = timezone.now()
     pending = PostAction.objects.filter(pk=item.id, status=PostActionStatus.PENDING)
+    if own_move(item, result):
+        log.info("mailbox=%s post-action %s: message %s already moved to %s by an earlier try whose poller stopped "
+                 "before recording it", mailbox_id, item.id, item.ref, item.destination)
+        result = PostActionResult(DONE)
     if result.outcome == DONE:
-        return bool(pending.update(status=PostActionStatus.DONE, finished_at=now, last_error=""))
+        return bool(pending.update(status=PostActionStatus.DONE, finished_at=now, last_error="", claimed_at=None))
     if result.outcome == GONE:
         # Not a failure: whoever moved or deleted the message acted on it first; nothing will ever be left to do.
         log.info("mailbox=%s post-action %s: message %s gone: %s", mailbox_id, item.id, item.ref, result.detail)
-        return bool(pending.update(status=PostActionStatus.GONE, finished_at=now, last_error=result.detail[:2000]))
+        return bool(pending.update(status=PostActionStatus.GONE, finished_at=now, last_error=result.detail[:2000],
+                                   claimed_at=None))
     status, delay = after_error(attempts)
     error = (result.detail or "failed")[:2000]
     log.warning("mailbox=%s post-action %s (%s) on message %s failed, attempt %s: %s%s", mailbox_id, item.id,
                 item.action, item.ref, attempts, error, "; giving up" if status == PostActionStatus.FAILED else "")
     if status == PostActionStatus.FAILED:
-        return bool(pending.update(status=status, finished_at=now, last_error=error))
-    return bool(pending.update(next_try_at=now + timedelta(seconds=delay), last_error=error))
+        return bool(pending.update(status=status, finished_at=now, last_error=error, claimed_at=None))
+    # The mark of an unrecorded earlier claim stays: that claim may still have moved the message.
+    unmark = {} if item.unrecorded else {"claimed_at": None}
+    return bool(pending.update(next_try_at=now + timedelta(seconds=delay), last_error=error, **unmark))
 
 
 def try_again(ids, *, by: str) -> int:
     """failed | pending → pending, due at the mailbox's next poll, attempts from 0 (an operator's Try again)."""
     moved = PostAction.objects.filter(
         pk__in=list(ids), status__in=(PostActionStatus.FAILED, PostActionStatus.PENDING),
-    ).update(status=PostActionStatus.PENDING, next_try_at=timezone.now(), attempts=0, finished_at=None)
+    ).update(status=PostActionStatus.PENDING, next_try_at=timezone.now(), attempts=0, finished_at=None,
+             claimed_at=None)
     if moved:
         log.info("%s post-action(s) to be tried again at the next poll, by %s", moved, by)
     return moved

@@ -4,6 +4,7 @@
 - ``claim``: waiting and due, or sending with an expired lease → sending (a new claim token)
 - ``done``: → deleted, after the downstream answered 2xx
 - ``failed``: sending (this claim) → waiting, one more attempt, due after ``seoinsight.backoff.doubling``
+- ``recovered``: waiting because the downstream was unreachable → waiting, due now (it acknowledged a document)
 - ``retry_now``: waiting → waiting, due now (the admin)
 """
 
@@ -107,8 +108,11 @@ def done(entry: Claimed) -> bool:
         return cursor.rowcount == 1
 
 
-def failed(entry: Claimed, error: str) -> float:
+def failed(entry: Claimed, error: str, *, unreachable: bool = False) -> float:
     """This try failed: count it, keep ``error``, release the claim; returns the delay before the next try.
+
+    ``unreachable``: the downstream did not answer (or answered that it is unavailable), as opposed to
+    refusing this document; such an entry is due again at the downstream's next success (``recovered``).
 
     Raises LeaseLost if this sender no longer holds the claim (its lease expired
     and another sender took the entry): that sender's try is the one that counts.
@@ -117,10 +121,17 @@ def failed(entry: Claimed, error: str) -> float:
                        float(conf.get("OUTBOX_RETRY_MAX_SECONDS")))
     with connection.cursor() as cursor:
         cursor.execute(sql.FAILED, {"id": entry.id, "token": entry.token, "delay": wait,
-                                    "error": (error or "failed")[:MAX_ERROR_CHARS]})
+                                    "error": (error or "failed")[:MAX_ERROR_CHARS], "unreachable": unreachable})
         if cursor.rowcount != 1:
             raise LeaseLost(f"outbox entry {entry.id} is no longer claimed by this sender")
     return wait
+
+
+def recovered() -> int:
+    """The downstream acknowledged a document: entries waiting only for it to come back are due now; how many."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql.RECOVERED)
+        return cursor.rowcount
 
 
 def retry_now(ids) -> list[int]:

@@ -48,6 +48,9 @@ class Entry(models.Model):
     state = models.CharField(max_length=10, choices=EntryState.choices, default=EntryState.WAITING)
     attempts = models.IntegerField(default=0)
     last_error = models.TextField(blank=True)
+    # Its last try found the downstream unreachable (no answer, or 502 / 503 / 504), not refusing this document:
+    # the downstream's next success makes it due at once (outbox.sql.RECOVERED) instead of after its backoff.
+    unreachable = models.BooleanField(default=False, db_default=False)
     next_attempt_at = models.DateTimeField(db_default=models.functions.Now())
     claimed_by = models.CharField(max_length=200, blank=True)
     # A new token per claim: a sender whose lease expired and was re-claimed cannot fail its successor's try.

@@ -55,10 +55,20 @@ REASON_BYTES = 2048
 # The most of an answer read only to keep its connection for the next try.
 KEEP_BYTES = 64 * 1024
 REASON_CHARS = 300
+# Answers that say the downstream is not there right now (a proxy in front of it, or it is overloaded), as
+# opposed to refusing this document: its next success makes such an entry due again (entries.recovered).
+UNAVAILABLE = (502, 503, 504)
 
 
 class DeliveryError(Exception):
-    """The downstream did not acknowledge the document; the message says what it answered."""
+    """The downstream did not acknowledge the document; the message says what it answered.
+
+    ``unreachable``: it did not answer at all, or answered UNAVAILABLE, rather than refusing the document.
+    """
+
+    def __init__(self, message: str, *, unreachable: bool = False):
+        super().__init__(message)
+        self.unreachable = unreachable
 
 
 @dataclass
@@ -85,7 +95,7 @@ def post(entry: Claimed, session: requests.Session | None = None) -> None:
     try:
         _post(url, entry, session)
     except DeliveryError as exc:
-        raise DeliveryError(outbound.hide_query(str(exc), url)) from None
+        raise DeliveryError(outbound.hide_query(str(exc), url), unreachable=exc.unreachable) from None
 
 
 def _post(url: str, entry: Claimed, session: requests.Session | None) -> None:
@@ -112,11 +122,12 @@ def _post(url: str, entry: Claimed, session: requests.Session | None) -> None:
     except storage.DamagedFile as exc:
         raise DeliveryError(str(exc)) from None
     except requests.RequestException as exc:
-        raise DeliveryError(outbound.describe(exc)) from None
+        raise DeliveryError(outbound.describe(exc), unreachable=True) from None
     try:
         outbound.refuse_redirect(response, "the downstream")
         if not 200 <= response.status_code < 300:
-            raise DeliveryError(f"HTTP {response.status_code}: {reason(response)}")
+            raise DeliveryError(f"HTTP {response.status_code}: {reason(response)}",
+                                unreachable=response.status_code in UNAVAILABLE)
     except outbound.RedirectRefused as exc:
         raise DeliveryError(f"{exc} (set DOWNSTREAM_URL to where documents are accepted)") from None
     finally:
@@ -156,7 +167,7 @@ def deliver_one(entry: Claimed, report: Report, session=None) -> None:
         post(entry, session)
     except DeliveryError as exc:
         try:
-            wait = entries.failed(entry, str(exc))
+            wait = entries.failed(entry, str(exc), unreachable=exc.unreachable)
         except LeaseLost:
             log.warning("outbox entry=%s try failed after its claim expired (another sender has it): %s",
                         entry.id, exc)
@@ -189,6 +200,11 @@ def deliver_one(entry: Claimed, report: Report, session=None) -> None:
         return
     report.delivered += 1
     log.info("outbox entry=%s %s org=%s delivered (key %s)", entry.id, entry.document_ref, entry.org_id, entry.key)
+    # The downstream is there: what waited only for it to come back need not wait out its backoff.
+    due_again = entries.recovered()
+    if due_again:
+        log.info("outbox: the downstream answered again; %s document(s) that found it unreachable are due now",
+                 due_again)
 
 
 def run(budget: float | None = None, worker: str | None = None, stop: threading.Event | None = None) -> dict:

@@ -62,8 +62,16 @@ FAILED = """
 UPDATE outbox_entry
 SET state = 'waiting', attempts = attempts + 1, last_error = %(error)s, last_tried_at = statement_timestamp(),
     next_attempt_at = statement_timestamp() + %(delay)s * INTERVAL '1 second', claimed_by = '', claim_token = NULL,
-    lease_until = NULL
+    lease_until = NULL, unreachable = %(unreachable)s
 WHERE id = %(id)s AND state = 'sending' AND claim_token = %(token)s
+"""
+
+# recovered: the downstream acknowledged a document, so it is back: the entries that wait only because it was
+# unreachable are due now, not after their backoff (up to OUTBOX_RETRY_MAX_SECONDS). One a document-specific
+# refusal keeps its backoff: a success says nothing about it, and would otherwise bring it back at every success.
+RECOVERED = """
+UPDATE outbox_entry SET next_attempt_at = statement_timestamp(), unreachable = false
+WHERE state = 'waiting' AND unreachable AND next_attempt_at > statement_timestamp()
 """
 
 # done: the downstream answered 2xx, so it has the document: the entry goes, whoever holds it now (a

@@ -1,4 +1,7 @@
-"""Releases attachments stuck in ``processing`` (their worker died) — run at the end of every poll cycle.
+"""Releases attachments stuck in ``processing`` — run at the end of every poll cycle.
+
+Their worker died and no re-run of their job took them over (a re-run does so at once:
+``mailpoll.attachments.start``), e.g. the job itself was lost or failed.
 
 Once an hour it also deletes what writers killed mid-file left under ``mail/``
 (``.partial-*`` files a day old): never read, only taking space.
@@ -15,7 +18,7 @@ from .. import attachments
 
 log = logging.getLogger("mailpoll.watchdog")  # its name before the move: operators grep it
 
-MAX_ATTEMPTS = 3  # runs an attachment may die in before the watchdog gives up on it
+MAX_ATTEMPTS = attachments.MAX_RUNS  # runs an attachment may die in before the watchdog gives up on it
 PARTIAL_MAX_AGE = 24 * 3600  # a write in progress is never that old
 PARTIAL_SWEEP_EVERY = 3600  # listing every stored file's directory is not free
 _next_partial_sweep = 0.0  # monotonic time; per process

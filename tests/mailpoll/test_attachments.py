@@ -1,7 +1,9 @@
 """The attachment state machine (``mailpoll.attachments``): the retry-or-fail rule, each guarded
 transition from every state, set-based releases, and the CHECK constraints that back them."""
 
+import uuid
 from datetime import timedelta
+from types import SimpleNamespace
 
 import pytest
 from django.db import IntegrityError, connection, transaction
@@ -40,8 +42,13 @@ def attachment_in(status: str) -> Attachment:
     return AttachmentFactory(**traits[status])
 
 
+def a_run(job_id=None, attempt: int = 1) -> SimpleNamespace:
+    """A run of a process_attachment job, as ``start`` and a run's own transitions see it: its id and attempt."""
+    return SimpleNamespace(id=job_id or uuid.uuid4(), attempts=attempt)
+
+
 TRANSITIONS = {
-    "start": attachments.start,
+    "start": lambda pk: attachments.start(pk, a_run()) is not None,
     "finish": attachments.finish,
     "fail": lambda pk: attachments.fail(pk, "RuntimeError: boom"),
     "requeue": attachments.requeue,
@@ -104,7 +111,7 @@ def test_a_finished_run_is_held_while_a_downstream_is_configured(settings, downs
 @pytest.mark.django_db
 def test_a_run_counts_its_attempt_and_a_requeue_clears_what_the_failure_left():
     attachment = AttachmentFactory()
-    assert attachments.start(attachment.pk)
+    assert attachments.start(attachment.pk, a_run())
     attachment.refresh_from_db()
     assert attachment.attempts == 1 and attachment.processing_started_at is not None
 

@@ -5,6 +5,7 @@ attachment table's."""
 import pytest
 from django.db import connection
 
+from jobs.models import Job
 from mailpoll.sync import sql as mailpoll_sql
 from mailpoll import attachments
 from mailpoll.attachments import enqueue_processing
@@ -49,7 +50,7 @@ def test_a_document_counts_once_whatever_its_jobs_and_no_more_once_its_run_ended
     request = RequestFactory()
     [pk] = on_their_way(request, 1)
     assert capacity.intake_depth().coming == 1
-    assert attachments.start(pk)  # its run began (the job is still queued here: no worker claimed it)
+    assert attachments.start(pk, Job.objects.get(type="process_attachment"))  # its run began (the job is still queued here: no worker claimed it)
     enqueue_processing(request.org_id, [pk])  # a second job for it: still one document
     assert capacity.intake_depth().coming == 1
     Attachment.objects.filter(pk=pk).update(status=AttachmentStatus.HELD)  # its run ended: an entry's now

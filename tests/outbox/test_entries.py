@@ -36,7 +36,7 @@ def test_the_entry_is_written_in_the_transaction_that_accepts_the_document(downs
     downstream.answers = [500]
     store_message(MailboxFactory(), "INBOX", 1, mail(body=BODY))
     pk = Attachment.objects.get().pk
-    assert attachments.start(pk)
+    assert attachments.start(pk, Job.objects.get(type="process_attachment"))
     with pytest.raises(RuntimeError), transaction.atomic():
         assert attachments.finish(pk, extracted_text=BODY)
         assert Entry.objects.filter(document_ref=f"mailpoll.attachment:{pk}").exists()

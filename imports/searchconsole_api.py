@@ -25,11 +25,11 @@ from seoinsight.models import SEARCH_CONSOLE_SETTLING_DAYS
 from . import ingest
 from .job_hooks import import_failed, import_requeued, mark_done
 from .models import Import, ImportKind, ImportOrigin, ImportStatus
-from .searchconsole_client import SearchAnalytics, SearchConsoleError
+from .searchconsole_client import API_MAX_ROWS, SearchAnalytics, SearchConsoleError
 
 log = logging.getLogger(__name__)
 
-ROW_LIMIT = 25000  # the API's maximum rows per query
+ROW_LIMIT = API_MAX_ROWS
 # Search Console data settles after about two days; the default period ends before that.
 DEFAULT_DAYS = 28
 SETTLING_DAYS = SEARCH_CONSOLE_SETTLING_DAYS

@@ -5,20 +5,24 @@ What ``searchconsole_api`` (the ``import_api`` job) pulls pages through.
 Transport, and why tests need no patching. Production and tests run the same code:
 
 * The access token is fetched up front by the credentials themselves (``refresh``
-  over a plain ``httplib2.Http``) from the key's ``token_uri``. A revoked or wrong
+  over a ``BoundedHttp``, its answer held to ``TOKEN_BYTES``) from the key's ``token_uri``. A revoked or wrong
   key fails there, with a message naming the service account. Tests give the fake
   key a ``token_uri`` on a loopback server (``tests/support/google.py``), so the
   real JWT signing and token exchange run.
 * API calls go through ``AuthorizedHttp(credentials, http=http_factory())``.
-  ``http_factory`` is a module-level hook returning a fresh ``httplib2.Http``;
+  ``http_factory`` is a module-level hook returning a fresh ``BoundedHttp``;
   tests point it at ``googleapiclient.http.HttpMockSequence``, the library's own
   mock transport, which records every request. ``api_endpoint`` (None: Google's,
   from the discovery document) lets network-fault tests send the real
-  ``httplib2.Http`` to a loopback server that drops or refuses connections.
+  transport to a loopback server that drops, refuses, redirects or floods.
 * ``build(..., static_discovery=True)`` reads the discovery document shipped with
   google-api-python-client, so nothing but the token and the queries touches the
   network.
 * ``sleep`` (the pause between retries) is a module-level hook too.
+
+Both go through ``seoinsight.bounded_http``: a credential follows no redirect (``RedirectRefused``) and an
+answer is read to a bound (``answer_bytes`` of the page's rows; ``TOKEN_BYTES``) and no further
+(``BodyTooLarge``). Either fails the pull at once with a SearchConsoleError saying so: not retried.
 
 Errors: 429 and 5xx are retried up to ``MAX_ATTEMPTS`` times with exponential
 backoff, honouring ``Retry-After``; so are failures of the connection itself
@@ -46,8 +50,9 @@ from googleapiclient.discovery import build
 from googleapiclient.errors import HttpError
 
 from seoinsight.backoff import doubling
+from seoinsight.bounded_http import TOKEN_BYTES, BoundedHttp, limited
 from seoinsight.models import check_token_uri
-from seoinsight.outbound import scrub, where
+from seoinsight.outbound import BodyTooLarge, RedirectRefused, scrub, where
 
 log = logging.getLogger(__name__)
 
@@ -58,10 +63,24 @@ BACKOFF_MAX = 60.0
 RETRY_AFTER_MAX = 300.0  # a longer Retry-After is shortened: a worker is not parked for an hour
 HTTP_TIMEOUT = 120  # seconds; a 25,000-row query can take a while
 NO_ACCESS_STATUSES = {401, 403, 404}
+API_MAX_ROWS = 25000  # rows per query, the API's maximum
+# A page's answer may take ROW_BYTES per row asked for, plus ANSWER_OVERHEAD. Google's pretty-printed JSON
+# takes about 300 bytes a row with a 100-character URL: room for URLs ten times as long (25,000 rows: 32 MB).
+ROW_BYTES = 1280
+ANSWER_OVERHEAD = 64 * 1024
+
+
+def answer_bytes(row_limit: int) -> int:
+    """The bytes the answer to a query for ``row_limit`` rows may take.
+
+    >>> answer_bytes(25000), answer_bytes(2)
+    (32065536, 68096)
+    """
+    return ANSWER_OVERHEAD + ROW_BYTES * row_limit
 
 
 def default_http() -> httplib2.Http:
-    return httplib2.Http(timeout=HTTP_TIMEOUT)
+    return BoundedHttp(timeout=HTTP_TIMEOUT)
 
 
 # Injection points (see the module docstring); tests replace them, nothing else should.
@@ -223,9 +242,22 @@ class SearchAnalytics:
             raise SearchConsoleError(f"the stored service-account key is not usable: {scrub(str(exc))}") from None
         email = credentials.service_account_email
         request = StatusRecordingRequest(default_http())
+        token_endpoint = endpoint_of(str(account_info.get("token_uri", "")))
+
+        def refresh():
+            with limited(TOKEN_BYTES):
+                credentials.refresh(request)
+
         try:
-            retry_network(lambda: credentials.refresh(request), what="Google's token endpoint",
-                          endpoint=endpoint_of(str(account_info.get("token_uri", ""))), job_id=job_id)
+            retry_network(refresh, what="Google's token endpoint", endpoint=token_endpoint, job_id=job_id)
+        except (BodyTooLarge, RedirectRefused) as exc:
+            failure = (f"the token endpoint at {exc}" if isinstance(exc, RedirectRefused) else
+                       f"the token endpoint at {token_endpoint} answered more than {exc.limit:,} bytes, which is "
+                       f"no token (read {exc.read:,} before stopping)")
+            log.warning("job=%s token request for service account %s: %s", job_id, email, failure)
+            raise SearchConsoleError(
+                f"could not get a Search Console access token for service account {email}: {failure}"
+            ) from None
         except (GoogleAuthError, TypeError, KeyError, ValueError) as exc:
             # Beyond its own errors, google-auth fails this way on an answer that is not a token (HTML, a list).
             # The answer itself is not logged: a server of the key's choosing may echo what it was sent.
@@ -245,8 +277,17 @@ class SearchAnalytics:
         while True:
             attempt += 1
             request = self.service.searchanalytics().query(siteUrl=self.site_url, body=body)
+            rows = int(body.get("rowLimit", API_MAX_ROWS))
             try:
-                return request.execute()
+                with limited(answer_bytes(rows)):
+                    return request.execute()
+            except BodyTooLarge as exc:
+                raise SearchConsoleError(
+                    f"the Search Console API at {endpoint_of(request.uri)} answered more than {exc.limit:,} bytes "
+                    f"for a page of at most {rows:,} rows (read {exc.read:,} before stopping)"
+                ) from None
+            except RedirectRefused as exc:
+                raise SearchConsoleError(f"the Search Console API at {exc}") from None
             except NETWORK_ERRORS as exc:
                 failure = network_failure(exc)
                 if failure is None:

@@ -30,7 +30,7 @@ A raw message larger than the limit whatever its estimate also becomes ``TooBig`
 deleted meanwhile (404) is left out. Raw bytes and header blocks come as ``RawMessage``s carrying the
 message's ``internalDate``, the store's fallback for a message without a ``Date:``.
 
-Every answer is read to a bound in bytes (``gmail_http``): ``answer_bytes`` of the batch's estimates for
+Every answer is read to a bound in bytes (``seoinsight.bounded_http``): ``answer_bytes`` of the batch's estimates for
 messages, a few MB for the rest. A batch of raw messages that overflows its bound (estimates that lie)
 is fetched again one message at a time; a message alone over its bound becomes ``TooBig`` with the
 bytes actually read; any other answer over its bound is a ``ProviderError`` saying so. Every value that
@@ -71,12 +71,12 @@ from googleapiclient.errors import BatchError, HttpError
 from googleapiclient.http import BatchHttpRequest
 
 from imports.searchconsole_client import NETWORK_ERRORS, network_failure
+from seoinsight.bounded_http import DEFAULT_BYTES, BoundedHttp, limited
 from seoinsight.outbound import BodyTooLarge, RedirectRefused, scrub, where
 
 from .. import conf
 from .base import ProviderError, RawMessage
 from .changes import Batch, CursorExpired, Throttled, TooBig
-from .gmail_http import DEFAULT_BYTES, BoundedHttp, limited
 from .gmail_rules import (CALL_HISTORY, CALL_MESSAGE, CALL_OTHER, CALL_SWEEP, EXPIRED, GONE, MAX_ATTEMPTS,
                           MINIMAL_BYTES, RETRY, THROTTLED, NotGmail, added_to, answer_bytes, backoff_delay, decide,
                           header_block, history_id, internal_date, is_sweep, message_id, metadata_headers, page_token,

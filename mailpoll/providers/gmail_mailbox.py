@@ -46,13 +46,14 @@ from google.auth import credentials as google_credentials
 from google.auth.exceptions import RefreshError, TransportError
 
 from imports.searchconsole_client import StatusRecordingRequest, network_failure
+from seoinsight import bounded_http
 from seoinsight.outbound import BodyTooLarge, RedirectRefused, scrub, where
 
 from .. import conf
 from ..oauth import apps as oauth_apps
 from ..models import Auth
 from ..oauth.rules import Verdict, classify_token_error
-from . import gmail, gmail_http, gmail_rules, register
+from . import gmail, gmail_rules, register
 from .base import (DONE, ERROR, GONE, LABEL, MARK_READ, MOVE, ChangesProvider, FolderError, PollInterrupted,
                    PostActionItem, PostActionResult, ProviderError)
 
@@ -79,7 +80,7 @@ class _CutConnection:
             raise
 
 
-class InterruptibleHttp(gmail_http.BoundedHttp):
+class InterruptibleHttp(bounded_http.BoundedHttp):
     """A ``BoundedHttp`` another thread can cut (``interrupt``): then every request raises ``PollInterrupted``."""
 
     def __init__(self, **options):
@@ -303,7 +304,7 @@ class GmailMailbox(ChangesProvider):
         def fetch(_replaced: str | None) -> tuple[str, datetime | None]:
             request.status = None
             try:
-                with gmail_http.limited(gmail_http.TOKEN_BYTES):
+                with bounded_http.limited(bounded_http.TOKEN_BYTES):
                     account.refresh(request)
             except RefreshError as exc:
                 raise self._refusal(exc, key, request.status, endpoint, writing=writing) from None

@@ -118,18 +118,23 @@ class TokenServer(_LoopbackServer):
     """An OAuth token endpoint on 127.0.0.1 (ephemeral port), in a thread.
 
     ``grants`` records the claims of each JWT it accepted. With ``refuse`` set to a
-    reason, it answers every request as Google does for a revoked key.
+    reason, it answers every request as Google does for a revoked key. ``hostile``
+    (``tests.support.hostile_http`` answers) are sent, in order, instead of the next answers.
     """
 
     def __init__(self):
         self.grants: list[dict] = []
         self.refuse: str | None = None
+        self.hostile: list = []
         server = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):
                 length = int(self.headers.get("Content-Length", 0))
                 form = urllib.parse.parse_qs(self.rfile.read(length).decode())
+                if server.hostile:
+                    server.hostile.pop(0).send(self)
+                    return
                 status, body = server._answer(form)
                 data = json.dumps(body).encode()
                 self.send_response(status)
@@ -195,7 +200,7 @@ class ApiServer(_LoopbackServer):
     """The Search Console API on 127.0.0.1, in a thread, for ``searchconsole_client.api_endpoint``.
 
     Each query gets the next of ``answers`` (``(headers, body)`` pairs, as ``page()``
-    makes). While ``drop`` is above zero, a query is read and its connection
+    makes, or a ``tests.support.hostile_http`` answer). While ``drop`` is above zero, a query is read and its connection
     closed without a word (a proxy or load balancer giving up) and ``drop``
     goes down by one. ``port`` picks the port, e.g. one that refused
     connections until now (``free_port``). ``bodies`` records the queries answered.
@@ -217,6 +222,9 @@ class ApiServer(_LoopbackServer):
                 answer = server._next(json.loads(body or b"{}"))
                 if answer is None:
                     self.close_connection = True
+                    return
+                if hasattr(answer, "send"):
+                    answer.send(self)
                     return
                 headers, content = answer
                 data = content.encode()

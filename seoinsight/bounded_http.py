@@ -1,16 +1,8 @@
-"""The Gmail client's HTTP: every answer read to a bound in bytes, no redirect ever followed.
+"""httplib2 for the clients that carry a credential (Gmail, Search Console): bounded answers, no redirect.
 
-httplib2 reads a whole body into memory before googleapiclient sees it (a batch answer is then
-multipart-parsed, JSON-decoded and base64-decoded whole), so a bound has to be at the read
-itself. ``BoundedHttp`` reads each answer in chunks and stops past the bound in force
-(``answer_limit``, set per call by ``gmail.GmailSource`` from the message limit and the batch size,
-``TOKEN_BYTES`` for a token request), closing the connection and raising ``BodyTooLarge`` with the
-bytes actually read: a server's Content-Length is trusted neither way. A compressed answer is
-held to the same bound once decompressed.
-
-Every request carries a credential (a bearer token, a batch's parts' tokens, a signed assertion),
-so a 3xx is never followed (httplib2 re-sends a 307/308's body, authorization headers included):
-it raises ``RedirectRefused`` naming the host it pointed to, and nothing goes there.
+httplib2 reads a body whole before googleapiclient sees it, so ``BoundedHttp`` bounds the read itself: in chunks,
+to the bound ``limited(n)`` sets (Content-Length trusted neither way, a compressed answer once decompressed), else
+``BodyTooLarge`` with the bytes read; a 3xx is ``RedirectRefused`` naming where it pointed, and nothing goes there.
 """
 
 from __future__ import annotations
@@ -25,13 +17,13 @@ from httplib2.decode import DecodeLimitError, DecodeRatioError
 
 from seoinsight.outbound import BodyTooLarge, RedirectRefused, where
 
-# What an answer whose call set no bound may take (labels, profile, a page of ids or history records).
+# What an answer read outside any ``limited`` block may take: a small API answer.
 DEFAULT_BYTES = 4 * 1024 * 1024
-# A token endpoint's answer: a token, its lifetime, an error code.
+# An OAuth token endpoint's answer: a token, its lifetime, an error code.
 TOKEN_BYTES = 64 * 1024
 CHUNK = 256 * 1024
 
-answer_limit: contextvars.ContextVar[int] = contextvars.ContextVar("gmail_answer_limit", default=DEFAULT_BYTES)
+answer_limit: contextvars.ContextVar[int] = contextvars.ContextVar("bounded_http_answer_limit", default=DEFAULT_BYTES)
 
 
 @contextlib.contextmanager

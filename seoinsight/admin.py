@@ -9,6 +9,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
+from .auth import org_link
 from .hosts import prefix_problem, site_hosts
 from .models import (ApiToken, Membership, Org, PullSchedule, Site, SiteTarget, next_pull, pull_due,
                      scheduled_pulls_on)
@@ -172,10 +173,10 @@ class SiteAdmin(OrgScopedAdmin, admin.ModelAdmin):
 
     @admin.display(description="figures")
     def site_page(self, site):
-        """The site's page (the imports app's, named by URL only: the core imports no app)."""
+        """The site's page (the imports app's, named by URL only: the core imports no app), in the site's org."""
         if site.pk is None:
             return "—"
-        return format_html('<a href="{}">site page</a>', reverse("imports:site", args=[site.pk]))
+        return format_html('<a href="{}">site page</a>', org_link(reverse("imports:site", args=[site.pk]), site.org_id))
 
     def get_form(self, request, obj=None, change=False, **kwargs):
         form = super().get_form(request, obj, change=change, **kwargs)

@@ -13,6 +13,7 @@ from django.utils.html import format_html
 
 from imports.models import Import, ImportOutcome, ImportStatus
 from imports.outcomes import SHOWN_LABELS, outcome_reason, shown_status
+from seoinsight.auth import org_link
 
 from ..models import Auth, AttachmentStatus, FolderCursor, GrantState, LiveWatch, Mailbox, OAuthGrant, Provider
 from ..oauth.rules import CLIFFS, cliff_warning
@@ -75,7 +76,7 @@ def badge(colour: str, text: str, title: str = ""):
 
 def import_badge(imp: Import):
     """The import's status as a badge, its error on hover, linked to its page on the Imports pages."""
-    url = reverse("imports:detail", args=[imp.pk])
+    url = org_link(reverse("imports:detail", args=[imp.pk]), imp.org_id)  # works whichever org the user is in
     status = shown_status(imp.status, imp.outcome)
     why = imp.error or outcome_reason(status, read=imp.read, skipped=imp.skipped, errors=imp.errors,
                                       skipped_reasons={})

@@ -97,7 +97,7 @@ def test_a_redirecting_token_endpoint_is_refused_and_the_other_host_receives_not
 
 # -- answers past their bound ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("length", ["true", "none", 10 ** 12, 1000])
+@pytest.mark.parametrize("length", ["true", "none", "chunked", 10 ** 12, 1000])
 def test_a_flooding_api_is_read_to_the_bound_and_no_further(keyed_target, api, sleeps, length):
     flood = Flood(FLOOD, length=length if length != 1000 else FLOOD + 1000)  # announced a little more than sent
     server = api(flood)

@@ -35,7 +35,7 @@ class Flood:
     """A 200 of ``size`` JSON-looking bytes, produced while sent; ``sent`` counts what the client took.
 
     ``length``: the Content-Length announced ("true": the true one, "none": none, the close ends the body,
-    or a number: a lie). ``compressed``: gzip-encoded (``size`` is then the decompressed size).
+    "chunked": none, chunked transfer coding, or a number: a lie). ``compressed``: gzip-encoded (``size`` is then the decompressed size).
     """
 
     def __init__(self, size: int, *, length: str | int = "true", compressed: bool = False):
@@ -57,14 +57,17 @@ class Flood:
         handler.send_header("Content-Type", "application/json")
         if self.compressed:
             handler.send_header("Content-Encoding", "gzip")
-        if self.length != "none":
+        chunked = self.length == "chunked"
+        if chunked:
+            handler.send_header("Transfer-Encoding", "chunked")
+        elif self.length != "none":
             handler.send_header("Content-Length", str(true_length if self.length == "true" else self.length))
         handler.send_header("Connection", "close")
         handler.close_connection = True
         handler.end_headers()
         try:
             for chunk in chunks:
-                handler.wfile.write(chunk)
+                handler.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk) if chunked else chunk)
                 self.sent += len(chunk)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client stopped reading: what a bound is for

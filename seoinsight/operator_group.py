@@ -1,8 +1,9 @@
 """The "Operator" group: the permissions an org's staff member needs to run intake day to day, declared once.
 
 What the group may do is ``GRANTED``; every other model with an admin page is in ``LEFT_OUT`` with the reason,
-so a new admin page is a decision, not an accident (tests/core/test_operator_group.py holds both lists to the
-admin's registry and the seeded group to ``GRANTED``). Deleting is nobody's in the group: rows tie imports, jobs
+so a new admin page is a decision, not an accident, and its admin is superuser-only (``SuperuserOnlyAdmin``), so
+no permission given by hand opens it either (tests/core/test_operator_group.py holds both lists to the admin's
+registry and the seeded group to ``GRANTED``). Deleting is nobody's in the group: rows tie imports, jobs
 and mail together, and removing them is a superuser's call. A saved column mapping is the one exception: it is a
 preference, and deleting it only means the next file with those headers is asked about again.
 

@@ -44,6 +44,9 @@ SETTINGS = Declarations(
     Setting("JOBS_TIMEOUT_GRACE", float, 5.0,
             "seconds a handler past its type's timeout has, once told (JobTimedOut), to stop; one still running "
             "then cannot be stopped: its worker records the timeout and exits (code 75) to be restarted"),
+    Setting("JOBS_EXIT_GRACE", float, 30.0,
+            "seconds the other running jobs of a worker exiting for a handler it cannot stop have to finish; "
+            "those still running then go back to the queue, their attempt not counted and no on_fail"),
     Setting("JOBS_SCHEDULE_CHECK_INTERVAL", float, 5.0,
             "seconds between each worker's looks for a due period of the periodic job types"),
     Setting("JOBS_SCHEDULE_TIMEZONE", str, "UTC", "time zone cron= schedules are read in (every= is always UTC)"),

@@ -157,6 +157,26 @@ def interrupt(job: Job, max_attempts: int, *, by_database: bool = False) -> str 
         return put_back(job, sql.REQUEUE_INTERRUPTED, spared=int(spared), outage=outage)[0]
 
 
+def hand_back(job: Job) -> str | None:
+    """Put back a run its worker gives up through no fault of the run's own (the worker exits for another
+    run's handler it cannot stop): its attempt is not counted and no ``on_fail`` runs, whatever attempts remain.
+
+    As in ``interrupt``, a newer queued job holding its key takes it over (folded, ``done``) and a requested
+    cancel fails it ``'cancelled'``. Returns the new status, or None if the run no longer owned the job.
+    """
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(sql.INTERRUPTED_RUN, {"id": job.id, "attempt": job.attempts})
+            row = cursor.fetchone()
+        if row is None:
+            return None
+        if row[3]:  # cancel requested: the worker would have failed it 'cancelled' had it finished
+            return "failed" if finish_failed(job, CANCELLED) else None
+        # Spared as an outage's run is, without counting an outage: the job did nothing to earn one,
+        # and a job handed back again and again needs another job stuck each time, charged each time.
+        return put_back(job, sql.REQUEUE_INTERRUPTED, spared=1, outage=0)[0]
+
+
 def put_back(job: Job, statement: str, **params):
     """Run a put-back statement, the job taking its key back; ``(status, holder)``.
 

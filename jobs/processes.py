@@ -50,6 +50,11 @@ _doing_lock = threading.Lock()
 _changed = threading.Event()
 
 
+def worker_id() -> str:
+    """This process as ``host:pid``: what its claims append to a job's ``worker_ids``, as the list shows it."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
 def describe(*, job=None, job_type=None, mailbox=None, live=False) -> str:
     """The ``doing`` text of one unit of work; ``live``: a live loop watching the mailbox (IMAP IDLE).
 

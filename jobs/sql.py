@@ -496,12 +496,21 @@ FOR UPDATE
 # progress checkpoint kept for the next run to resume from. A queued job holds
 # its key, so a 'queue'-scope job (key released at claim) takes it back: a
 # unique violation here means a newer queued job holds it (then SUPERSEDE).
-# A run the database cut off may be forgiven (spared = 1): it does not count.
+# A run the database cut off may be forgiven (spared = 1): it does not count; so
+# is one its worker hands back, exiting for another run's fault (finish.hand_back).
 REQUEUE_INTERRUPTED = """
 UPDATE jobs
 SET status = 'queued', started_at = NULL, dedup_key = COALESCE(dedup_key, enqueued_key),
     uncounted_attempts = uncounted_attempts + %(spared)s, outages = outages + %(outage)s
 WHERE """ + _THIS_RUN + """
+"""
+
+# The runs this process still holds (its claim the latest of worker_ids): a worker
+# exiting for a handler it cannot stop waits for them to end, then hands back the
+# rest (jobs.timeouts). status = 'running' as the running rows' partial index says it.
+RUNNING_HERE = f"""
+SELECT {JOB_COLUMNS} FROM jobs
+WHERE status = 'running' AND worker_ids[cardinality(worker_ids)] = %(worker_id)s
 """
 
 # Fold an interrupted run into the queued job that holds its key: that job,

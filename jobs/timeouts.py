@@ -20,9 +20,12 @@ exception can never land in the worker's own code.
 A handler past its timeout that is still inside JOBS_TIMEOUT_GRACE seconds
 after it was told cannot be stopped. The watchdog then records the run itself
 (the fenced retry or failure, on the watchdog's own connection, so the row does
-not wait for the zombie sweep), puts the process's other running jobs back in
-the queue, says so in the log and ends the process with ``EXIT_TIMED_OUT``; the
-process manager starts a fresh worker (docs/operations.md).
+not wait for the zombie sweep) and the process ends with ``EXIT_TIMED_OUT`` for
+the process manager to start a fresh worker (docs/operations.md). Only that run
+is charged: the worker stops claiming, its other runs have JOBS_EXIT_GRACE
+seconds to end as usual (``Exit``), and those still running then are handed
+back to the queue, their attempt not counted (``finish.hand_back``), each named
+in the log.
 """
 
 from __future__ import annotations
@@ -35,8 +38,9 @@ import threading
 import time
 import traceback
 
-from . import conf, dbsession, finish, processes, registry
+from . import conf, dbsession, finish, processes, registry, sql
 from .errors import CANCELLED, TIMED_OUT, JobCancelled, JobTimedOut
+from .models import Job
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +52,8 @@ EXIT_TIMED_OUT = 75
 WAIT, EXPIRE, ABANDON = "wait", "expire", "abandon"
 # Longest the watchdog sleeps when no deadline is nearer (a new watch wakes it anyway), and shortest.
 MAX_NAP, MIN_NAP = 1.0, 0.01
+# While the process exits: how often the watchdog looks whether its other runs have ended (one small query).
+EXIT_LOOK_EVERY = 0.2
 
 
 class Cancelled(JobCancelled):
@@ -136,7 +142,12 @@ class Watch:
         return float(conf.get("JOBS_TIMEOUT_GRACE"))
 
     def call(self, handler, job):
-        """Run ``handler(job)`` as the watched handler; whatever it returns or raises comes back."""
+        """Run ``handler(job)`` as the watched handler; whatever it returns or raises comes back.
+
+        In a process that is exiting (``Exit``) the handler is not started: the run is handed back and parks.
+        """
+        if _exit is not None:
+            _not_started(self)
         try:
             with self._lock:
                 self._inside = True
@@ -186,9 +197,10 @@ class Watch:
             return True
 
     def abandon(self) -> bool:
-        """The watchdog gives up on this run: True if the handler is still inside (it will park if it leaves)."""
+        """The watchdog gives up on this run: True if the handler is still inside (it will park if it leaves),
+        the first time only."""
         with self._lock:
-            if not self._inside:
+            if not self._inside or self._abandoned:
                 return False
             self._abandoned = True
             return True
@@ -202,6 +214,7 @@ class Watch:
 _watches: dict = {}  # job id -> its Watch, for the runs of this process
 _lock = threading.Lock()
 _watchdog: Watchdog | None = None
+_exit: Exit | None = None  # set once a handler could not be stopped: the process is on its way out
 
 
 def watch(job, timeout: float | None) -> Watch:
@@ -293,43 +306,148 @@ class Watchdog(threading.Thread):
                                     "(JobTimedOut)", run.job.id, run.job.type, run.timeout)
                 elif step == ABANDON and run.abandon():
                     give_up(run)
+            if _exit is not None:
+                _exit.look(time.monotonic())
 
     def _nap(self) -> float:
         now = time.monotonic()
         with _lock:
             runs = list(_watches.values())
+        # An abandoned run's moment is past for good: it would keep the watchdog awake.
         moments = [r.deadline if r.expired_at is None else r.expired_at + r.grace
-                   for r in runs if r.deadline is not None]
+                   for r in runs if r.deadline is not None and not r._abandoned]
+        if _exit is not None:
+            moments.append(now + EXIT_LOOK_EVERY)
         return max(MIN_NAP, min([MAX_NAP, *(m - now for m in moments)]))
 
 
 def give_up(run: Watch) -> None:
-    """The handler of ``run`` cannot be stopped: record its end, hand back the others, end the process.
+    """The handler of ``run`` cannot be stopped: record its end, and start the process's exit (``Exit``).
 
-    Runs in the watchdog's thread, on its own connection. Each write is fenced
-    on its run, so a handler that returned meanwhile and recorded its outcome
-    keeps it. If the database cannot be reached the rows stay running and the
-    zombie sweep takes them; the process ends either way.
+    Runs in the watchdog's thread, on its own connection. The write is fenced on
+    the run, so a handler that returned meanwhile and recorded its outcome keeps
+    it. If the database cannot be reached the row stays running and the zombie
+    sweep takes it; the process ends either way.
     """
+    global _exit
     job = run.job
     verdict = run.told or TIMED_OUT
     log.error("job=%s type=%s still running %g s after it was told it is past its timeout of %g s: its thread "
               "is blocked outside Python and cannot be stopped; recording the job %s and exiting with code %s "
               "for the process manager to start a fresh worker. The handler was at:\n%s",
               job.id, job.type, run.grace, run.timeout, verdict, EXIT_TIMED_OUT, run.where())
-    with _lock:
-        others = [other for other in _watches.values() if other is not run and other.abandon()]
     try:
         status = record(job, verdict, f"{_RAISED[verdict].__name__}: the handler could not be stopped; "
                                       f"its stack then:\n{run.where()}")
-        log.error("job=%s type=%s recorded as %s (%s); the process exits", job.id, job.type, verdict,
-                  status or "owned by another run")
-        for other in others:
-            status = finish.interrupt(other.job, _max_attempts(other.job))
-            log.warning("job=%s type=%s interrupted: its worker exits (another job's handler could not be "
-                        "stopped); now %s", other.job.id, other.job.type, status or "owned by another run")
+        log.error("job=%s type=%s recorded as %s (%s)", job.id, job.type, verdict, status or "owned by another run")
     except Exception:
         log.exception("job=%s the timeout could not be recorded; the zombie sweep will take the job", job.id)
+    if _exit is None:
+        _exit = Exit(time.monotonic(), float(conf.get("JOBS_EXIT_GRACE")))
+        _exit.start(job)
+    _exit.charged.add(job.pk)
+
+
+class Exit:
+    """A process on its way out because a handler could not be stopped: its other runs are not charged for it.
+
+    The worker stops claiming (its stop event, as at SIGTERM); the runs it holds
+    end as usual for up to ``grace`` seconds. Then each one still running is
+    handed back uncharged (``finish.hand_back``), or, if it was itself told to
+    stop, recorded as told, and the process ends with ``EXIT_TIMED_OUT``.
+    "Still running" is the database's word (``sql.RUNNING_HERE``): a handler
+    that returned but whose outcome is not yet written counts as running.
+    """
+
+    def __init__(self, started: float, grace: float):
+        self.deadline = started + grace
+        self.grace = grace
+        self.charged: set = set()  # the runs recorded as told: never handed back
+        self.worker_id = processes.worker_id()
+        self._looked = float("-inf")
+        self._unreachable = False
+
+    def start(self, job) -> None:
+        with _lock:
+            runs = list(_watches.values())
+        stops = {id(event): event for r in runs if (event := getattr(r.job, "stop_requested", None)) is not None}
+        for event in stops.values():
+            event.set()  # the worker's own stop: it claims no more, and a handler that checks it can end early
+        log.warning("job=%s could not be stopped: this worker claims no more jobs; its %s other running job(s) "
+                    "have %g s (JOBS_EXIT_GRACE) to finish, the rest go back to the queue uncharged",
+                    job.id, len(runs) - 1, self.grace)
+
+    def look(self, now: float) -> None:
+        """The watchdog's look at the other runs, every EXIT_LOOK_EVERY seconds: end the process once none is
+        running, or the grace is over."""
+        if now - self._looked < EXIT_LOOK_EVERY and now < self.deadline:
+            return
+        self._looked = now
+        left = self._running()
+        if left is None and now < self.deadline:
+            return  # the database is away: wait for it within the grace, the sweep takes what it must after
+        if left and now < self.deadline:
+            return
+        for job in left or []:
+            self._settle(job)
+        _end_process()
+
+    def _running(self) -> list | None:
+        """This process's runs the database says are still running, the charged ones aside; None if unreachable."""
+        try:
+            running = list(Job.objects.raw(sql.RUNNING_HERE, {"worker_id": self.worker_id}))
+        except Exception as exc:
+            if not self._unreachable:
+                log.warning("the runs this exiting worker holds cannot be read (%s); the zombie sweep will take "
+                            "any it cannot hand back", exc)
+            self._unreachable = True
+            dbsession.close_quietly()
+            return None
+        self._unreachable = False
+        return [job for job in running if job.pk not in self.charged]
+
+    def _settle(self, job) -> None:
+        """One run still running at the end of the grace: handed back, or recorded as told if it was told too."""
+        with _lock:
+            run = _watches.get(job.pk)
+        # Parks its handler should it return now: the row is settled here, not by the worker.
+        if run is not None:
+            run.abandon()
+        try:
+            if run is not None and run.told is not None:
+                status = record(job, run.told, f"{_RAISED[run.told].__name__}: its worker exited before the "
+                                               f"handler stopped; its stack then:\n{run.where()}")
+                log.error("job=%s type=%s still running, told it is %s, as its worker exits: recorded as %s (%s)",
+                          job.id, job.type, run.told, run.told, status or "owned by another run")
+                return
+            status = finish.hand_back(job)
+            log.warning("job=%s type=%s handed back to the queue, its attempt not counted: still running %g s "
+                        "(JOBS_EXIT_GRACE) after its worker began to exit for another job's handler it could "
+                        "not stop; now %s", job.id, job.type, self.grace, status or "owned by another run")
+        except Exception:
+            log.exception("job=%s could not be handed back as its worker exits; the zombie sweep will take it",
+                          job.id)
+
+
+def _not_started(run: Watch) -> None:
+    """A run handed to a slot after the process began to exit: back to the queue at once, uncharged; its
+    thread parks until the process ends."""
+    with run._lock:
+        run._abandoned = True
+    job = run.job
+    try:
+        status = finish.hand_back(job)
+        log.warning("job=%s type=%s handed back to the queue, its attempt not counted: not started, its worker "
+                    "is exiting for another job's handler it could not stop; now %s",
+                    job.id, job.type, status or "owned by another run")
+    except Exception:
+        log.exception("job=%s could not be handed back as its worker exits; the zombie sweep will take it", job.id)
+    dbsession.close_quietly()
+    threading.Event().wait()
+
+
+def _end_process() -> None:
+    log.error("exiting with code %s for the process manager to start a fresh worker", EXIT_TIMED_OUT)
     _forget_process()
     dbsession.close_quietly()
     for handler in logging.getLogger().handlers:

@@ -22,7 +22,6 @@ import os
 import random
 import select
 import signal
-import socket
 import threading
 import time
 import traceback
@@ -77,7 +76,7 @@ class Worker:
         self.burst = burst
         self.queues = list(queues) if queues else None  # None: every queue
         # Recorded in each claimed job's worker_ids, the same "host:pid" the process list shows.
-        self.worker_id = f"{socket.gethostname()}:{os.getpid()}"
+        self.worker_id = processes.worker_id()
         self.max_jobs = max_jobs
         self.listen = conf.get("JOBS_LISTEN_NOTIFY") if listen is None else listen
         self.poll_interval = poll_interval or conf.get("JOBS_POLL_INTERVAL")

@@ -69,7 +69,7 @@ def current_org_id(request) -> str | None:
     org_ids = member_org_ids(user)
     linked = request.GET.get(LINK_ORG_PARAM)
     # Only a page that is read switches; a link to an org the user is not in changes nothing (its objects 404).
-    if linked is not None and request.method in ("GET", "HEAD") and linked in org_ids:
+    if linked in org_ids and request.method in ("GET", "HEAD") and request.session.get(SESSION_ORG_KEY) != linked:
         request.session[SESSION_ORG_KEY] = linked
     chosen = request.session.get(SESSION_ORG_KEY)
     if chosen in org_ids:

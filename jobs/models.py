@@ -209,7 +209,9 @@ class Schedule(models.Model):
     name = models.TextField(primary_key=True)  # the job type
     # The start of the latest period enqueued; NULL until the first.
     last_period = models.DateTimeField(null=True, blank=True)
-    last_job_id = models.UUIDField(null=True, blank=True)
+    # The job of the latest period, for the admin's list. The database clears it when that job is
+    # deleted (ON DELETE SET NULL, migration 0011): a prune's DELETE is SQL, which Django's SET_NULL never sees.
+    last_job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     # The next period's start, as computed when the last one was enqueued: for the admin's list.
     next_run_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(db_default=models.Func(function="now"))

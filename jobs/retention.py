@@ -5,7 +5,8 @@ What is deleted: ``done`` jobs finished more than JOBS_PRUNE_DONE_AFTER ago and
 flags may say otherwise). What never is: a queued or running job; a job of a
 kept type (``ALWAYS_KEPT``, the Imports page's event log, plus the deployment's
 JOBS_PRUNE_KEEP_TYPES); a job another table's row still points at (an Import's
-job carries that import's report).
+job carries that import's report), unless the database clears that pointer
+itself (a schedule's last job: ON DELETE SET NULL).
 
 How, without holding the queue. Each batch is one statement in its own short
 transaction: it locks up to JOBS_PRUNE_BATCH finished rows with SKIP LOCKED
@@ -154,14 +155,33 @@ def referencing_columns() -> list[tuple[str, str]]:
     """(table, column) of every model field that points at a job: such a job is kept while a row points at it.
 
     Read from the installed models, not imported (jobs knows no app above it):
-    today ``imports_import.job_id``, whose job's report is the import's counts.
+    today ``imports_import.job_id``, whose job's report is the import's counts. A
+    reference the database clears itself when its job goes (ON DELETE SET NULL:
+    ``jobs_schedule.last_job_id``) keeps no job.
     """
+    cleared = cleared_by_database()
     found = []
     for model in apps.get_models(include_auto_created=True):
         for f in model._meta.local_fields:
             if f.is_relation and f.related_model is Job and model is not Job:
                 found.append((model._meta.db_table, f.column))
-    return sorted(found)
+    return sorted(ref for ref in found if ref not in cleared)
+
+
+# The foreign keys to jobs whose constraint sets the column to NULL on delete (pg_constraint's
+# confdeltype 'n'), as (table, column).
+CLEARED_REFERENCES = """
+SELECT c.conrelid::regclass::text, a.attname
+FROM pg_constraint AS c
+JOIN pg_attribute AS a ON a.attrelid = c.conrelid AND a.attnum = ANY(c.conkey)
+WHERE c.contype = 'f' AND c.confrelid = 'jobs'::regclass AND c.confdeltype = 'n'
+"""
+
+
+def cleared_by_database() -> set[tuple[str, str]]:
+    with connection.cursor() as cursor:
+        cursor.execute(CLEARED_REFERENCES)
+        return {(table, column) for table, column in cursor.fetchall()}
 
 
 def prunable_where(references: list[tuple[str, str]]) -> str:

@@ -61,8 +61,8 @@ class ScheduleAdmin(ReadOnly, SuperuserOnlyAdmin, admin.ModelAdmin):
     (``jobs.system``), which no org's staff reaches. A row appears at a type's first period.
     """
 
-    list_display = ["name", "repeats", "last_period", "last_job", "next_run"]
-    fields = ["name", "repeats", "last_period", "last_job", "next_run", "updated_at"]
+    list_display = ["name", "repeats", "last_period", "last_job_link", "next_run"]
+    fields = ["name", "repeats", "last_period", "last_job_link", "next_run", "updated_at"]
     readonly_fields = fields
 
     def get_queryset(self, request):
@@ -87,12 +87,12 @@ class ScheduleAdmin(ReadOnly, SuperuserOnlyAdmin, admin.ModelAdmin):
         return schedules.describe(job_type) if job_type else "not a periodic type here (removed or renamed?)"
 
     @admin.display(description="last job")
-    def last_job(self, row):
+    def last_job_link(self, row):
+        # Never a deleted job's: the database clears last_job when its job is deleted (ON DELETE SET NULL).
         if row.last_job_id is None:
             return EMPTY
         url = reverse("admin:jobs_job_change", args=[row.last_job_id])
-        return format_html('<a href="{}">…{}</a> {}', url, str(row.last_job_id)[-8:],
-                           row.last_job_status or "(deleted)")
+        return format_html('<a href="{}">…{}</a> {}', url, str(row.last_job_id)[-8:], row.last_job_status)
 
     @admin.display(description="next run")
     def next_run(self, row):

@@ -1,11 +1,14 @@
 """The admin's issue-21 facts: waiting jobs (scheduled, retrying) with when, priority, queue, cancelled and
 timed-out jobs, the queue filter, and the schedules list (superusers only)."""
 
+import re
 import time
 from datetime import UTC, datetime, timedelta
+from io import StringIO
 
 import pytest
 from django.contrib.auth.models import Permission
+from django.core.management import call_command
 from django.db import connection
 from django.urls import reverse
 from django.utils.html import escape
@@ -15,6 +18,7 @@ from jobs.admin.display import Fact, job_facts
 from jobs.models import Job, Schedule
 from jobs.system import SYSTEM_ORG
 from tests.factories import JobFactory, OrgFactory, UserFactory
+from tests.jobs.test_prune import finished
 
 pytestmark = pytest.mark.usefixtures("test_types")
 
@@ -189,3 +193,25 @@ def test_a_single_orgs_staff_sees_no_schedule_and_no_periodic_job(client, admin_
     assert listed(client.get(ALL_JOBS_URL)) == {theirs.pk}
     assert client.get(reverse("admin:jobs_job_change", args=[job.pk])).status_code == 404
     assert {job.pk, theirs.pk} <= listed(admin_client.get(ALL_JOBS_URL))
+
+
+JOB_LINK = re.compile(r'href="(/admin/jobs/job/[0-9a-f-]{36}/change/)"')
+
+
+@pytest.mark.django_db
+def test_once_prunejobs_took_the_last_job_the_schedules_list_links_to_no_deleted_job(admin_client, periodic):
+    # The schedule as a period enqueued 15 days ago left it: its job done since, older than JOBS_PRUNE_DONE_AFTER.
+    old = finished("done", days=15, type="test_every_minute")
+    Schedule.objects.create(name="test_every_minute", last_period=old.created_at, last_job_id=old.pk)
+    before = admin_client.get(SCHEDULES_URL).content.decode()
+    assert JOB_LINK.findall(before) == [reverse("admin:jobs_job_change", args=[old.pk])]
+
+    call_command("prunejobs", stdout=StringIO())
+
+    assert not Job.objects.filter(pk=old.pk).exists()
+    response = admin_client.get(SCHEDULES_URL)
+    assert response.status_code == 200
+    for link in JOB_LINK.findall(response.content.decode()):  # any job link left must open its job
+        assert admin_client.get(link).status_code == 200, link
+    assert str(old.pk)[-8:] not in response.content.decode()
+    assert Schedule.objects.get(name="test_every_minute").last_job_id is None

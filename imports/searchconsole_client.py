@@ -218,12 +218,45 @@ def wait_or_give_up(failure: str, attempt: int, max_attempts: int, *, what: str,
     sleep(delay)
 
 
+def access_token(credentials, request: StatusRecordingRequest, *, endpoint: str, job_id=None) -> None:
+    """Refresh ``credentials`` (a service account's) over ``request``, its answer held to TOKEN_BYTES.
+
+    The connection's failures are retried (``retry_network``); any other is a SearchConsoleError at once.
+    """
+    email = credentials.service_account_email
+    request.status = None  # the last answer's, once there is one
+
+    def refresh():
+        with limited(TOKEN_BYTES):
+            credentials.refresh(request)
+
+    try:
+        retry_network(refresh, what="Google's token endpoint", endpoint=endpoint, job_id=job_id)
+    except (BodyTooLarge, RedirectRefused) as exc:
+        failure = (f"the token endpoint at {exc}" if isinstance(exc, RedirectRefused) else
+                   f"the token endpoint at {endpoint} answered more than {exc.limit:,} bytes, which is "
+                   f"no token (read {exc.read:,} before stopping)")
+        log.warning("job=%s token request for service account %s: %s", job_id, email, failure)
+        raise SearchConsoleError(
+            f"could not get a Search Console access token for service account {email}: {failure}"
+        ) from None
+    except (GoogleAuthError, TypeError, KeyError, ValueError) as exc:
+        # Beyond its own errors, google-auth fails this way on an answer that is not a token (HTML, a list).
+        # The answer itself is not logged: a server of the key's choosing may echo what it was sent.
+        failure = token_failure(exc, request.status)
+        log.warning("job=%s token endpoint refused service account %s: %s", job_id, email, failure)
+        raise SearchConsoleError(
+            f"could not get a Search Console access token for service account {email}: {failure}"
+        ) from None
+
+
 class SearchAnalytics:
     """``searchanalytics.query`` for one property, with bounded retries."""
 
     def __init__(self, service, site_url: str, account_email: str, *, max_attempts: int = MAX_ATTEMPTS,
-                 job_id=None):
+                 job_id=None, renew=lambda force=False: None):
         self.service = service
+        self.renew = renew  # a new access token when the one held is (nearly) expired, or at once with force
         self.site_url = site_url
         self.account_email = account_email
         self.max_attempts = max_attempts
@@ -244,38 +277,24 @@ class SearchAnalytics:
         request = StatusRecordingRequest(default_http())
         token_endpoint = endpoint_of(str(account_info.get("token_uri", "")))
 
-        def refresh():
-            with limited(TOKEN_BYTES):
-                credentials.refresh(request)
+        def renew(force: bool = False) -> None:
+            # Here rather than in AuthorizedHttp's own refresh (near the token's expiry, or after a 401): that
+            # one would read the token to the page's bound and fail unclassified.
+            if force or not credentials.valid:
+                access_token(credentials, request, endpoint=token_endpoint, job_id=job_id)
 
-        try:
-            retry_network(refresh, what="Google's token endpoint", endpoint=token_endpoint, job_id=job_id)
-        except (BodyTooLarge, RedirectRefused) as exc:
-            failure = (f"the token endpoint at {exc}" if isinstance(exc, RedirectRefused) else
-                       f"the token endpoint at {token_endpoint} answered more than {exc.limit:,} bytes, which is "
-                       f"no token (read {exc.read:,} before stopping)")
-            log.warning("job=%s token request for service account %s: %s", job_id, email, failure)
-            raise SearchConsoleError(
-                f"could not get a Search Console access token for service account {email}: {failure}"
-            ) from None
-        except (GoogleAuthError, TypeError, KeyError, ValueError) as exc:
-            # Beyond its own errors, google-auth fails this way on an answer that is not a token (HTML, a list).
-            # The answer itself is not logged: a server of the key's choosing may echo what it was sent.
-            failure = token_failure(exc, request.status)
-            log.warning("job=%s token endpoint refused service account %s: %s", job_id, email, failure)
-            raise SearchConsoleError(
-                f"could not get a Search Console access token for service account {email}: {failure}"
-            ) from None
-        http = google_auth_httplib2.AuthorizedHttp(credentials, http=http_factory())
+        renew()
+        http = google_auth_httplib2.AuthorizedHttp(credentials, http=http_factory(), max_refresh_attempts=0)
         options = {"api_endpoint": api_endpoint} if api_endpoint else None
         service = build("searchconsole", "v1", http=http, static_discovery=True, cache_discovery=False,
                         client_options=options)
-        return cls(service, site_url, email, job_id=job_id)
+        return cls(service, site_url, email, job_id=job_id, renew=renew)
 
     def query(self, body: dict) -> dict:
-        attempt = 0
+        attempt, renewed = 0, False
         while True:
             attempt += 1
+            self.renew()
             request = self.service.searchanalytics().query(siteUrl=self.site_url, body=body)
             rows = int(body.get("rowLimit", API_MAX_ROWS))
             try:
@@ -297,6 +316,11 @@ class SearchAnalytics:
             except HttpError as exc:
                 # The API's own message, without the URLs it may quote (the request's, with its query).
                 status, reason = exc.resp.status, scrub(str(exc.reason))
+                if status == 401 and not renewed and attempt < self.max_attempts:
+                    # A token refused before its time (revoked, clock skew): one new token, then it means no access.
+                    self.renew(force=True)
+                    renewed = True
+                    continue
                 if status in NO_ACCESS_STATUSES:
                     raise SearchConsoleError(
                         f"service account {self.account_email} has no access to Search Console property "

@@ -13,8 +13,8 @@ from imports import searchconsole_api, searchconsole_client
 from imports.models import ImportStatus, UrlMetric
 from jobs.models import Job, JobStatus
 from seoinsight.bounded_http import TOKEN_BYTES
-from tests.support.google import ACCOUNT_EMAIL, PROPERTY, ApiServer, page, row
-from tests.support.hostile_http import Elsewhere, Flood, Redirect
+from tests.support.google import ACCOUNT_EMAIL, PROPERTY, ApiServer, api_error, page, row
+from tests.support.hostile_http import Elsewhere, Flood, Redirect, Token
 from tests.support.processes import run_burst
 
 START, END = date(2026, 10, 1), date(2026, 10, 3)
@@ -138,6 +138,49 @@ def test_a_flooding_token_endpoint_is_read_to_its_bound_and_no_further(keyed_tar
     assert TOKEN_BYTES < read_before_stopping(job.error) <= TOKEN_BYTES + 1
     assert flood.sent < FLOOD
     assert token_server.grants == [] and sleeps == [] and server.bodies == []
+
+
+def test_a_token_renewed_during_the_pull_is_held_to_its_own_bound(keyed_target, token_server, api, sleeps):
+    """The API refuses the token mid-pull (401): the renewal is a token request too, bounded and named."""
+    flood = Flood(FLOOD)
+    token_server.hostile.extend([Token(), flood])  # the pull's first token, then the renewal's answer
+    full = page([row(PROPERTY + "a", "2026-10-01"), row(PROPERTY + "b", "2026-10-01")])
+    server = api(full, api_error(401, "Request had invalid authentication credentials."), page([]))
+
+    imp = searchconsole_api.create_api_import(keyed_target, START, END, row_limit=ROW_LIMIT)
+    run_burst()
+    imp.refresh_from_db()
+
+    assert imp.status == ImportStatus.FAILED
+    assert imp.error.startswith(
+        f"SearchConsoleError: could not get a Search Console access token for service account {ACCOUNT_EMAIL}: "
+        f"the token endpoint at {token_server.uri.removesuffix('/token')} answered more than {TOKEN_BYTES:,} "
+        "bytes, which is no token (read ")
+    assert token_server.hostile == [] and flood.sent < FLOOD and sleeps == []
+    assert len(server.bodies) == 2  # the second page was asked for once, refused, and not again
+    assert UrlMetric.objects.filter(site_target=keyed_target).count() == 2  # the first page stays
+
+
+def test_a_token_refused_mid_pull_is_renewed_once_and_the_pull_goes_on(keyed_target, token_server, api, sleeps):
+    full = page([row(PROPERTY + "a", "2026-10-01"), row(PROPERTY + "b", "2026-10-01")])
+    server = api(full, api_error(401, "Request had invalid authentication credentials."), page([]))
+
+    imp = searchconsole_api.create_api_import(keyed_target, START, END, row_limit=ROW_LIMIT)
+    run_burst()
+    imp.refresh_from_db()
+
+    assert imp.status == ImportStatus.DONE, imp.error
+    assert len(token_server.grants) == 2 and len(server.bodies) == 3 and sleeps == []
+
+
+def test_a_token_refused_again_after_its_renewal_means_no_access(keyed_target, token_server, api, sleeps):
+    refused = api_error(401, "Request had invalid authentication credentials.")
+    server = api(refused, refused, page([]))
+
+    job = failed_pull(keyed_target)
+
+    assert f"has no access to Search Console property {PROPERTY!r} (HTTP 401" in job.error
+    assert len(token_server.grants) == 2 and len(server.bodies) == 2 and sleeps == []
 
 
 def test_a_page_within_its_bound_is_read(keyed_target, api, sleeps):

@@ -1,6 +1,6 @@
 """Hostile answers for the loopback fakes of ``tests/support/google.py``, and the host a redirect points to.
 
-``Redirect`` and ``Flood`` are answers an ``ApiServer`` (among its ``answers``) or a ``TokenServer`` (its
+``Redirect``, ``Flood`` and ``Token`` are answers an ``ApiServer`` (among its ``answers``) or a ``TokenServer`` (its
 ``hostile``) sends instead of its own; ``Elsewhere`` records every request that reaches it.
 """
 
@@ -11,7 +11,7 @@ import json
 from http.server import BaseHTTPRequestHandler
 from typing import NamedTuple
 
-from tests.support.google import _LoopbackServer
+from tests.support.google import ACCESS_TOKEN, _LoopbackServer
 
 # One row's worth of a Search Analytics answer, repeated: the flood looks like the API until it stops.
 _ROW = b'{"keys": ["https://www.example.com/flood", "2026-10-01"], "clicks": 1, "impressions": 10},\n'
@@ -71,6 +71,18 @@ class Flood:
                 self.sent += len(chunk)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client stopped reading: what a bound is for
+
+
+class Token:
+    """A token answer, whatever the request: queued before a hostile answer meant for a later token request."""
+
+    def send(self, handler: BaseHTTPRequestHandler) -> None:
+        data = json.dumps({"access_token": ACCESS_TOKEN, "expires_in": 3600, "token_type": "Bearer"}).encode()
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(data)))
+        handler.end_headers()
+        handler.wfile.write(data)
 
 
 class Received(NamedTuple):

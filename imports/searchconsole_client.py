@@ -8,7 +8,8 @@ Transport, and why tests need no patching. Production and tests run the same cod
   over a ``BoundedHttp``, its answer held to ``TOKEN_BYTES``) from the key's ``token_uri``. A revoked or wrong
   key fails there, with a message naming the service account. Tests give the fake
   key a ``token_uri`` on a loopback server (``tests/support/google.py``), so the
-  real JWT signing and token exchange run.
+  real JWT signing and token exchange run. The client renews it the same way (near its
+  expiry, or once after a 401), never ``AuthorizedHttp`` under a page's bound.
 * API calls go through ``AuthorizedHttp(credentials, http=http_factory())``.
   ``http_factory`` is a module-level hook returning a fresh ``BoundedHttp``;
   tests point it at ``googleapiclient.http.HttpMockSequence``, the library's own
@@ -30,7 +31,7 @@ backoff, honouring ``Retry-After``; so are failures of the connection itself
 API and of the token endpoint alike, and the final error names the endpoint by its origin. No URL's path
 or query (a key in it, or a server echoing the request) reaches a recorded error or a log line
 (``seoinsight.outbound.where`` / ``scrub``).
-401/403/404 mean the service account cannot see the property and fail at once;
+401 (after one renewal), 403 and 404 mean the service account cannot see the property and fail at once;
 any other 4xx is a bad query and fails at once.
 """
 

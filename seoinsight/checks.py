@@ -1,9 +1,9 @@
-"""System checks: secrets keys that would silently weaken or break secrets at rest, an unscoped admin."""
+"""System checks: secrets keys that would silently weaken or break secrets at rest, an unscoped admin, core settings."""
 
 from cryptography.fernet import Fernet
 from django.core import checks
 
-from . import crypto
+from . import conf, crypto
 
 
 @checks.register(checks.Tags.security, deploy=True)
@@ -54,3 +54,10 @@ def check_every_admin_is_org_scoped(app_configs=None, **kwargs):
         )
         for name in unscoped_admins()
     ]
+
+
+@checks.register()
+def check_core_settings(app_configs=None, **kwargs):
+    """seoinsight.E003: an environment text of the wrong type; seoinsight.E004: a bound that is not above zero."""
+    return conf.SETTINGS.environment_errors("seoinsight.E003") or conf.SETTINGS.not_positive_errors(
+        ["QUERY_MAX_PERIOD_DAYS"], "seoinsight.E004")

@@ -117,3 +117,12 @@ _KINDS = {int: "a whole number", float: "a number", bool: "1 or 0 (true/false, y
 def parse(raw: str, kind: type):
     """An environment text read as ``kind`` (bool: 1/0, true/false, yes/no...; list: comma-separated)."""
     return environ.Env.parse_value(raw, kind)
+
+
+# The core's own settings (each app declares its own in its conf.py).
+SETTINGS = Declarations(
+    Setting("QUERY_MAX_PERIOD_DAYS", int, 500,
+            "the most days a period chosen in a page's address may span (the site page's custom period): "
+            "16 months, what Search Console keeps, fit"),
+)
+get = SETTINGS.get

@@ -155,3 +155,10 @@ def test_the_admin_shows_a_bounded_preview_of_a_huge_payload(admin_client):
     assert html.count("x" * 1000) < (PREVIEW_CHARS // 1000) + 1
     assert len(html) < 200_000
     assert f"The first {PREVIEW_CHARS:,} of 3,000,042 characters are shown." in html
+
+
+def test_a_limit_of_zero_is_a_system_check_error(settings):
+    from jobs.checks import check_values
+
+    settings.JOBS_TASK_MAX_ARGS_BYTES = 0
+    assert [(e.id, e.msg) for e in check_values()] == [("jobs.E003", "JOBS_TASK_MAX_ARGS_BYTES is 0; it must be above zero.")]

@@ -98,6 +98,25 @@ class Metric:
             return round(value * 100, 2)
         return round(value, 1) if self.name == "position" else value
 
+    @property
+    def change_unit(self) -> str:
+        return {"ctr": "points", "position": "places"}.get(self.name, "%")
+
+    def raw_change(self, current: float | None, previous: float | None):
+        """The change in a CSV cell, a number in ``change_unit`` (as ``change`` writes it); blank when unknown.
+
+        >>> METRICS[0].raw_change(60, 100), METRICS[2].raw_change(0.031, 0.025), METRICS[3].raw_change(4.2, 5.0)
+        (-40.0, 0.6, -0.8)
+        >>> METRICS[0].raw_change(5, 0), METRICS[3].raw_change(None, 5.0)
+        ('', '')
+        """
+        if self.name in ("ctr", "position"):
+            if current is None or previous is None:
+                return ""
+            return round((current - previous) * 100, 2) if self.name == "ctr" else round(current - previous, 1)
+        delta = change(current, previous)
+        return "" if delta is None else round(delta * 100, 1)
+
     def change(self, current: float | None, previous: float | None) -> tuple[str, str]:
         """(the change written out, its tone: ``better``, ``worse`` or empty when unchanged or unknown).
 

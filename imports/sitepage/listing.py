@@ -73,18 +73,6 @@ def change(current: float | None, previous: float | None) -> float | None:
     return ((current or 0) - previous) / previous
 
 
-def page_number(value: str | None) -> int:
-    """A 1-based page number from a request parameter; 1 for anything else.
-
-    >>> page_number("3"), page_number("0"), page_number("x"), page_number(None)
-    (3, 1, 1, 1)
-    """
-    try:
-        return max(1, int(value or 1))
-    except ValueError:
-        return 1
-
-
 def like_pattern(text: str) -> str:
     """An ILIKE pattern matching ``text`` anywhere, its own ``%``, ``_`` and ``\\`` taken literally.
 

@@ -15,6 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date, timedelta
 
+from seoinsight import query_params
+
 LAST_DAYS = {"7d": 7, "28d": 28, "90d": 90}
 PRESETS = {"7d": "Last 7 days", "28d": "Last 28 days", "90d": "Last 90 days", "month": "Last month",
            "custom": "Custom"}
@@ -58,32 +60,39 @@ class Choice:
     previous: Period
     problem: str = ""
 
+    @property
+    def instead(self) -> str:
+        """What the page shows in place of a period it could not follow."""
+        return f"Showing the {PRESETS[self.preset].lower()} instead."
+
 
 def choose(preset: str | None, start: str | None = None, end: str | None = None, *, today: date,
-           newest: date | None) -> Choice:
+           newest: date | None, max_days: int | None = None) -> Choice:
     """The period a request asks for: a preset name, or ``custom`` with ISO dates ``start`` and ``end``.
 
     ``newest`` is the newest day with data (None: no data yet, then yesterday). An unknown
-    preset is the default one; a custom range that cannot be read is the default too, with
-    the reason in ``problem``.
+    preset is the default one; a custom range that cannot be read, or outside the bounds of
+    ``query_params`` (2000-01-01 to today, ``max_days`` long at most, default the
+    ``QUERY_MAX_PERIOD_DAYS`` setting), is the default too, with the reason in ``problem``.
 
     >>> choose("7d", today=date(2026, 12, 10), newest=date(2026, 12, 7)).current
     Period(start=datetime.date(2026, 12, 1), end=datetime.date(2026, 12, 7))
     >>> choose("custom", "2026-12-05", "2026-12-01", today=date(2026, 12, 10), newest=None).problem
-    'The custom period starts after it ends: showing the last 28 days instead.'
+    'The custom period starts after it ends.'
+    >>> choose("custom", "5001-01-01", "9999-12-31", today=date(2026, 12, 10), newest=None).problem
+    'The custom period’s start, 5001-01-01, is after 2026-12-10 (today).'
     """
     problem = ""
     if preset == "custom":
-        period, problem = _custom(start, end)
-        if period is not None:
-            return Choice("custom", period, period.previous())
+        try:
+            return _custom(start, end, today=today, max_days=max_days)
+        except query_params.BadParameter as exc:
+            problem = str(exc)
     elif preset == "month":
         period = last_month(today)
         return Choice("month", period, period.previous())
     if preset not in LAST_DAYS:
         preset = DEFAULT
-    if problem:
-        problem += f": showing the {PRESETS[preset].lower()} instead."
     period = last_days(LAST_DAYS[preset], today=today, newest=newest)
     return Choice(preset, period, period.previous(), problem)
 
@@ -126,14 +135,14 @@ def last_month(today: date) -> Period:
     return Period(end.replace(day=1), end.replace(day=calendar.monthrange(end.year, end.month)[1]))
 
 
-def _custom(start: str | None, end: str | None) -> tuple[Period | None, str]:
-    try:
-        first, last = date.fromisoformat(start or ""), date.fromisoformat(end or "")
-    except ValueError:
-        return None, "The custom period needs a start and an end date (YYYY-MM-DD)"
-    if first > last:
-        return None, "The custom period starts after it ends"
-    return Period(first, last), ""
+def _custom(start: str | None, end: str | None, *, today: date, max_days: int | None) -> Choice:
+    if not (start or "").strip() or not (end or "").strip():
+        raise query_params.BadParameter("The custom period needs a start and an end date (YYYY-MM-DD).")
+    first = query_params.day(start, latest=today, latest_name="today", what="The custom period’s start")
+    last = query_params.day(end, latest=today, latest_name="today", what="The custom period’s end")
+    query_params.span(first, last, max_days=max_days, what="The custom period")
+    period = Period(first, last)
+    return Choice("custom", period, period.previous())
 
 
 def gaps(period: Period, covered: Iterable[tuple[date, date]]) -> list[Period]:

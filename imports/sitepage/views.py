@@ -8,8 +8,6 @@ or the CSV export reproduces it.
 
 from __future__ import annotations
 
-import csv
-
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
@@ -17,51 +15,58 @@ from django.views.decorators.http import require_GET
 
 from imports.models import Import
 from imports.views import member_required
+from seoinsight import csvexport
 from seoinsight.models import Site
+from seoinsight.query_params import Problem
 
 from . import cache, display, figures, listing, periods, queries
+from .asked import read as read_asked
 
 
 @require_GET
 @member_required
 def site_page(request, site_id, org):
     site = get_object_or_404(Site.objects.filter(org=org), pk=site_id)
-    params = request.GET.dict()
     targets = list(site.targets.order_by("pk"))
-    shown = [t for t in targets if str(t.pk) == params.get("target")] or targets
+    asked = read_asked(request.GET, [t.pk for t in targets])
+    shown = [t for t in targets if str(t.pk) == asked.target] or targets
     target_ids = [t.pk for t in shown]
-    sort, search = params.get("sort") or listing.DEFAULT_SORT, params.get("q", "").strip()
+    sort, search = asked.sort or listing.DEFAULT_SORT, asked.search
     today = timezone.localdate()
     with figures.snapshot():
         newest = figures.newest_day(target_ids, today)
-        choice = periods.choose(params.get("period"), params.get("from"), params.get("to"), today=today,
-                                newest=newest)
+        choice = periods.choose(asked.preset, asked.start, asked.end, today=today, newest=newest)
+        problems = asked.problems + ([Problem(choice.problem, choice.instead)] if choice.problem else [])
+        if asked.as_csv and problems:
+            # A download cannot show what it did instead: it is refused whole, in plain words.
+            return _refused(problems)
         site_figures = figures.figures(target_ids, choice)
         site_queries = queries.top_queries(site.pk, target_ids, choice)
         stale = figures.stale_targets(target_ids, choice)
         top = {"sort": sort, "search": search, "cached": not stale}
-        as_csv = params.get("format") == "csv"
-        if as_csv:
+        if asked.as_csv:
             pages, _ = figures.top_pages(target_ids, choice, page_size=None, **top)
         else:
-            number = listing.page_number(params.get("page"))
+            number = asked.page
             pages, total = figures.top_pages(target_ids, choice, page=number, **top)
             if not pages and number > 1:  # a page past the end (the data changed since the link was made)
                 number = 1
                 pages, total = figures.top_pages(target_ids, choice, **top)
-            url = params.get("url")
+            url = asked.url
             history = figures.figures(target_ids, choice, url=url) if url else None
     # Outside the read-only snapshot. A custom period is never precomputed: it stays on the rows.
     if stale and choice.preset != "custom":
         cache.refresh_later(site, stale)
-    if as_csv:
+    if asked.as_csv:
         return _csv(site, choice, site_figures, pages, site_queries)
+    params = asked.links(choice, number)
     return render(request, "imports/site.html", {
         "org": org,
         "site": site,
         "targets": targets,
         "target": shown[0] if len(shown) == 1 and len(targets) > 1 else None,
         "choice": choice,
+        "problems": problems,
         "newest": newest,
         "presets": periods.PRESETS.items(),
         "params": params,
@@ -137,23 +142,29 @@ def _pagination(params: dict, number: int, total: int) -> dict:
             "next": listing.query(params, page=number + 1) if number < last else ""}
 
 
+def _refused(problems: list[Problem]) -> HttpResponse:
+    lines = ["This CSV cannot be exported as its address asks, so nothing was exported:", "",
+             *(f"- {problem.reason}" for problem in problems), "",
+             "Open the site page, choose the period again and use its Download CSV link."]
+    return HttpResponse("\n".join(lines) + "\n", status=400, content_type="text/plain; charset=utf-8")
+
+
 def _csv(site: Site, choice: periods.Choice, result: figures.Figures, pages: list[figures.TopPage],
          site_queries: list[queries.TopQuery]) -> HttpResponse:
     """The totals, every row of the top pages table as filtered and sorted on screen (all its pages), the top
-    queries."""
-    name = f"{site.domain}-{choice.current.start:%Y%m%d}-{choice.current.end:%Y%m%d}.csv"
-    response = HttpResponse(content_type="text/csv; charset=utf-8",
-                            headers={"Content-Disposition": f'attachment; filename="{name}"'})
-    out = csv.writer(response)
+    queries: numbers as numbers, texts through the project's CSV writer (no cell runs as a formula)."""
+    response, out = csvexport.download(
+        f"{site.domain}-{choice.current.start:%Y%m%d}-{choice.current.end:%Y%m%d}.csv")
     out.writerow(["Site", site.domain])
     out.writerow(["Period", choice.current.start, choice.current.end])
     out.writerow(["Compared with", choice.previous.start, choice.previous.end])
     out.writerow([])
-    out.writerow(["Figure", "This period", "Previous period", "Change"])
-    for metric, row in zip(display.METRICS, _totals(result), strict=True):
+    out.writerow(["Figure", "This period", "Previous period", "Change", "Change in"])
+    for metric in display.METRICS:
         label = "CTR (%)" if metric is display.CTR else metric.label
-        out.writerow([label, metric.raw(metric.value(result.current)), metric.raw(metric.value(result.previous)),
-                      row["change"]])
+        current, previous = metric.value(result.current), metric.value(result.previous)
+        out.writerow([label, metric.raw(current), metric.raw(previous), metric.raw_change(current, previous),
+                      metric.change_unit])
     out.writerow([])
     out.writerow(["Page", "Clicks", "Impressions", "CTR (%)", "Position", "Previous clicks", "Change in clicks (%)"])
     for page in pages:

@@ -329,9 +329,9 @@ def test_the_csv_holds_the_totals_and_every_row_of_the_table_as_filtered_and_sor
     assert rows[:9] == [
         ["Site", "acme.example"], ["Period", "2026-05-01", "2026-05-07"],
         ["Compared with", "2026-04-24", "2026-04-30"], [],
-        ["Figure", "This period", "Previous period", "Change"],
-        ["Clicks", "1435", "", "—"], ["Impressions", "30010", "", "—"], ["CTR (%)", "4.78", "", "—"],
-        ["Average position", "2.0", "", "—"],
+        ["Figure", "This period", "Previous period", "Change", "Change in"],
+        ["Clicks", "1435", "", "", "%"], ["Impressions", "30010", "", "", "%"], ["CTR (%)", "4.78", "", "", "points"],
+        ["Average position", "2.0", "", "", "places"],
     ]
     assert rows[10] == ["Page", "Clicks", "Impressions", "CTR (%)", "Position", "Previous clicks",
                         "Change in clicks (%)"]

@@ -8,6 +8,9 @@ mailpoll.W001  MAILPOLL_STUCK_AFTER is shorter than the time the queue counts a 
 mailpoll.W002  MAILPOLL_POLL_DEADLINE is not longer than MAILPOLL_SOCKET_TIMEOUT
 mailpoll.W003  (with --database) a mailbox receives CSV/Excel attachments but has no site target to import into
 mailpoll.W004  (with --database) an enabled mailbox lacks what it authenticates with (password, key, client id...)
+mailpoll.E004  MAILPOLL_EXTRA_PORTS holds a word that is neither a port nor *
+mailpoll.W006  MAILPOLL_ALLOW_PRIVATE_HOSTS is on: org staff may point mailboxes at this server's own network
+mailpoll.W007  MAILPOLL_EXTRA_PORTS is *: org staff may point mailboxes at any port
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from jobs import registry
 from seoinsight import outbound
 
 from . import conf
+from .providers import destination
 
 # Every one of them is a count, a size or a duration: zero or less means "never" or "no limit" by accident.
 POSITIVE = tuple(setting.name for setting in conf.SETTINGS if setting.type in (int, float))
@@ -59,6 +63,33 @@ def endpoint_problem(url: str) -> str:
     'a backslash, a space or a control character in the URL'
     """
     return outbound.endpoint_problem(url)
+
+
+@checks.register()
+def check_destinations(app_configs=None, **kwargs):
+    """Where org staff may make the server connect: said at every deploy when the deployment opened more."""
+    if conf.SETTINGS.unparsable():
+        return []  # check_values reports them
+    found = []
+    ports = str(conf.get("MAILPOLL_EXTRA_PORTS"))
+    bad = destination.bad_port_words(ports)
+    if bad:
+        found.append(checks.Error(
+            f"MAILPOLL_EXTRA_PORTS ({ports!r}) holds {', '.join(repr(word) for word in bad)}, neither a port "
+            "(1-65535) nor *: left out.", hint="List port numbers separated by commas, e.g. 995,1143.",
+            id="mailpoll.E004"))
+    if destination.allow_private():
+        found.append(checks.Warning(
+            "MAILPOLL_ALLOW_PRIVATE_HOSTS is on: an org's staff may point an IMAP mailbox (and Test connection) at "
+            "loopback, private, link-local and reserved addresses, this server's own network included.",
+            hint="Keep it for a mail server on the premises or for tests; turn it off otherwise.",
+            id="mailpoll.W006"))
+    if destination.extra_ports() is None:
+        found.append(checks.Warning(
+            "MAILPOLL_EXTRA_PORTS is *: an org's staff may point an IMAP mailbox (and Test connection) at any port.",
+            hint="List the ports your mail servers use instead (993 and 143 are always allowed).",
+            id="mailpoll.W007"))
+    return found
 
 
 @checks.register()

@@ -47,6 +47,12 @@ SETTINGS = Declarations(
     Setting("MAILPOLL_MICROSOFT_CLIENT_SECRET", str, "", "...its client secret"),
     Setting("MAILPOLL_API_CA_BUNDLE", str, "",
             "a CA bundle to verify the API and token endpoints with instead of the system's (a private endpoint)"),
+    # Where an org's IMAP mailbox may make the server connect (mailpoll.providers.destination, issue 35).
+    Setting("MAILPOLL_ALLOW_PRIVATE_HOSTS", bool, False,
+            "IMAP mailboxes may reach loopback, private, link-local and reserved addresses (an on-premise mail "
+            "server; tests): mailpoll.W006 says when it is on"),
+    Setting("MAILPOLL_EXTRA_PORTS", str, "",
+            "ports an IMAP mailbox may use besides 993 and 143, comma-separated; * for any port (mailpoll.W007)"),
 )
 
 # The settings above that are endpoints: https, or http on the loopback only.

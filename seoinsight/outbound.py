@@ -18,12 +18,16 @@ APIs, the OAuth token endpoints, Search Console) goes through these rules:
 * ``where(url)`` and ``describe(exc)`` give the scheme, host and port, never the
   path or the query, where a URL appears in an error, a log line or a page
   (keys in query strings, ``?code=``, are common).
+* ``address_kind(ip)`` says whether an address is one the public internet routes
+  (""), or loopback, private, link-local, reserved...: the one classification of
+  addresses an org's user may not make the server connect to (``public_addresses``).
 """
 
 from __future__ import annotations
 
 import ipaddress
 import re
+import socket
 import urllib.parse
 from dataclasses import dataclass
 
@@ -77,6 +81,54 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+class AddressRefused(Exception):
+    """A host resolved to an address the rules refuse; the message names the kind, never what lives there."""
+
+
+def address_kind(ip: str) -> str:
+    """What kind of non-public address ``ip`` is, or "" for one the public internet routes.
+
+    An IPv4 address mapped into IPv6 (``::ffff:10.0.0.1``) is judged as the IPv4 address it carries.
+
+    >>> address_kind("93.184.215.14"), address_kind("2606:4700::1111")
+    ('', '')
+    >>> address_kind("127.0.0.1"), address_kind("::ffff:10.1.2.3"), address_kind("169.254.169.254")
+    ('loopback', 'private', 'link-local')
+    >>> address_kind("100.64.0.1"), address_kind("0.0.0.0"), address_kind("not an address")
+    ('not globally routed', 'unspecified', 'not an IP address')
+    """
+    try:
+        address = ipaddress.ip_address(str(ip).split("%", 1)[0])  # an IPv6 zone id ("fe80::1%eth0") names no host
+    except ValueError:
+        return "not an IP address"
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    # Most specific first: 127.0.0.1 is also "private" to the ipaddress module.
+    for kind, test in (("unspecified", address.is_unspecified), ("loopback", address.is_loopback),
+                       ("link-local", address.is_link_local), ("multicast", address.is_multicast),
+                       ("reserved", address.is_reserved), ("private", address.is_private)):
+        if test:
+            return kind
+    return "" if address.is_global else "not globally routed"
+
+
+def public_addresses(host: str, port: int, *, allow_private: bool = False) -> list[tuple]:
+    """``socket.getaddrinfo(host, port)`` for TCP, each address checked by ``address_kind``.
+
+    Connect to what this returns, never to ``host`` again: a second lookup could answer otherwise (DNS
+    rebinding). Raises AddressRefused when any address is not public (unless ``allow_private``): a name
+    that also resolves to an inside address is refused whole. ``socket.gaierror`` when nothing resolves.
+    """
+    found = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
+    if not allow_private:
+        for *_, sockaddr in found:
+            kind = address_kind(sockaddr[0])
+            if kind:
+                # The kind only: naming the address would make this a resolver of inside names.
+                raise AddressRefused(f"{host} is not a public address ({kind})")
+    return found
 
 
 def endpoint(url: str) -> Endpoint:

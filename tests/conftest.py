@@ -32,6 +32,9 @@ def pytest_configure(config):
     media = Path(tempfile.mkdtemp(prefix="seoinsight-media-"))
     os.environ["MEDIA_ROOT"] = str(media)
     settings.MEDIA_ROOT = config.stash[_MEDIA] = media
+    # The mail tests' servers (Dovecot, the scripted fakes) listen on 127.0.0.1 at ports of their own, which a
+    # deployment keeps closed (mailpoll.providers.destination); processes get it from process_env.
+    settings.MAILPOLL_ALLOW_PRIVATE_HOSTS, settings.MAILPOLL_EXTRA_PORTS = True, "*"
 
 
 def pytest_unconfigure(config):

@@ -10,6 +10,7 @@ from django import forms
 from seoinsight.models import SiteTarget
 
 from .. import conf, post_actions
+from ..providers import destination
 from ..oauth import deployment_grants as grants
 from ..models import (APP_FIELDS, DESTINATION_FIELDS, LOOPBACK_HOSTS, PROVIDER_AUTHS, Auth, DeploymentIdentity,
                       InitialMode, Mailbox, OAuthProvider, Provider, Security)
@@ -136,7 +137,7 @@ class MailboxForm(forms.ModelForm):
             "host": "IMAP only (API mailboxes use the settings' endpoints).",
             "username": "The account's address (API mailboxes: the mailbox user to read, e.g. the one a "
                         "service account impersonates).",
-            "port": "993 for TLS, 143 for STARTTLS.",
+            "port": "993 for TLS, 143 for STARTTLS (another port only where the deployment allows it).",
             "security": "TLS or STARTTLS (certificates are verified). None only for a server on this machine.",
             "initial_since": "Required with “Since a date”: mail received on or after this day.",
         }
@@ -198,6 +199,11 @@ class MailboxForm(forms.ModelForm):
         host, auth = data.get("host"), data.get("auth")
         if not host:
             self.add_error("host", "An IMAP mailbox needs its server.")
+        # Before saving, in plain words; the poller and Test connection check again where they connect.
+        if data.get("port") is not None and (problem := destination.port_problem(data["port"])):
+            self.add_error("port", f"{problem[0].upper()}{problem[1:]}.")
+        if host and (problem := destination.host_problem(host)):
+            self.add_error("host", f"{problem}.")  # it opens with the host's name, as typed
         if data.get("security") == Security.NONE and host and host not in LOOPBACK_HOSTS:
             self.add_error("security", "No encryption is allowed only for a server on this machine (127.0.0.1, "
                            "localhost or ::1): the password would cross the network in clear text. "

@@ -12,7 +12,10 @@ holds a poller for ever. Through a :class:`Channel`:
   check a message's real size against the size the server announced;
 * ``interrupt()`` shuts the socket down from another thread, which wakes a
   connect, a read or a write blocked on it at once: the poller's deadline and
-  SIGTERM go through it.
+  SIGTERM go through it;
+* the host is resolved once and only addresses ``destination`` allows are
+  connected to, and a peer whose greeting is not IMAP's is :class:`NotImapServer`,
+  whose message holds none of what the peer sent (a banner is not echoed).
 
 The hooks are imaplib's overridable methods (``_create_socket``, ``read``,
 ``readline``, ``send``) and imapclient's ``_create_IMAP4``.
@@ -27,6 +30,8 @@ import threading
 from dataclasses import dataclass
 
 from imapclient import IMAPClient, imap4, tls
+
+from . import destination
 
 _UID = re.compile(rb"\bUID (\d+)", re.IGNORECASE)
 LINE_COST = 64  # bytes
@@ -43,6 +48,10 @@ class ResponseTooLarge(imaplib.IMAP4.abort):
 
 class Interrupted(imaplib.IMAP4.abort):
     """The connection was shut down on purpose (``Channel.interrupt``)."""
+
+
+class NotImapServer(imaplib.IMAP4.abort):
+    """The peer's first words were not an IMAP greeting; what it said is dropped, not carried."""
 
 
 @dataclass(frozen=True)
@@ -76,9 +85,10 @@ class Channel:
             _shutdown(handle)
 
     def connect(self, host: str, port: int, timeout: float | None) -> socket.socket:
-        """``socket.create_connection``, with the socket interruptible from before its connect."""
+        """``socket.create_connection`` to the addresses ``destination`` allows, interruptible from before."""
         error: OSError | None = None
-        for family, kind, proto, _, address in socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM):
+        # Resolved and checked once: the socket connects to the very address that was checked.
+        for family, kind, proto, _, address in destination.addresses(host, port):
             sock = socket.socket(family, kind, proto)
             try:
                 self._arm(sock)
@@ -168,6 +178,15 @@ class _Bounded:
 
     def _create_socket(self, timeout=None):
         return self.channel.connect(self.host, self.port, timeout if timeout is not None else self._timeout)
+
+    def _connect(self):
+        # imaplib's errors about the greeting quote the peer's line ("unexpected response: b'SSH-2.0-…'").
+        try:
+            super()._connect()
+        except imaplib.IMAP4.error as exc:
+            if self.channel.reason is not None or isinstance(exc, ResponseTooLarge):
+                raise
+            raise NotImapServer("not an IMAP server: its greeting is not IMAP's") from None
 
     def readline(self):
         line = super().readline()

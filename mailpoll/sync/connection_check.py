@@ -4,10 +4,11 @@ It goes through the provider a poll would use (``providers.for_mailbox``: IMAP w
 Gmail, Graph), with the same tokens, and selects each configured folder read-only
 (``check_folder``): nothing is fetched, stored or changed, no cursor moves, and the mailbox's health is left
 alone. A watcher shuts the connection down at the deadline, as a poll's does (``mailbox_poll.Watch``).
+An IMAP mailbox connects only where ``providers.destination`` allows (mail ports, public addresses).
 
 The outcome is a headline in plain words (``providers.diagnosis``) and details: what each folder holds, and
-the raw text of what went wrong, with any URL cut to its origin and the mailbox's own secrets masked. Only the
-headline is logged.
+the kinds of error that failed it. What a server answered is never shown beyond that classified reason: a
+button that printed it would read the banner of whatever listens at the host and port typed in.
 """
 
 from __future__ import annotations
@@ -16,19 +17,18 @@ import logging
 import threading
 from dataclasses import dataclass, field
 
-from seoinsight.crypto import SecretUnreadable
-from seoinsight.outbound import scrub
-
 from .mailbox_poll import Watch
 from ..models import Mailbox
 from ..providers import FolderError, for_mailbox
+from ..providers.destination import DestinationRefused
 from ..providers.diagnosis import TIMED_OUT, chain, headline, success
+from ..providers.transport import NotImapServer
 
 log = logging.getLogger("mailpoll.poller")
 
 # Seconds the whole test may take: an operator is waiting for the page.
 DEADLINE = 15.0
-MASK = "•••"
+NOT_IMAP = "not an IMAP server"
 
 
 @dataclass(frozen=True)
@@ -53,29 +53,32 @@ def check(mailbox: Mailbox, *, deadline: float = DEADLINE) -> Outcome:
                     count = provider.check_folder(folder)
                 except FolderError as exc:
                     problems.append(headline(exc, folder=folder))
-                    details.append(f"{folder}: {_raw(exc, mailbox)}")
+                    details.append(f"{folder}: {problems[-1]} ({_kinds(exc)})")
                 else:
                     counts.append((folder, count))
                     details.append(f"{folder}: {'found' if count is None else f'{count} messages'}")
     except Exception as exc:
-        shown = headline(exc)
+        shown = _headline(exc)
         if watch is not None and watch.cause == Watch.DEADLINE:
             shown = f"{TIMED_OUT}: no answer within {deadline:g} s"
-        outcome = Outcome(False, shown, [*details, _raw(exc, mailbox)])
+        outcome = Outcome(False, shown, [*details, f"failed with {_kinds(exc)}"])
     else:
         outcome = Outcome(not problems, problems[0] if problems else success(counts), details)
     log.info("mailbox=%s connection test: %s", mailbox.pk, outcome.headline)
     return outcome
 
 
-def _raw(exc: BaseException, mailbox: Mailbox) -> str:
-    """What the exception and the ones under it said, one after the other: for the details, never the headline."""
-    text = " ← ".join(f"{type(error).__name__}: {error}" for error in chain(exc, suppressed=False))
-    for read in (mailbox.get_secret, mailbox.get_app_secret):
-        try:
-            secret = read()
-        except SecretUnreadable:
-            continue  # nothing could read it, so no error can show it
-        if secret:
-            text = text.replace(secret, MASK)
-    return scrub(text)
+def _headline(exc: BaseException) -> str:
+    """``diagnosis.headline``, but for the refusals of ``transport`` and ``destination``, said in our own words."""
+    for error in chain(exc):
+        if isinstance(error, DestinationRefused):
+            return str(error)  # the rule that refused, written here: nothing of a server's
+        if isinstance(error, NotImapServer):
+            return NOT_IMAP
+    return headline(exc)
+
+
+def _kinds(exc: BaseException) -> str:
+    """The types of the exception and the ones under it, outermost first: never their texts, which may
+    quote the server (or a secret)."""
+    return " ← ".join(type(error).__name__ for error in chain(exc, suppressed=False))

@@ -7,7 +7,9 @@ MIME headers included.
 
 The dedup key (``Request.source_ref``, unique per org) is defined here and only
 here: ``dedup_ref``. The Authentication-Results headers are kept raw for
-``mailpoll.message.sender_auth`` to judge; nothing here trusts them.
+``mailpoll.message.sender_auth`` to judge; nothing here trusts them. From is read
+strictly (``read_from``): the sender is its address only when it is one plain
+mailbox, else the header's text, which ``sender_problem`` never takes for one.
 """
 
 from __future__ import annotations
@@ -15,12 +17,13 @@ from __future__ import annotations
 import binascii
 import email.header
 import email.parser
+import email.policy
 import email.utils
 import hashlib
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from email.errors import HeaderParseError
+from email.errors import HeaderParseError, NonASCIILocalPartDefect
 from email.message import Message
 from email.policy import Compat32
 
@@ -43,6 +46,9 @@ AUTH_RESULTS_MAX_CHARS = 2000
 # "header.d=victim.example.attacker.example").
 CUT_MARK = "\u2026"
 ADDRESS_MAX_NESTING = 20  # of '(' in an address header; the stdlib address parser recurses once per level
+FROM_READ_CHARS = 2000  # a longer From is not parsed: no sender a rule may trust is that long
+# Something in a display name that reads as an address ("ceo@victim.example" <attacker@evil.example>).
+_ADDRESS_LIKE = re.compile(r"[^\s<>()\[\]\"',;:@]+@[^\s<>()\[\]\"',;:@]+")
 
 # A parameter name as the stdlib splits them: after a ';', ending at '=', ';' or the end.
 _STAR_PARAM = re.compile(r";\s*([A-Za-z0-9_]+)\*(\d*)\*?(?=\s*(?:[=;]|$))")
@@ -58,7 +64,7 @@ class MessageHeaders:
 
     message_id: str | None  # normalized, whatever its length
     source_ref: str | None  # message_ref(message_id); None without a usable Message-ID
-    sender: str  # the From address (display name dropped); "" if none
+    sender: str  # the From address (display name dropped) if one plain mailbox, else the header's text; "" if none
     subject: str
     date: datetime | None  # aware
     recipients: tuple[str, ...] = ()  # lower-cased addresses of To, Cc, Delivered-To, in that order, once each
@@ -257,14 +263,71 @@ def _too_nested(value: str) -> bool:
     return False
 
 
+@dataclass(frozen=True)
+class FromHeader:
+    address: str  # the addr-spec of its (first) mailbox; "" if none reads
+    problem: str  # why it is not one plain mailbox, in plain words; "" when it is
+
+
+def read_from(value: str | None) -> FromHeader:
+    """A From header read as a strict RFC 5322 address list (``email.headerregistry``). Pure, never raises.
+
+    Anything but one mailbox that parses without defects has a problem: several mailboxes, group syntax, a
+    display name that reads as another address, a defect the parser noted (``a@b <c@d>``, which lenient
+    parsers read as ``a@b``). What a MX's DMARC check read as From cannot be told for those.
+    """
+    text = str(value or "").strip()
+    if not text:
+        return FromHeader("", "no From address")
+    if len(text) > FROM_READ_CHARS or _too_nested(text):
+        return FromHeader("", "the From header is too long or nested to read")
+    try:
+        header = email.policy.default.header_factory("from", text)
+        groups, defects = header.groups, header.defects
+    except (HeaderParseError, IndexError, ValueError, TypeError, AttributeError, RecursionError):
+        return FromHeader("", "the From header does not parse")
+    mailboxes = [mailbox for group in groups for mailbox in group.addresses]
+    first = mailboxes[0].addr_spec if mailboxes else ""
+    if any(group.display_name is not None for group in groups):
+        return FromHeader(first, "group syntax in From")
+    if len(mailboxes) != 1:
+        return FromHeader(first, f"{len(mailboxes)} addresses in From" if mailboxes else "no address in From")
+    # An internationalized local part (RFC 6532) is an address all the same; the domain is sender_auth's to judge.
+    defects = [defect for defect in defects if not isinstance(defect, NonASCIILocalPartDefect)]
+    if defects:
+        return FromHeader(first, f"From does not read as one address ({defects[0]})")
+    mailbox = mailboxes[0]
+    if not mailbox.username or not mailbox.domain:
+        return FromHeader(first, "the From address has no domain")
+    if len(first) > SENDER_MAX_CHARS:
+        return FromHeader("", "the From address is too long")
+    if any(found.lower() != first.lower() for found in _ADDRESS_LIKE.findall(mailbox.display_name)):
+        return FromHeader(first, "the From display name reads as another address")
+    return FromHeader(first, "")
+
+
+def sender_problem(sender: str) -> str:
+    """Why a stored sender (``MessageHeaders.sender``) is not one plain address, or "".
+
+    >>> sender_problem("anne@client.example"), sender_problem("ceo@victim.example <x@evil.example>")[:22]
+    ('', 'From does not read as ')
+    """
+    read = read_from(sender)
+    if read.problem:
+        return read.problem
+    return "" if read.address == sender else "the From header is more than its address"
+
+
 def _sender(value: str | None) -> str:
+    """The From address of one plain mailbox; else the header's text, which ``sender_problem`` flags."""
     if not value:
         return ""
-    value = str(value)
-    _name, address = ("", "") if _too_nested(value) else email.utils.parseaddr(value)
-    if address and "@" in address:
-        return clean_line(decode_words(address), SENDER_MAX_CHARS).replace(" ", "")
-    return clean_line(decode_words(value), SENDER_MAX_CHARS)
+    read = read_from(value)
+    if not read.problem:
+        return clean_line(read.address, SENDER_MAX_CHARS)
+    shown = clean_line(decode_words(str(value)), SENDER_MAX_CHARS)
+    # Cleaning and decoding may leave what reads as one address ("=?utf-8?q?a@b.example?="): said so in front.
+    return shown if sender_problem(shown) else clean_line(f"(not one plain address) {shown}", SENDER_MAX_CHARS)
 
 
 def _date(value: str | None) -> datetime | None:

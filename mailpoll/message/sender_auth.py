@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 
-from .headers import AUTH_RESULTS_MAX_CHARS, MAX_HEADERS_READ
+from .headers import AUTH_RESULTS_MAX_CHARS, MAX_HEADERS_READ, sender_problem
 
 # The bounds a message's headers are kept within (headers._auth_results), held here too whatever the caller.
 MAX_HEADERS = MAX_HEADERS_READ  # Authentication-Results headers read, from the top
@@ -121,14 +121,21 @@ def judge(headers: Sequence[str], authserv_id: str, from_address: str) -> Sender
     sign; sibling subdomains, which DMARC's relaxed alignment accepts, do not
     align here. A ``dmarc=fail`` for the From domain refuses whatever DKIM says:
     the domain may ask for strict alignment. A From domain that is not plain
-    ASCII is refused: internationalized domains are not supported.
+    ASCII is refused: internationalized domains are not supported. So is a
+    ``from_address`` that is not one plain address (``headers.sender_problem``).
     """
     wanted = authserv_id.strip().lower()
     if not wanted:
         return SenderAuth(False, "no authserv-id configured for this mailbox")
+    if not from_address.strip():
+        return SenderAuth(False, "no From address")
+    # Several or odd addresses: which one the server's DMARC check read as From cannot be told.
+    problem = sender_problem(from_address)
+    if problem:
+        return SenderAuth(False, problem)
     domain = _from_domain(from_address)
     if domain is None:
-        return SenderAuth(False, "From address has no valid domain" if from_address.strip() else "no From address")
+        return SenderAuth(False, "From address has no valid domain")
     headers = list(headers[:MAX_HEADERS])
     if wanted == EXCHANGE_ONLINE:
         found, where = _exchange_header(headers), "Exchange Online"

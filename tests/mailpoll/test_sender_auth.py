@@ -109,9 +109,11 @@ def ours(results: str) -> str:
     ([ours("dmarc=pass")], "  ", "anne@example.com", (False, "no authserv-id configured for this mailbox")),
     # the From address
     ([ours("dmarc=pass")], OURS, "", (False, "no From address")),
-    ([ours("dmarc=pass")], OURS, "anne", (False, "From address has no valid domain")),
-    ([ours("dmarc=pass")], OURS, "anne@", (False, "From address has no valid domain")),
-    ([ours("dmarc=pass")], OURS, "@example.com", (False, "From address has no valid domain")),
+    ([ours("dmarc=pass")], OURS, "anne", (False, "From does not read as one address (addr-spec local part with no "
+                                              "domain)")),
+    ([ours("dmarc=pass")], OURS, "anne@", (False, "the From header does not parse")),
+    ([ours("dmarc=pass")], OURS, "@example.com", (False, "From does not read as one address (invalid address in "
+                                                     "address-list)")),
     ([ours("dmarc=pass")], OURS, "anne@exämple.com", (False, "From address has no valid domain")),
 ])
 def test_judge(auth_results, authserv_id, sender, expected):

@@ -20,7 +20,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from jobs.models import Job, JobStatus
-from seoinsight import storage
+from seoinsight import query_params, storage
 from seoinsight.auth import NotAuthenticated, current_org_id
 from seoinsight.models import Org, SiteTarget
 
@@ -193,7 +193,10 @@ def index(request, org):
     else:
         form = ImportUploadForm(org_id=org.pk)
     imports = Import.objects.for_org(org.pk).select_related("site_target__site", "job")
-    page = Paginator(imports, IMPORTS_PER_PAGE).get_page(request.GET.get("page"))
+    params = query_params.Params(request.GET)
+    page = Paginator(imports, IMPORTS_PER_PAGE).get_page(params.page())
+    for problem in params.problems:  # said on this very page: the list shows page 1 in its place
+        messages.warning(request, str(problem))
     return render(request, "imports/index.html", {
         "org": org,
         "form": form,

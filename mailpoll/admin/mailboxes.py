@@ -27,6 +27,7 @@ from .display import (AMBER, BLUE, EMPTY, GREEN, GREY, RED, ago, badge, cliff_te
 from .filters import HealthFilter, TokenStateFilter
 from .forms import MailboxForm
 from .post_actions import mailbox_attention, with_attention
+from .sender_headers import shown as sender_headers_shown, warns as sender_headers_warn
 from ..health import FAILING, HEALTHY, NEVER, mailbox_health
 from ..models import Auth, GrantState, Mailbox, Provider
 from ..oauth.connect import ConnectViews
@@ -52,7 +53,7 @@ class MailboxAdmin(OrgScopedAdmin, admin.ModelAdmin):
     readonly_fields = ["provider_auth", "secret_state", "app_secret_state", "token_detail", "cliff", "connect",
                        "health_badge", "last_polled_at", "last_success_at", "consecutive_failures", "next_try_at",
                        "last_error_at", "last_error_text", "requests_link", "created_at", "live_watch_state",
-                       "live_watch_since", "attention", "connection_test"]
+                       "live_watch_since", "attention", "connection_test", "sender_headers"]
 
     def get_queryset(self, request):
         return with_attention(with_next_try(super().get_queryset(request)))
@@ -72,7 +73,8 @@ class MailboxAdmin(OrgScopedAdmin, admin.ModelAdmin):
                            "description": "OAuth and service-account mailboxes; empty fields: the settings' app."}),
             ("What to read", {"fields": ["folders", "poll_interval", "initial_mode", "initial_since",
                                          "site_target", "live"]}),
-            ("Senders", {"fields": ["authserv_id", "require_authenticated_sender"],
+            ("Senders", {"fields": ["authserv_id", "require_authenticated_sender",
+                                    *(["sender_headers"] if obj and not sender_headers_warn(obj) else [])],
                          "description": "Who may route documents into a site: see Mail rules in docs/mail.md."}),
             ("After storing", {"fields": ["post_action", "post_action_folder"],
                                "description": "What the server is asked to do to a message once its documents are "
@@ -82,6 +84,8 @@ class MailboxAdmin(OrgScopedAdmin, admin.ModelAdmin):
         if obj:
             # First, so the page answers at a glance: which provider, its token, its health and last error.
             glance = ["provider_auth", "health_badge", "attention", "last_error_text"]
+            if sender_headers_warn(obj):
+                glance.append("sender_headers")  # a forged sender would pass: said first, not under Senders
             if self.has_change_permission(request, obj):
                 glance.append("connection_test")
             if obj.auth != Auth.PASSWORD:
@@ -172,6 +176,10 @@ class MailboxAdmin(OrgScopedAdmin, admin.ModelAdmin):
     def cliff(self, mailbox):
         text = cliff_text(grant_of(mailbox))
         return format_html('<span style="color:{}">{}</span>', AMBER, text) if text else EMPTY
+
+    @admin.display(description="sender headers")
+    def sender_headers(self, mailbox):
+        return sender_headers_shown(mailbox)
 
     @admin.display(description="connect")
     def connect(self, mailbox):

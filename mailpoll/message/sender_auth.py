@@ -146,6 +146,26 @@ def judge(headers: Sequence[str], authserv_id: str, from_address: str) -> Sender
     return _decide(found.results, domain, where)
 
 
+def carries_own_header(headers: Sequence[str], authserv_id: str) -> bool:
+    """Whether a message holds a header ``judge`` would read for ``authserv_id`` (readable or not).
+
+    A mailbox whose messages never do has a receiving server that writes none under that id: then the only
+    such headers are ones a sender wrote, which is why the mailbox's page warns (``docs/mail.md``).
+
+    >>> carries_own_header(["mx.example; dkim=pass header.d=example.com"], "MX.example")
+    True
+    >>> carries_own_header(["mx.other; dkim=pass header.d=example.com"], "mx.example")
+    False
+    """
+    wanted = authserv_id.strip().lower()
+    headers = list(headers[:MAX_HEADERS])
+    if not wanted or not headers:
+        return False
+    if wanted == EXCHANGE_ONLINE:
+        return _claimed_id(headers[0]) == ""
+    return any(_claimed_id(value) == wanted for value in headers)
+
+
 def _own_header(headers: list[str], wanted: str) -> AuthResults | SenderAuth:
     for value in headers:
         if _claimed_id(value) == wanted:

@@ -31,7 +31,9 @@ RSS_POLL = 0.02  # seconds between reads of a process's /proc/<pid>/status
 # memory, no debug pages). DEBUG=0 requires a SECRET_KEY of one's own: this one, the same
 # in every process of a run (the bench process encrypts what pollmail decrypts), guards
 # nothing but throw-away databases.
-PRODUCTION_ENV = {"DEBUG": "0", "SECRET_KEY": "bench-only-key-for-throw-away-databases-never-for-real-data"}
+PRODUCTION_ENV = {"DEBUG": "0", "SECRET_KEY": "bench-only-key-for-throw-away-databases-never-for-real-data",
+                  # The benches' Dovecot listens on 127.0.0.1 at a port of its own (mailpoll.providers.destination).
+                  "MAILPOLL_ALLOW_PRIVATE_HOSTS": "1", "MAILPOLL_EXTRA_PORTS": "*"}
 
 
 # -- the database ------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ mailpoll.W004  (with --database) an enabled mailbox lacks what it authenticates 
 mailpoll.E004  MAILPOLL_EXTRA_PORTS holds a word that is neither a port nor *
 mailpoll.W006  MAILPOLL_ALLOW_PRIVATE_HOSTS is on: org staff may point mailboxes at this server's own network
 mailpoll.W007  MAILPOLL_EXTRA_PORTS is *: org staff may point mailboxes at any port
+mailpoll.W008  (with --database) an enabled IMAP mailbox's port or address is one the poller now refuses
 """
 
 from __future__ import annotations
@@ -183,4 +184,23 @@ def check_mailboxes_can_authenticate(app_configs=None, databases=None, **kwargs)
                     f"Mailbox {mailbox.pk} ({mailbox.name!r}, {mailbox.get_provider_display()}, "
                     f"{mailbox.get_auth_display()}) cannot authenticate: {problem}.",
                     hint="Complete it in the admin, or disable the mailbox.", obj=mailbox, id="mailpoll.W004"))
+    return found
+
+
+@checks.register(checks.Tags.database)
+def check_mailboxes_may_connect(app_configs=None, databases=None, **kwargs):
+    """A mailbox saved before the destination rules, or under wider settings, fails at every poll: said at
+    deploy time. Hosts are judged without DNS (an IP address, localhost); the poller resolves the rest."""
+    from .models import Mailbox, Provider
+
+    found = []
+    for alias in migrated(databases):
+        for mailbox in Mailbox.objects.using(alias).filter(enabled=True, provider=Provider.IMAP).order_by("pk"):
+            problem = destination.literal_problem(mailbox.host, mailbox.port)
+            if problem:
+                found.append(checks.Warning(
+                    f"Mailbox {mailbox.pk} ({mailbox.name!r}, org {mailbox.org_id}) cannot be polled: {problem}.",
+                    hint="Point it at the mail server's public name and port 993 or 143, or set "
+                         "MAILPOLL_EXTRA_PORTS / MAILPOLL_ALLOW_PRIVATE_HOSTS for a server on the premises.",
+                    obj=mailbox, id="mailpoll.W008"))
     return found

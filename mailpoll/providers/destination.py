@@ -73,6 +73,16 @@ def host_problem(host: str) -> str:
     return ""
 
 
+def literal_problem(host: str, port: int) -> str:
+    """What ``problem`` would say of ``host``:``port`` without asking DNS (the port; an IP address or
+    localhost as the host), or "": for ``manage.py check``, which must not wait on a resolver."""
+    problem = port_problem(port)
+    if problem or allow_private():
+        return problem
+    kind = "loopback" if host.lower() in outbound.LOOPBACK_NAMES else outbound.address_kind(host)
+    return "" if kind in ("", "not an IP address") else f"{host} is not a public address ({kind})"
+
+
 def addresses(host: str, port: int) -> list[tuple]:
     """``getaddrinfo`` results to connect to for ``host``:``port``, every one checked; DestinationRefused
     if the port or any address is refused, ``socket.gaierror`` if the name does not resolve."""

@@ -260,3 +260,24 @@ def test_the_system_check_says_when_the_deployment_opened_more(settings):
     (error,) = check_destinations()
     assert (error.id, error.msg) == ("mailpoll.E004", "MAILPOLL_EXTRA_PORTS ('995, imaps') holds 'imaps', neither a "
                                                       "port (1-65535) nor *: left out.")
+
+
+def test_check_names_the_mailboxes_the_poller_now_refuses(closed):
+    from mailpoll.checks import check_mailboxes_may_connect
+
+    loopback = MailboxFactory(name="on loopback", host="127.0.0.1", port=993, security="tls")
+    ssh = MailboxFactory(name="on ssh", host="imap.client.example", port=22, security="tls")
+    MailboxFactory(name="fine", host="imap.client.example", port=993, security="tls")
+    MailboxFactory(name="disabled", host="10.0.0.5", port=993, security="tls", enabled=False)
+
+    found = check_mailboxes_may_connect(databases=["default"])
+
+    assert [(each.id, each.obj) for each in found] == [("mailpoll.W008", loopback), ("mailpoll.W008", ssh)]
+    assert "cannot be polled: 127.0.0.1 is not a public address (loopback)." in found[0].msg
+    assert "cannot be polled: port 22 is not an IMAP port" in found[1].msg
+
+
+def test_hosts_written_oddly_resolve_to_what_they_are(closed):
+    for host in ("127.1", "0x7f.0.0.1", "2130706433"):
+        with pytest.raises(outbound.AddressRefused, match=r"\(loopback\)"):
+            outbound.public_addresses(host, 993)

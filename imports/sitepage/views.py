@@ -15,7 +15,7 @@ from django.views.decorators.http import require_GET
 
 from imports.models import Import
 from imports.views import member_required
-from seoinsight import csvexport
+from seoinsight import conf, csvexport, query_params
 from seoinsight.models import Site
 from seoinsight.query_params import Problem
 
@@ -67,6 +67,8 @@ def site_page(request, site_id, org):
         "target": shown[0] if len(shown) == 1 and len(targets) > 1 else None,
         "choice": choice,
         "problems": problems,
+        "custom_bounds": {"earliest": query_params.EARLIEST_DAY, "latest": today,
+                          "max_days": conf.get("QUERY_MAX_PERIOD_DAYS")},
         "newest": newest,
         "presets": periods.PRESETS.items(),
         "params": params,

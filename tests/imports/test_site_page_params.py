@@ -104,6 +104,8 @@ def test_a_custom_period_of_the_longest_length_is_shown_a_point_a_day(client, me
     assert response.context["problems"] == []
     assert response.context["choice"].current == periods.Period(start, end)
     assert len(response.context["chart"]["x"]) == 60
+    html = response.content.decode()
+    assert f'min="2000-01-01" max="{timezone.localdate()}"' in html and "60 days at most" in html
     assert longer.context["choice"].preset == periods.DEFAULT
     assert "The custom period spans 61 days; it may span 60 at most." in longer.content.decode()
     assert len(longer.context["chart"]["x"]) == 28

@@ -100,8 +100,14 @@ def one_of(value: str, choices: Collection[str], *, what: str) -> str:
 
     >>> one_of("csv", ("csv",), what="The format")
     'csv'
+    >>> one_of("99", [str(n) for n in range(20)], what="The target")
+    Traceback (most recent call last):
+    ...
+    seoinsight.query_params.BadParameter: The target is not one this page offers.
     """
     if value not in choices:
+        if len(choices) > 10:  # a list no one reads: the page's own controls show them
+            raise BadParameter(f"{what} is not one this page offers.")
         raise BadParameter(f"{what} must be one of {', '.join(sorted(choices))}.")
     return value
 

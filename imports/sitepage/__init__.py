@@ -3,5 +3,6 @@
 ``periods`` (which days, and the period they are compared with) and ``listing``
 (the top pages' order, paging and links) are pure; ``sql`` holds the statements,
 each aggregating in PostgreSQL over the covering index of migration 0004;
-``figures`` runs them; ``views`` serves the page and its CSV.
+``figures`` runs them; ``asked`` reads the query string, every parameter bounded
+(``seoinsight.query_params``); ``views`` serves the page and its CSV (``seoinsight.csvexport``).
 """

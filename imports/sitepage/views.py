@@ -3,7 +3,8 @@
 The site is looked up among the caller's org's sites only: another org's site is
 the same 404 as an unknown one. The query string says everything the page shows
 (period, target, search, sort, page, the page whose history is open), so a link
-or the CSV export reproduces it.
+or the CSV export reproduces it. Each parameter is bounded first (``asked``): a bad one is
+said on the page, which shows its default instead; a CSV asked with one is a plain-text 400.
 """
 
 from __future__ import annotations

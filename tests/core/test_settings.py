@@ -15,10 +15,12 @@ from imports import conf as imports_conf
 from jobs import conf as jobs_conf
 from mailpoll import conf as mailpoll_conf
 from outbox import conf as outbox_conf
+from seoinsight import conf as core_conf
 from seoinsight.conf import Declarations, Setting
 from tests.support.processes import ROOT
 
-APP_SETTINGS = [*jobs_conf.SETTINGS, *imports_conf.SETTINGS, *outbox_conf.SETTINGS, *mailpoll_conf.SETTINGS]
+APP_SETTINGS = [*core_conf.SETTINGS, *jobs_conf.SETTINGS, *imports_conf.SETTINGS, *outbox_conf.SETTINGS,
+                *mailpoll_conf.SETTINGS]
 
 # A pgserver that refuses to be used: whatever imports it is starting or attaching to the embedded server.
 FAKE_PGSERVER = '''

@@ -449,11 +449,13 @@ class AttachmentKind(models.TextChoices):
 
 class AttachmentStatus(models.TextChoices):
     # Every move is in mailpoll.attachments.
-    # In: stored (mailpoll.store), released by the watchdog or an operator, a failure requeued or retried.
+    # In: stored (mailpoll.store), released by the watchdog or an operator, a failure requeued or retried, a
+    # run that found the disk full (error says it waits for disk space; its job is retried with backoff).
     # Out: its process_attachment job starts a run (-> processing), or fails before it could (-> failed).
     PENDING = "pending", "Pending"
-    # In: a job's run starts, at processing_started_at. Out: the run ends (-> held | done | failed), or the
-    # watchdog / an operator finds it stuck (-> pending, or failed once out of attempts).
+    # In: a job's run starts, at processing_started_at, or a newer attempt of that job takes it over from a run
+    # that died (run_job_id, run_attempt). Out: the run ends (-> held | done | failed | pending to wait for disk
+    # space), or the watchdog / an operator finds it stuck (-> pending, or failed once out of attempts).
     PROCESSING = "processing", "Processing"
     # In: a run's result is recorded while the downstream outbox is on, with its outbox entry in the same
     # transaction. Out: the downstream acknowledged it (-> done; a CSV/Excel becomes its Import only then), or

@@ -17,6 +17,11 @@ grow the worker. An
 error's text names the downstream's origin only (``seoinsight.outbound``): a key
 in DOWNSTREAM_URL's query never reaches last_error, a log line or a page.
 
+A try the downstream did not answer (or answered 502 / 503 / 504) marks its entry
+``unreachable``; the downstream's next 2xx makes every such entry due at once
+(``entries.recovered``), so a document never waits out its backoff for a
+downstream that is back.
+
 ``run`` is one sender (the ``deliver_outbox`` job): it holds one of
 OUTBOX_SENDERS slots (a session advisory lock, freed if its process dies), so
 senders never take all the workers while the downstream is down. It claims

@@ -3,15 +3,18 @@ its job is retried with backoff, and once space is freed it is imported without 
 tmpfs as MEDIA_ROOT, filled up, then emptied; a real ``runjobs`` process)."""
 
 import errno
+import uuid
+from types import SimpleNamespace
 
 import pytest
 
 from imports.models import Import
 from jobs.models import Job
+from mailpoll import attachments
 from mailpoll.attachments import WAITING_FOR_DISK
 from mailpoll.models import Attachment, AttachmentStatus
 from mailpoll.sync.store import store_message
-from tests.mailpoll.factories import CSV, MailboxFactory, mail
+from tests.mailpoll.factories import CSV, AttachmentFactory, MailboxFactory, mail
 from tests.support.processes import runjobs, wait_for
 from tests.support.tmpfs import media_tmpfs  # noqa: F401  (fixture)
 
@@ -54,3 +57,17 @@ def test_a_full_disk_is_waited_out_and_the_document_imported_once_space_is_freed
     wait_for(lambda: Import.objects.get(pk=imp.pk).status == "done", timeout=60, message="the import done")
     assert Import.objects.get(pk=imp.pk).inserted == 1
     assert not Job.objects.filter(status="failed").exists()
+
+
+def test_only_the_run_holding_a_document_sends_it_back_to_wait_and_that_run_is_not_counted():
+    attachment, job = AttachmentFactory(), SimpleNamespace(id=uuid.uuid4(), attempts=1)
+    assert attachments.start(attachment.pk, job) == attachments.STARTED
+    error = "[Errno 28] out of disk space writing 0f3a"
+
+    assert not attachments.wait_for_disk(attachment.pk, SimpleNamespace(id=uuid.uuid4(), attempts=1), error)
+    assert attachments.wait_for_disk(attachment.pk, job, error)
+
+    attachment.refresh_from_db()
+    assert (attachment.status, attachment.attempts, attachment.processing_started_at) == (
+        AttachmentStatus.PENDING, 0, None)
+    assert attachment.error == f"{WAITING_FOR_DISK} ({error}); tried again automatically"

@@ -7,7 +7,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from mailpoll import post_actions
 from mailpoll.models import Mailbox, PostAction
+from mailpoll.post_actions import ERROR, GONE, PostActionResult
+from mailpoll.sync.store import store_message
 from tests.mailpoll.factories import MailboxFactory, mail
 from tests.support.holdproxy import HoldingProxy
 from tests.support.processes import ManagedProcess, process_env
@@ -45,3 +48,23 @@ def test_a_poller_killed_between_its_move_and_its_record_leaves_moves_the_next_p
     outcomes = set(PostAction.objects.values_list("status", "attempts", "last_error", "claimed_at"))
     assert outcomes == {("done", 2, "", None)}
     assert dovecot.message_count(user, "Processed") == MESSAGES
+
+
+def test_an_error_between_does_not_erase_the_mark_of_a_claim_that_was_never_recorded():
+    mailbox = MailboxFactory(post_action="move", post_action_folder="Processed")
+    store_message(mailbox, "INBOX", 7, mail("m"), uidvalidity=1)
+
+    def claim_after_the_lease():
+        PostAction.objects.update(next_try_at=timezone.now())
+        [(item, attempts)] = post_actions.claim(mailbox.pk)["INBOX"]
+        return item, attempts
+
+    first, _ = claim_after_the_lease()  # its poller is killed: nothing recorded
+    second, attempts = claim_after_the_lease()
+    assert (first.unrecorded, second.unrecorded) == (False, True)
+    assert post_actions.record(mailbox.pk, second, attempts, PostActionResult(ERROR, "connection lost"))
+
+    third, attempts = claim_after_the_lease()
+    assert third.unrecorded  # the killed claim may still have moved it
+    assert post_actions.record(mailbox.pk, third, attempts, PostActionResult(GONE, "uid 7 is no longer in INBOX"))
+    assert PostAction.objects.values_list("status", "claimed_at").get() == ("done", None)

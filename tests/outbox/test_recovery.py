@@ -2,6 +2,7 @@
 due at once, instead of after their backoff (up to OUTBOX_RETRY_MAX_SECONDS); a document it refused keeps its
 wait (a loopback FakeDownstream, the sender in this process)."""
 
+import pytest
 from django.utils import timezone
 
 from outbox import sender
@@ -44,3 +45,16 @@ def test_a_downstream_that_does_not_answer_at_all_counts_as_unreachable(downstre
 
     entry = Entry.objects.get()
     assert entry.unreachable and not due(entry.document_ref) and entry.last_error
+
+
+@pytest.mark.parametrize("answer, unreachable", [
+    (502, True), (503, True), (504, True),  # a proxy or the downstream saying it is not there right now
+    (500, False), (422, False), (429, False), (404, False), ("redirect:http://127.0.0.1:9/x", False),
+])
+def test_only_an_answer_that_says_unavailable_marks_a_document_unreachable(downstream, held, answer, unreachable):
+    held(1)
+    downstream.answers = [answer]
+
+    assert sender.run(budget=0) == {"delivered": 0, "failed": 1}
+
+    assert Entry.objects.get().unreachable is unreachable

@@ -177,19 +177,18 @@ def _to_import(attachment: Attachment, job=None) -> dict:
     if not name.lower().endswith((".csv", ".tsv", ".txt", ".xlsx", ".zip")):
         name += ".xlsx" if attachment.document_type == "xlsx" else ".csv"
     data = _verified_bytes(attachment)
-    imp = None
-    try:
-        with transaction.atomic():
-            imp = create_import(site_target=target, content=ContentFile(data), filename=name, size=len(data),
-                                origin=ImportOrigin.EMAIL)
-            if job is None:
-                Attachment.objects.filter(pk=attachment.pk).update(source_import=imp)
-            elif not attachments.link_import(attachment.pk, job, imp.pk):
-                raise Superseded()
-    except BaseException:
-        if imp is not None:  # stored, but its rows were rolled back: the file must not outlive them
-            imp.file.delete(save=False)
-        raise
+    with transaction.atomic():
+        imp = create_import(site_target=target, content=ContentFile(data), filename=name, size=len(data),
+                            origin=ImportOrigin.EMAIL)
+        if job is None:
+            Attachment.objects.filter(pk=attachment.pk).update(source_import=imp)
+            superseded = False
+        else:
+            superseded = not attachments.link_import(attachment.pk, job, imp.pk)
+            transaction.set_rollback(superseded)
+    if superseded:
+        imp.file.delete(save=False)  # stored, but its rows were rolled back: the file must not outlive them
+        raise Superseded()
     return {"import_id": imp.pk, "job_id": str(imp.job_id)}
 
 

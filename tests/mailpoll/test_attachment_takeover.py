@@ -10,7 +10,7 @@ import pytest
 
 from imports.models import Import
 from jobs.models import Job
-from mailpoll import attachments
+from mailpoll import attachments, handlers
 from mailpoll.attachments import GIVEN_UP, MAX_RUNS, STARTED, TAKEN_OVER
 from mailpoll.models import Attachment, AttachmentStatus
 from mailpoll.sync.store import store_message
@@ -82,6 +82,23 @@ def test_a_document_whose_runs_keep_dying_is_given_up_after_max_runs(died):
     attachment.refresh_from_db()
     assert (attachment.status, attachment.error) == (
         AttachmentStatus.FAILED, f"stuck in processing {MAX_RUNS} times; given up")
+
+
+@pytest.mark.django_db
+def test_a_run_taken_over_while_it_made_the_import_rolls_it_back_file_included(media):
+    store_message(MailboxFactory(), "INBOX", 1, mail(attachments=[("pages.csv", CSV, "text/csv")]))
+    attachment, job_id = Attachment.objects.get(), uuid.uuid4()
+    assert attachments.start(attachment.pk, run(job_id, 1)) == STARTED
+    assert attachments.start(attachment.pk, run(job_id, 2)) == TAKEN_OVER  # while the first run still works
+    stored = set((media / "imports").rglob("*")) if (media / "imports").exists() else set()
+
+    with pytest.raises(handlers.Superseded):
+        handlers._to_import(Attachment.objects.get(), run(job_id, 1))
+
+    assert not Import.objects.exists() and Attachment.objects.get().source_import_id is None
+    assert {p for p in (media / "imports").rglob("*") if p.is_file()} == {p for p in stored if p.is_file()}
+    report = handlers._to_import(Attachment.objects.get(), run(job_id, 2))  # the run that holds it makes it
+    assert Attachment.objects.get().source_import_id == report["import_id"] == Import.objects.get().pk
 
 
 @pytest.mark.processes

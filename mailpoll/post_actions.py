@@ -4,7 +4,8 @@ A post-action (mark read, move, add a label) is what the source mailbox's server
 message once its documents are stored. Its row is inserted in the transaction that stores the message
 (``mailpoll.sync.store``), so it exists exactly when there is something safe to act on.
 
-- ``claim``: pending and due → pending, leased (``next_try_at`` pushed past the attempt) and counted
+- ``claim``: pending and due → pending, leased (``next_try_at`` pushed past the attempt), counted and marked
+  (``claimed_at``, before anything is done at the server; ``record`` clears it)
 - ``record``: pending → done | gone, or → pending again later (an error), or → failed once out of attempts
 - ``try_again``: failed | pending → pending, due now, attempts from 0 (the admin's Try again)
 

@@ -61,7 +61,7 @@ class EntryAdmin(ReadOnlyAdmin):
     ordering = ["created_at", "id"]
     search_fields = ["document_ref", "last_error"]
     readonly_fields = ["key", "org", "document_ref", "document_link", "source", "state", "attempts", "last_error", "next_attempt_at",
-                       "claimed_by", "lease_until", "last_tried_at", "created_at", "file", "file_size",
+                       "unreachable", "claimed_by", "lease_until", "last_tried_at", "created_at", "file", "file_size",
                        "file_sha256", "document"]
     actions = ["retry_now"]
 
@@ -107,7 +107,9 @@ class EntryAdmin(ReadOnlyAdmin):
             return f"sending (claim until {timezone.localtime(entry.lease_until):%H:%M:%S})"
         if entry.next_attempt_at <= timezone.now():
             return "now"
-        return f"in {timesince(timezone.now(), entry.next_attempt_at)}"
+        wait = f"in {timesince(timezone.now(), entry.next_attempt_at)}"
+        # Not sooner than its backoff unless the downstream was merely away: then its next success brings it.
+        return f"{wait}, or as soon as the downstream answers again" if entry.unreachable else wait
 
     @admin.display(description="last error")
     def error_short(self, entry):

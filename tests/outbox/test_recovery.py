@@ -3,6 +3,7 @@ due at once, instead of after their backoff (up to OUTBOX_RETRY_MAX_SECONDS); a 
 wait (a loopback FakeDownstream, the sender in this process)."""
 
 import pytest
+from django.urls import reverse
 from django.utils import timezone
 
 from outbox import sender
@@ -58,3 +59,17 @@ def test_only_an_answer_that_says_unavailable_marks_a_document_unreachable(downs
     assert sender.run(budget=0) == {"delivered": 0, "failed": 1}
 
     assert Entry.objects.get().unreachable is unreachable
+
+
+def test_the_outbox_page_says_a_document_that_found_it_unreachable_goes_as_soon_as_it_answers(
+        admin_client, downstream, held, settings):
+    settings.OUTBOX_RETRY_BASE_SECONDS = 600.0
+    held(1, "down")
+    held(1, "bad")
+    downstream.answers = [503, 422]
+    for _ in range(2):
+        sender.run(budget=0)
+
+    page = admin_client.get(reverse("admin:outbox_entry_changelist")).content.decode()
+
+    assert page.count("or as soon as the downstream answers again") == 1

@@ -45,9 +45,9 @@ OLD_XLS = "old .xls (Excel 97-2003) files cannot be imported: save it as .xlsx o
 
 
 # Runs of a process_attachment job: a full disk is retried this often, with the queue's backoff between runs
-# (JOBS_RETRY_BASE doubling up to JOBS_RETRY_MAX: with the defaults, 1.3 to 2.6 hours in all). Runs that
-# die are bounded by the attachment's own MAX_RUNS, not by this.
-RUNS = 24
+# (JOBS_RETRY_BASE doubling up to JOBS_RETRY_MAX: with the defaults, 5 to 10 hours in all; a try costs a
+# failed write). Runs that die (a kill, a crash, a lost database) are bounded by the attachment's own MAX_RUNS.
+RUNS = 72
 
 
 class DocumentError(Exception):

@@ -13,7 +13,8 @@ from itertools import islice
 from django.db import transaction
 from django.utils import timezone
 
-from .formats import RowSource, UnreadableFile
+from . import conf
+from .formats import RowSource, UnreadableFile, look
 from .formats.headers import MAPPABLE, mapping_problem, saved_mappings, signature
 from .models import ColumnMapping
 
@@ -93,12 +94,19 @@ def preview(open_file) -> tuple[tuple[str, ...], list[list[str]]]:
     """The header row and first ``SAMPLE_ROWS`` rows of a file refused for its columns (``open_file`` opens it).
 
     It is opened as if its first column held the URL, only to find its table: nothing is imported.
+    Like the upload's check, it reads a bounded look (IMPORT_UPLOAD_CHECK_BYTES) of the file.
     """
-    with saved_mappings(lambda headers: {"url": headers[0]} if headers else None):
-        source: RowSource = open_file()
-    # RowSource keeps its table private; the raw cells, not parsed rows, are what the operator must see.
-    rows = [[("" if cell is None else str(cell))[:80] for cell in record[:len(source.headers)]]
-            for record in islice(source._table.records(), SAMPLE_ROWS) if isinstance(record, (list, tuple))]
+    rows: list[list[str]] = []
+    with look.bounded(conf.get("IMPORT_UPLOAD_CHECK_BYTES")):
+        with saved_mappings(lambda headers: {"url": headers[0]} if headers else None):
+            source: RowSource = open_file()
+        # RowSource keeps its table private; the raw cells, not parsed rows, are what the operator must see.
+        try:
+            for record in islice(source._table.records(), SAMPLE_ROWS):
+                if isinstance(record, (list, tuple)):
+                    rows.append([("" if cell is None else str(cell))[:80] for cell in record[:len(source.headers)]])
+        except look.LookExhausted:
+            pass  # rows too long for the look: the headers alone are shown
     return source.headers, rows
 
 

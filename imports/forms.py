@@ -14,7 +14,8 @@ from django.template.defaultfilters import filesizeformat
 from seoinsight.models import SiteTarget
 
 from . import column_mapping, conf
-from .formats import DATE_ORDERS, NoSuchSheet, RowSource, UnreadableFile, open_source
+from .formats import DATE_ORDERS, NoSuchSheet, RowSource, UnreadableFile, look, open_source
+from .formats.ziparchive import size_text
 from .formats.headers import MAPPABLE, mapping_problem
 from .models import DateOrder, Import
 from .services import ACCEPTED, KIND_BY_EXTENSION, create_import, display_filename, kind_for
@@ -57,6 +58,12 @@ def upload_opener(upload):
     upload.seek(0)
     data = upload.read()
     return lambda: io.BytesIO(data)
+
+
+def unchecked_notice(filename: str, looked_at: int) -> str:
+    """What the upload says of a file it could not check within its look (IMPORT_UPLOAD_CHECK_BYTES)."""
+    return (f"“{filename}” is too large to check at upload (its first {size_text(looked_at)} were read): "
+            "it is queued, and its import says what is wrong with it, if anything.")
 
 
 # Rows whose dates the upload looks at to warn about an order it cannot settle.
@@ -117,6 +124,7 @@ class ImportUploadForm(forms.Form):
     def __init__(self, *args, org_id: str, **kwargs):
         super().__init__(*args, **kwargs)
         self.date_warning = ""  # set by clean(): shown beside the "queued" message
+        self.unchecked = ""  # set by clean(): the file is queued unchecked (unchecked_notice), shown the same way
         self.org_id = org_id
         # Set by clean(): the file's columns are unknown (a mapping can read it), or a saved mapping read them.
         self.unmapped = False
@@ -127,7 +135,8 @@ class ImportUploadForm(forms.Form):
         self.fields["site_target"].queryset = targets
         if len(targets) == 1:
             self.fields["site_target"].initial = targets[0].pk
-        self.fields["file"].help_text += f" Up to {filesizeformat(max_upload_bytes())}."
+        self.fields["file"].help_text += (f" Up to {filesizeformat(max_upload_bytes())}, "
+                                          f"at most {conf.get('IMPORT_MAX_COLUMNS'):,} columns.")
 
     def clean_file(self):
         upload = self.cleaned_data["file"]
@@ -159,9 +168,15 @@ class ImportUploadForm(forms.Form):
     def _inspect(self, cleaned) -> None:
         """Say now what the worker would refuse later: an unreadable file, a missing period or sheet."""
         upload, sheet = cleaned["file"], cleaned.get("sheet", "")
+        # A look, not a read, inside the request: a file the look cannot settle is the job's to read whole.
+        budget = conf.get("IMPORT_UPLOAD_CHECK_BYTES")
         try:
-            source = inspect_file(upload_opener(upload), upload.name, sheet=sheet,
-                                  date_order=cleaned.get("date_order", ""), org_id=self.org_id)
+            with look.bounded(budget):
+                source = inspect_file(upload_opener(upload), upload.name, sheet=sheet,
+                                      date_order=cleaned.get("date_order", ""), org_id=self.org_id)
+        except look.LookExhausted:
+            self.unchecked = unchecked_notice(display_filename(upload.name), budget)
+            return
         except NoSuchSheet as exc:
             self.add_error("sheet", sentence(str(exc)))
             return
@@ -172,7 +187,13 @@ class ImportUploadForm(forms.Form):
         finally:
             upload.seek(0)  # stored next, from its start
         self.mapped_by = column_mapping.saved_for(self.org_id, source.headers)
-        self.date_warning = date_warning(source, display_filename(upload.name))
+        try:
+            with look.bounded(budget):
+                self.date_warning = date_warning(source, display_filename(upload.name))
+        except look.LookExhausted:
+            pass  # its first rows are past the look: no warning, the import's report says how dates were read
+        finally:
+            upload.seek(0)
         if sheet and source.sheet is None:
             self.add_error("sheet", "Only an Excel workbook has sheets: leave this empty for this file.")
         if source.needs_period and not (cleaned.get("period_start") or cleaned.get("period_end")

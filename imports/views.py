@@ -179,6 +179,8 @@ def index(request, org):
                     messages.info(request, mapped_by_message(form.mapped_by))
                 if form.date_warning:
                     messages.warning(request, form.date_warning)
+                if form.unchecked:
+                    messages.warning(request, form.unchecked)
                 return redirect("imports:index")
             if form.unmapped and set(form.errors) == {"file"}:
                 return redirect("imports:map_columns", hold_for_mapping(request, org, form))

@@ -12,7 +12,9 @@
 fresh binary file object (an upload still in memory, say).
 
 Nothing here touches the database; memory stays flat whatever the file size
-(but see xlsxfile about shared strings).
+(but see xlsxfile about shared strings). A zip is bounded from its directory
+before anything is inflated (``ziparchive``); within ``look.bounded(n)`` (the
+upload's check) at most n bytes are read, then ``look.LookExhausted``.
 """
 
 from __future__ import annotations
@@ -21,13 +23,13 @@ import zipfile
 from pathlib import Path
 
 from .. import conf
-from . import ole, searchconsole_export, xlsxfile
+from . import look, ole, searchconsole_export, xlsxfile, ziparchive
 from .csvfile import CsvTable
 from .rows import NoSuchSheet, ParsedRow, RowError, RowSource, UnreadableFile
 from .values import DATE_ORDERS, DAY_FIRST
 from .xlsxfile import Opener
 
-__all__ = ["DATE_ORDERS", "NoSuchSheet", "ParsedRow", "RowError", "RowSource",
+__all__ = ["DATE_ORDERS", "NoSuchSheet", "look", "ParsedRow", "RowError", "RowSource",
            "UnreadableFile", "open_source"]
 
 _ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")  # a member first, or an empty archive
@@ -62,7 +64,7 @@ def open_source(
     if magic[:4] in _ZIP_MAGIC:
         return _open_zip(opener, max_unzipped_bytes, sheet, options)
     try:
-        return RowSource("csv", CsvTable(opener), **options)
+        return RowSource("csv", CsvTable(look.counted_opener(opener)), **options)
     except UnreadableFile as exc:
         if Path(filename).suffix.lower() in _ZIP_NAMES:
             raise UnreadableFile(f"{filename} is not a valid {Path(filename).suffix} file: {exc}") from None
@@ -82,9 +84,11 @@ _OTHER_DOCUMENTS = (
 
 def _open_zip(opener: Opener, max_unzipped_bytes: int, sheet: str | None, options: dict) -> RowSource:
     try:
-        with opener() as file, zipfile.ZipFile(file) as archive:
-            members = archive.infolist()
-            mimetype = _opendocument_type(archive, members)
+        with opener() as file:
+            declared = ziparchive.check_directory(file)  # zipfile would read a directory of any size
+            with zipfile.ZipFile(file) as archive:
+                members = archive.infolist()
+                mimetype = _opendocument_type(archive, members)
     except zipfile.BadZipFile as exc:
         raise UnreadableFile(f"the zip archive is damaged ({exc})") from None
     names = {info.filename for info in members}
@@ -94,11 +98,11 @@ def _open_zip(opener: Opener, max_unzipped_bytes: int, sheet: str | None, option
     for member, what in _OTHER_DOCUMENTS:
         if member in names:
             raise UnreadableFile(f"this is {what}, not a text or spreadsheet file")
-    if "xl/workbook.xml" not in names:
+    is_workbook = "xl/workbook.xml" in names
+    # Whatever is read of it later, every member is checked before anything is inflated.
+    ziparchive.check_members(members, declared, max_unzipped_bytes, what="workbook" if is_workbook else "zip")
+    if not is_workbook:
         return searchconsole_export.from_bundle(opener, members, max_unzipped_bytes, **options)
-    # openpyxl inflates what it reads: check every part before it does.
-    for info in members:
-        searchconsole_export.check_member(info, max_unzipped_bytes)
     with xlsxfile.opened(opener) as workbook:
         if searchconsole_export.is_export(workbook.sheetnames):
             return searchconsole_export.from_workbook(opener, workbook, sheet=sheet, **options)

@@ -33,6 +33,9 @@ Opener = Callable[[], AbstractContextManager[BinaryIO]]
 # lines of titles above it.
 MAX_LEADING_LINES = 1000
 MAX_TITLE_LINES = 50
+# Longest line looked at for the header: 500 columns (IMPORT_MAX_COLUMNS) of long names fit,
+# a header of 100,000 columns is refused before csv parses it.
+HEADER_LINE_CHARS = 128 * 1024
 # Excel's hint line, "sep=;", written above the header by some European exports.
 _SEP_LINE = re.compile(r"sep=(.)", re.IGNORECASE)
 
@@ -60,7 +63,7 @@ class CsvTable:
         sep = first = None
         titles = 0
         with self._text() as text:
-            lines = BoundedLines(text)
+            lines = BoundedLines(text, HEADER_LINE_CHARS)
             try:
                 for index, line in enumerate(islice(lines, MAX_LEADING_LINES)):
                     lines.start_record()
@@ -82,7 +85,7 @@ class CsvTable:
                         break
             except RecordTooLong:
                 raise UnreadableFile(
-                    f"a line near the top is longer than {lines.limit:,} characters: this is not a CSV export"
+                    f"a line near the top is longer than {lines.limit:,} characters: no export's header is that long"
                 ) from None
         if first is None:
             raise UnreadableFile("the file has no header row (it is blank)")

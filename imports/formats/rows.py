@@ -83,6 +83,7 @@ class RowSource:
     def __init__(self, kind: str, table: Table, *, period: tuple[date, date] | None = None, period_from: str = "",
                  sheet: str | None = None, other_sheets: Sequence[str] = (), date_order: str | None = None,
                  default_date_order: str = DAY_FIRST):
+        check_width(table.headers)
         columns = header_aliases.map_columns(table.headers)
         if "url" not in columns:
             where = f" in the sheet '{sheet}'" if sheet else ""
@@ -173,6 +174,22 @@ class RowSource:
             number += 1
             if number > skip:
                 yield convert(number, record)
+
+
+def check_width(headers: Sequence[str]) -> None:
+    """Refuse a header row of more columns than an import considers (IMPORT_MAX_COLUMNS).
+
+    Empty headers at its end (a spreadsheet's formatted but empty columns) do not count.
+    """
+    from .. import conf  # read at call time: a test's or deployment's settings apply
+
+    limit = conf.get("IMPORT_MAX_COLUMNS")
+    width = len(headers)
+    while width and not headers[width - 1]:
+        width -= 1
+    if width > limit:
+        raise UnreadableFile(f"the header row has {width:,} columns; an import considers at most {limit:,} "
+                             "(no export has more)")
 
 
 def quoted(names: Sequence[str], limit: int = 20) -> str:

@@ -33,10 +33,12 @@ from openpyxl.workbook.workbook import Workbook
 
 from .csvfile import CsvTable
 from .headers import METRICS, field_for, fold, map_columns
+from .look import counted
 from .rows import BadRecord, RowSource, Table, UnreadableFile, is_blank
 from .values import parse_count, parse_ctr, parse_date, parse_position
 from .xlsxfile import Opener, SheetTable, choose_sheet, sheet_names, sheet_rows
 from .xlsxfile import opened as open_workbook
+from .ziparchive import check_directory, check_member
 
 PAGES = "pages"
 FILTERS = ("filters", "filtres")
@@ -332,34 +334,19 @@ def _all_rows(table: CsvTable) -> Iterator[Sequence[Any]]:
     return chain([table.headers], records)
 
 
-def check_member(info: zipfile.ZipInfo, max_unzipped_bytes: int) -> None:
-    """Refuse a zip member we could not read, or that unpacks to more than the limit.
-
-    zipfile stops a member at its declared size, so checking the declaration
-    bounds the work: a zip bomb is refused here, never inflated.
-    """
-    if info.flag_bits & 0x1:
-        raise UnreadableFile(f"'{info.filename}' in the zip is password-protected")
-    if info.file_size > max_unzipped_bytes:
-        raise UnreadableFile(
-            f"'{info.filename}' in the zip unpacks to {_size(info.file_size)}, "
-            f"over the {_size(max_unzipped_bytes)} limit"
-        )
-
-
 def _member_opener(opener: Opener, info: zipfile.ZipInfo, max_unzipped_bytes: int):
     check_member(info, max_unzipped_bytes)
 
     @contextmanager
     def member_opener():
         try:
-            with opener() as raw, zipfile.ZipFile(raw) as archive, archive.open(info.filename) as member:
-                yield member
+            with opener() as raw:
+                check_directory(raw)  # before zipfile reads the directory, whole
+                with zipfile.ZipFile(raw) as archive, archive.open(info.filename) as member:
+                    yield counted(member)
         except (zipfile.BadZipFile, NotImplementedError, zlib.error, EOFError) as exc:
             raise UnreadableFile(f"'{info.filename}' in the zip is damaged ({exc})") from exc
 
     return member_opener
 
 
-def _size(size: int) -> str:
-    return f"{size / 1_000_000:,.1f} MB" if size >= 1_000_000 else f"{size / 1000:,.1f} KB"

@@ -1,7 +1,9 @@
 """Excel .xlsx sheets as a ``Table``, through openpyxl's read-only (streaming) mode.
 
 openpyxl still loads a workbook's shared-strings table whole: a huge workbook
-of distinct URLs costs memory that a CSV of the same rows does not.
+of distinct URLs costs memory that a CSV of the same rows does not. So the zip
+is checked first (``ziparchive``), the strings are counted as they are read
+(``sharedstrings``), and in a look (``look``) every part read is counted.
 """
 
 from __future__ import annotations
@@ -14,11 +16,15 @@ from itertools import islice
 from typing import Any, BinaryIO
 from xml.etree.ElementTree import ParseError
 
-from openpyxl import load_workbook
+from openpyxl.reader.excel import ExcelReader
 from openpyxl.utils.exceptions import InvalidFileException
 from openpyxl.workbook.workbook import Workbook
+from openpyxl.xml.constants import SHARED_STRINGS
 
+from .. import conf
+from . import look, ziparchive
 from .headers import map_columns
+from .sharedstrings import read_shared_strings
 from .rows import NoSuchSheet, UnreadableFile, is_blank, quoted
 
 Opener = Callable[[], AbstractContextManager[BinaryIO]]
@@ -34,14 +40,42 @@ def opened(opener: Opener) -> Iterator[Workbook]:
     # A file object, not a path: given a path, openpyxl refuses names that do
     # not end in .xlsx, and uploads are stored under names of our choosing.
     with opener() as file:
+        ziparchive.check_directory(file)  # before zipfile reads the directory, whole
         with reading(), warnings.catch_warnings():
             # "Workbook contains no default style" and the like: noise for an import.
             warnings.simplefilter("ignore")
-            workbook = load_workbook(file, read_only=True, data_only=True, keep_links=False)
+            reader = _Reader(file)
+            reader.read()
+            workbook = reader.wb
         try:
             yield workbook
         finally:
             workbook.close()
+
+
+class _Reader(ExcelReader):
+    """openpyxl's read-only reader, with every part it opens counted in a look and its strings counted."""
+
+    def __init__(self, file: BinaryIO):
+        super().__init__(file, read_only=True, data_only=True, keep_links=False)
+        open_part = self.archive.open  # ZipFile.read opens through it too; so do the read-only sheets
+        self.archive.open = lambda *args, **kwargs: look.counted(open_part(*args, **kwargs))
+
+    def read(self):
+        try:
+            super().read()
+        except ValueError as exc:
+            # openpyxl rewraps what a step raised: a bound's own message is the one to give. A new
+            # exception: re-raising the cause would make its chain a cycle (cause -> wrapper -> cause).
+            if isinstance(exc.__cause__, UnreadableFile):
+                raise UnreadableFile(str(exc.__cause__)) from None
+            raise
+
+    def read_strings(self):
+        found = self.package.find(SHARED_STRINGS)
+        if found is not None:
+            with self.archive.open(found.PartName[1:]) as source:
+                self.shared_strings = read_shared_strings(source, conf.get("IMPORT_MAX_SHARED_STRINGS"))
 
 
 @contextmanager

@@ -144,3 +144,41 @@ def write_compound_file(directory: Path, name: str, streams: list[str]) -> Path:
     path = directory / name
     path.write_bytes(bytes(header) + bytes(body))
     return path
+
+
+def write_shared_strings_bomb(directory: Path, name: str, rows: list[list], *, filler: int,
+                              text: str = "a") -> Path:
+    """A real workbook of ``rows`` with a shared-strings table of ``filler`` copies of ``text``.
+
+    ``<si><t>a</t></si>`` repeated deflates about 500 to 1: what an XLSX bomb is made of.
+    (openpyxl writes its own strings inline, so the sheet still reads as ``rows``.)
+    """
+    plain = write_xlsx(directory, f"plain-{name}", {"Data": rows})
+    path = directory / name
+    override = ('<Override PartName="/xl/sharedStrings.xml" ContentType="application/'
+                'vnd.openxmlformats-officedocument.spreadsheetml.sharedStrings+xml" /></Types>')
+    with zipfile.ZipFile(plain) as source, zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as out:
+        for info in source.infolist():
+            data = source.read(info)
+            if info.filename == "[Content_Types].xml":
+                data = data.replace(b"</Types>", override.encode())
+            out.writestr(info.filename, data)
+        with out.open("xl/sharedStrings.xml", "w", force_zip64=True) as member:
+            member.write(b'<?xml version="1.0" encoding="UTF-8"?>\n<sst xmlns="http://schemas.openxmlformats.org'
+                         b'/spreadsheetml/2006/main">')
+            chunk = f"<si><t>{text}</t></si>".encode() * 10_000
+            for _ in range(filler // 10_000):
+                member.write(chunk)
+            member.write(b"</sst>")
+    plain.unlink()
+    return path
+
+
+def write_many_members_zip(directory: Path, name: str, members: int) -> Path:
+    """A Search Console bundle (Pages.csv first) followed by ``members`` empty files."""
+    path = directory / name
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as archive:
+        archive.writestr("Pages.csv", csv_text(search_console_tables()["Pages"]))
+        for number in range(members):
+            archive.writestr(f"f{number}", b"")
+    return path

@@ -8,7 +8,8 @@ import zipfile
 import pytest
 
 from imports.formats import ParsedRow, RowError, UnreadableFile, open_source
-from imports.formats.text import MAX_RECORD_CHARS, BoundedLines, RecordTooLong
+from imports.formats.csvfile import HEADER_LINE_CHARS
+from imports.formats.text import BoundedLines, RecordTooLong
 from tests.imports import files
 
 
@@ -40,8 +41,8 @@ def _refused(path, filename=None, **kwargs) -> str:
          "fake.xlsx is not a valid .xlsx file: this is not a text or spreadsheet file"),
         ("damaged.zip", b"PK\x03\x04" + b"\x00garbage" * 20, "the zip archive is damaged"),
         ("empty.zip", b"PK\x05\x06" + bytes(18), "the zip has no Pages.csv (found no files)"),
-        ("huge-line.csv", b"URL," + b"x" * (MAX_RECORD_CHARS + 10) + b"\nhttps://a.example/,1\n",
-         "a line near the top is longer than 1,000,000 characters: this is not a CSV export"),
+        ("huge-line.csv", b"URL," + b"x" * (HEADER_LINE_CHARS + 10) + b"\nhttps://a.example/,1\n",
+         "a line near the top is longer than 131,072 characters: no export's header is that long"),
     ],
 )
 def test_unreadable_files(tmp_path, name, data, message):

@@ -1,7 +1,7 @@
 """A worker that exits because one handler is blocked in C past its timeout (jobs.timeouts.EXIT_TIMED_OUT)
 charges that run only: its other runs, healthy, finish within JOBS_EXIT_GRACE, and those that cannot are
 handed back to the queue with their attempt not counted and no on_fail, for the next worker to run.
-Real ``runjobs --concurrency 8`` processes; the bystanders have one attempt and an on_fail, as deliver_outbox.
+Real ``runjobs --concurrency 8`` processes; the bystanders have one attempt and an on_fail.
 """
 
 import pytest

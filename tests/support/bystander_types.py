@@ -30,5 +30,5 @@ def sleeps_then_ends(job):
 
 BYSTANDER = "test_bystander"
 
-# One attempt and an on_fail, as deliver_outbox: a run charged for another's fault fails for good.
+# One attempt and an on_fail: a run charged for another's fault fails for good.
 TYPES = (JobType(BYSTANDER, sleeps_then_ends, max_attempts=1, on_fail=mark_on_fail),)

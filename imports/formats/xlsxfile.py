@@ -3,7 +3,8 @@
 openpyxl still loads a workbook's shared-strings table whole: a huge workbook
 of distinct URLs costs memory that a CSV of the same rows does not. So the zip
 is checked first (``ziparchive``), the strings are counted as they are read
-(``sharedstrings``), and in a look (``look``) every part read is counted.
+(``sharedstrings``), so are each row's cells (``sheetxml``), and in a look
+(``look``) every part read is counted.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from .. import conf
 from . import look, ziparchive
 from .headers import map_columns
 from .sharedstrings import read_shared_strings
+from .sheetxml import RowBounded
 from .rows import NoSuchSheet, UnreadableFile, is_blank, quoted
 
 Opener = Callable[[], AbstractContextManager[BinaryIO]]
@@ -58,12 +60,19 @@ class _Reader(ExcelReader):
 
     def __init__(self, file: BinaryIO):
         super().__init__(file, read_only=True, data_only=True, keep_links=False)
+        self.sheet_parts: set[str] = set()  # known once read() has listed the worksheets
         open_part = self.archive.open  # ZipFile.read opens through it too; so do the read-only sheets
-        self.archive.open = lambda *args, **kwargs: look.counted(open_part(*args, **kwargs))
+
+        def open_counted(name, *args, **kwargs):
+            part = look.counted(open_part(name, *args, **kwargs))
+            return RowBounded(part, name) if name in self.sheet_parts else part
+
+        self.archive.open = open_counted
 
     def read(self):
         try:
             super().read()
+            self.sheet_parts = {sheet._worksheet_path for sheet in self.wb.worksheets}
         except ValueError as exc:
             # openpyxl rewraps what a step raised: a bound's own message is the one to give. A new
             # exception: re-raising the cause would make its chain a cycle (cause -> wrapper -> cause).

@@ -182,3 +182,18 @@ def write_many_members_zip(directory: Path, name: str, members: int) -> Path:
         for number in range(members):
             archive.writestr(f"f{number}", b"")
     return path
+
+
+def write_wide_row_xlsx(directory: Path, name: str, rows: list[list], *, cells: int) -> Path:
+    """A real workbook of ``rows`` with one more row of ``cells`` numbers (a row no spreadsheet writes)."""
+    plain = write_xlsx(directory, f"plain-{name}", {"Data": rows})
+    path = directory / name
+    wide = f'<row r="{len(rows) + 1}">'.encode() + b'<c t="n"><v>1</v></c>' * cells + b"</row>"
+    with zipfile.ZipFile(plain) as source, zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as out:
+        for info in source.infolist():
+            data = source.read(info)
+            if info.filename == "xl/worksheets/sheet1.xml":
+                data = data.replace(b"</sheetData>", wide + b"</sheetData>")
+            out.writestr(info.filename, data)
+    plain.unlink()
+    return path

@@ -127,6 +127,19 @@ def test_all_members_together_are_bounded_too(tmp_path, settings):
         open_source(path, "two.zip", max_unzipped_bytes=2_000_000)
 
 
+def test_a_row_of_more_cells_than_excel_holds_is_refused_before_it_is_built(tmp_path):
+    path = files.write_wide_row_xlsx(tmp_path, "wide.xlsx", ROWS, cells=40_000)
+    with pytest.raises(UnreadableFile, match="^a row of 'xl/worksheets/sheet1.xml' in the workbook holds more than "
+                                             "16,384 cells, Excel's widest: it was not written by a spreadsheet$"):
+        open_source(path, "wide.xlsx", date_order="dmy")  # its first rows are read for the header
+
+
+def test_rows_as_wide_as_excel_s_and_empty_rows_are_read(tmp_path):
+    path = files.write_wide_row_xlsx(tmp_path, "wide.xlsx", ROWS + [[None]] * 3, cells=16_384)
+    source = open_source(path, "wide.xlsx", date_order="dmy")
+    assert [row.number for row in source.rows()] == [1, 2]  # the wide row's URL cell is 1: a row error
+
+
 # --- 2. a zip of thousands of members -----------------------------------------------------------------------------
 
 def test_a_zip_of_thousands_of_files_is_refused_at_upload(client, member, target, tmp_path):

@@ -150,3 +150,14 @@ def test_importfile_and_the_worker_use_the_org_s_saved_mapping(target, tmp_path)
     imp = Import.objects.get()
     assert imp.status == ImportStatus.DONE, imp.error
     assert imp.metrics.count() == 2
+
+
+def test_the_mapping_page_shows_only_what_a_bounded_look_reads(client, member, target, settings):
+    # Rows of 30 KB: the page's sample stops at the look (IMPORT_UPLOAD_CHECK_BYTES), headers still shown.
+    rows = b"".join(b"R%d-" % n + b"x" * 30_000 + b",1,2026-10-01\n" for n in range(1, 6))
+    response = upload(client, target, "long.csv", b"Landing Page URL,Sessions,Date\n" + rows)
+    assert response.status_code == 302 and "/imports/map/" in response["Location"]
+    settings.IMPORT_UPLOAD_CHECK_BYTES = 150_000
+    page = client.get(response["Location"]).content.decode()
+    assert "Landing Page URL" in page and "R1-xxx" in page
+    assert "R5-xxx" not in page

@@ -192,8 +192,6 @@ class ImportUploadForm(forms.Form):
                 self.date_warning = date_warning(source, display_filename(upload.name))
         except look.LookExhausted:
             pass  # its first rows are past the look: no warning, the import's report says how dates were read
-        finally:
-            upload.seek(0)
         if sheet and source.sheet is None:
             self.add_error("sheet", "Only an Excel workbook has sheets: leave this empty for this file.")
         if source.needs_period and not (cleaned.get("period_start") or cleaned.get("period_end")

@@ -159,6 +159,15 @@ def test_the_member_count_is_read_from_the_end_record_before_the_directory(tmp_p
     assert directory > 250_000 and read[0] < 70_000  # the end record's tail, never the directory
 
 
+def test_past_65_535_members_the_zip64_end_record_is_read(tmp_path):
+    data = files.write_many_members_zip(tmp_path, "export.zip", 70_000).read_bytes()
+    assert b"PK\x06\x06" in data[-200:]  # the count is in the ZIP64 record, the classic one says 0xFFFF
+    opener, read = counting_opener(data)
+    with pytest.raises(UnreadableFile, match="^the zip holds 70,001 files; an import reads at most 1,000$"):
+        open_source(opener, "export.zip")
+    assert read[0] < 70_000
+
+
 def test_a_directory_larger_than_its_declared_count_is_refused(tmp_path):
     # zipfile reads the directory by its size, whatever count the end record gives: both are bounded.
     data = bytearray(files.write_many_members_zip(tmp_path, "export.zip", 5000).read_bytes())

@@ -15,6 +15,7 @@ import time
 from django.db import DatabaseError, connection, transaction
 
 from seoinsight.backoff import doubling
+from seoinsight.exc_chain import chain
 
 log = logging.getLogger(__name__)
 
@@ -33,12 +34,10 @@ class WriteConflict(Exception):
 
 def transient_conflict(exc: BaseException) -> str | None:
     """"deadlock" or "serialization failure" if that is what ``exc`` (or its cause) is, else None."""
-    seen = exc
-    while seen is not None:
+    for seen in chain(exc):
         reason = TRANSIENT_SQLSTATES.get(getattr(seen, "sqlstate", None))
         if reason is not None:
             return reason
-        seen = seen.__cause__ or seen.__context__
     return None
 
 

@@ -101,8 +101,9 @@ def network_failure(exc: BaseException) -> str | None:
 
     Looks through the wrappers (TransportError) at the error underneath.
     """
-    seen, failure = exc, None
-    while seen is not None:
+    seen, failure, walked = exc, None, set()
+    while seen is not None and id(seen) not in walked:  # a chain may loop back on itself
+        walked.add(id(seen))
         if isinstance(seen, NETWORK_ERRORS) and not isinstance(seen, TransportError):
             failure = seen
             break

@@ -38,6 +38,8 @@ from django.db import connections
 from psycopg import errors, pq
 from django.db.backends.signals import connection_created
 
+from seoinsight.exc_chain import chain
+
 from . import conf
 
 log = logging.getLogger(__name__)
@@ -115,15 +117,13 @@ def configure(process: str) -> None:
 
 def timeout_fired(exc: BaseException) -> str | None:
     """The setting whose timeout ended ``exc`` (or one of its causes), if any."""
-    seen = exc
-    while seen is not None:
+    for seen in chain(exc):
         if isinstance(seen, errors.LockNotAvailable):
             return "JOBS_DB_LOCK_TIMEOUT"
         if isinstance(seen, errors.QueryCanceled) and "statement timeout" in str(seen):
             return "JOBS_DB_STATEMENT_TIMEOUT"
         if isinstance(seen, psycopg.OperationalError) and "timeout expired" in str(seen):
             return "JOBS_DB_CONNECT_TIMEOUT"
-        seen = seen.__cause__ or seen.__context__
     return None
 
 

@@ -31,6 +31,7 @@ from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, reset_queries
 
 from seoinsight.backoff import doubling
+from seoinsight.exc_chain import chain
 
 from . import conf, dbsession, duties, processes, queue, registry, storable, timeouts
 from .claim_cursor import ClaimCursor
@@ -681,12 +682,7 @@ class Waker:
 
 def _is_connection_loss(exc: BaseException) -> bool:
     """Did this exception come from losing the database, rather than from the job?"""
-    seen = exc
-    while seen is not None:
-        if isinstance(seen, CONNECTION_ERRORS):
-            break
-        seen = seen.__cause__ or seen.__context__
-    else:
+    if not any(isinstance(seen, CONNECTION_ERRORS) for seen in chain(exc)):
         return False
     if (_sqlstate(exc) or "").startswith(LOST_SESSION_STATES):
         # Whatever the connection looks like now: leaving an atomic block,
@@ -708,12 +704,7 @@ REFUSED_STATES = ("22", "23", "42", "54")
 
 
 def _sqlstate(exc: BaseException) -> str | None:
-    seen = exc
-    while seen is not None:
-        if getattr(seen, "sqlstate", None):
-            return seen.sqlstate
-        seen = seen.__cause__ or seen.__context__
-    return None
+    return next((seen.sqlstate for seen in chain(exc) if getattr(seen, "sqlstate", None)), None)
 
 
 def _refused(exc: BaseException) -> bool:

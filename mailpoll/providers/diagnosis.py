@@ -13,11 +13,11 @@ from __future__ import annotations
 import re
 import socket
 import ssl
-from collections.abc import Iterator
 
 from imapclient.exceptions import LoginError
 
 from seoinsight.crypto import SecretUnreadable
+from seoinsight.exc_chain import chain
 
 from ..oauth.apps import NotConfigured, NotConnected, NotGranted
 from ..oauth.tokens import NeedsReauthorization, TokenRefreshError
@@ -87,20 +87,6 @@ TEXT_RULES = (
     ("http 403", ACCESS_DENIED),
     ("answered 403", ACCESS_DENIED),
 )
-
-
-def chain(exc: BaseException, *, suppressed: bool = True) -> Iterator[BaseException]:
-    """``exc`` and what it wraps, outermost first (``__cause__``, else ``__context__``), each once.
-
-    Without ``suppressed``, a context its wrapper hid (``raise … from None``) is left out, as a traceback
-    leaves it out: what a provider cut from its message is not shown again.
-    """
-    seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        yield exc
-        hidden = exc.__suppress_context__ and not suppressed
-        exc = exc.__cause__ or (None if hidden else exc.__context__)
 
 
 def headline(exc: BaseException, *, folder: str | None = None) -> str:

@@ -21,7 +21,9 @@ from .mailbox_poll import Watch
 from ..models import Mailbox
 from ..providers import FolderError, for_mailbox
 from ..providers.destination import DestinationRefused
-from ..providers.diagnosis import TIMED_OUT, chain, headline, success
+from seoinsight.exc_chain import chain
+
+from ..providers.diagnosis import TIMED_OUT, headline, success
 from ..providers.transport import NotImapServer
 
 log = logging.getLogger("mailpoll.poller")

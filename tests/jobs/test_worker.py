@@ -186,3 +186,24 @@ def test_a_run_whose_heartbeats_were_late_but_kept_its_job_goes_on(executions, s
 @pytest.mark.parametrize("stale_after, heartbeat, expected", [(60, 10, 50), (3, 0.5, 2.5), (60, 40, 30), (10, 5, 5)])
 def test_fence_after(stale_after, heartbeat, expected):
     assert fence_after(stale_after, heartbeat) == expected
+
+
+def test_a_handler_raising_an_exception_whose_chain_loops_fails_its_job_and_the_worker_goes_on(transactional_db,
+                                                                                             temporary_type):
+    """Each walk of an exception's chain (is it a lost database? which SQLSTATE?) sees each exception once."""
+    def looping(job):
+        outer, inner = RuntimeError("outer"), ValueError("inner")
+        outer.__context__, inner.__context__ = inner, outer
+        raise outer
+
+    temporary_type("test_looping_chain", looping, max_attempts=1)
+    job = queue.enqueue("test_looping_chain", org_id="demo")
+    ran = []
+    # In a thread: a walk that loops would never return, and the test must end to say so.
+    worker = threading.Thread(target=lambda: ran.append(run_burst()), daemon=True)
+    worker.start()
+    worker.join(timeout=30)
+    assert not worker.is_alive(), "the worker is stuck walking the exception's chain"
+    assert ran == [1]
+    job = Job.objects.get(pk=job.id)
+    assert (job.status, job.error) == (JobStatus.FAILED, "RuntimeError: outer")

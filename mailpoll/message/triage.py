@@ -22,6 +22,9 @@ import re
 import zipfile
 from dataclasses import dataclass
 
+from imports.formats import ziparchive
+from imports.formats.rows import UnreadableFile
+
 from .parse import ParsedMessage, Part
 
 SMALL_IMAGE_BYTES = 50 * 1024
@@ -113,6 +116,8 @@ def sniff_kind(content: bytes, filename: str, mime: str) -> str:
     if b"%PDF-" in head:  # readers accept junk before the header, and so do we
         return "pdf"
     if content.startswith(b"PK\x03\x04"):
+        if not _zip_within_bounds(content):  # an .xlsx by its name: its import says which bound it breaks
+            return "xlsx" if filename.lower().endswith(".xlsx") else "other"
         return "xlsx" if _zip_has(content, "xl/workbook.xml") else "other"
     if content.startswith(_OLE2_MAGIC):
         if _OLE2_ENCRYPTED in content:
@@ -123,6 +128,23 @@ def sniff_kind(content: bytes, filename: str, mime: str) -> str:
     if content.startswith(_IMAGE_MAGIC) or (content[:4] == b"RIFF" and content[8:12] == b"WEBP"):
         return "image"
     return "csv" if _is_csv(content, filename.lower(), mime.lower()) else "other"
+
+
+def _zip_within_bounds(content: bytes) -> bool:
+    """Does the zip's end record declare no more members than an import reads? zipfile lists them all at open.
+
+    A zip without an end record is left to zipfile, which refuses it at once.
+    """
+    file = io.BytesIO(content)
+    try:
+        ziparchive.read_end_record(file)
+    except UnreadableFile:
+        return True
+    try:
+        ziparchive.check_directory(file)
+    except UnreadableFile:
+        return False
+    return True
 
 
 def _zip_has(content: bytes, member: str) -> bool:

@@ -259,3 +259,22 @@ def test_extracted_documents_are_real():
     pdf = triage(parse_message(by_name["tnef-winmail"])).documents[0]
     assert "Clicks report" in PdfReader(io.BytesIO(pdf.content)).pages[0].extract_text()
     assert triage(parse_message(by_name["forwarded-3-levels"])).documents[0].content == CSV
+
+
+@pytest.mark.parametrize("filename, kind", [("report.xlsx", "xlsx"), ("bundle.zip", "other")])
+def test_a_zip_of_more_members_than_an_import_reads_is_judged_without_listing_them(tmp_path, monkeypatch,
+                                                                                 filename, kind):
+    """The poller sniffs every attachment: zipfile would read a 200,000-member directory whole first.
+
+    One named .xlsx goes on as a workbook, for its import to say which bound it breaks.
+    """
+    import zipfile
+
+    from imports import conf as imports_conf
+    from tests.imports.files import write_many_members_zip
+
+    content = write_many_members_zip(tmp_path, "many.zip", imports_conf.get("IMPORT_MAX_ZIP_MEMBERS")).read_bytes()
+    opened = []
+    monkeypatch.setattr(zipfile, "ZipFile", lambda *args, **kwargs: opened.append(args))
+    assert sniff_kind(content, filename, "application/octet-stream") == kind
+    assert opened == []

@@ -130,8 +130,9 @@ SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=0 if DEBUG else 315
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=not DEBUG)
 SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
 # Joining the browsers' HSTS preload list is the domain owner's decision, hard to
-# undo; it stays opt-in (SECURE_HSTS_PRELOAD=1), so its reminder is silenced.
-SILENCED_SYSTEM_CHECKS = ["security.W021"]
+# undo; it stays opt-in (SECURE_HSTS_PRELOAD=1), so its reminder is silenced. A deployment may silence
+# more, knowingly (e.g. mailpoll.W006 for a mail server on its own premises).
+SILENCED_SYSTEM_CHECKS = ["security.W021", *env.list("SILENCED_SYSTEM_CHECKS", default=[])]
 if env.bool("BEHIND_TLS_PROXY", default=False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 

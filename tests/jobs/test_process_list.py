@@ -36,8 +36,7 @@ def no_processes():
 
 def test_a_worker_is_listed_says_its_job_and_logs_json_with_job_and_org(executions, processes, test_types,
                                                                          no_processes):
-    # Without the tests' mail allowances, whose system-check warnings Django prints as plain text.
-    worker = processes(runjobs, LOG_FORMAT="json", MAILPOLL_ALLOW_PRIVATE_HOSTS="0", MAILPOLL_EXTRA_PORTS="")
+    worker = processes(runjobs, LOG_FORMAT="json")
     entry = wait_for(lambda: entry_of(worker), timeout=30, message="the worker's process entry")
     assert entry.kind == "runjobs"
 

@@ -36,9 +36,6 @@ def process_env(**overrides) -> dict:
             "JOBS_SWEEP_INTERVAL": "1",
             "JOBS_POLL_INTERVAL": "0.5",
             "LOG_LEVEL": "INFO",
-            # The tests' mail servers are on 127.0.0.1 at ports of their own (mailpoll.providers.destination).
-            "MAILPOLL_ALLOW_PRIVATE_HOSTS": "1",
-            "MAILPOLL_EXTRA_PORTS": "*",
             "PYTHONUNBUFFERED": "1",
         }
     )

@@ -48,6 +48,8 @@ TASKS = {"default": {"BACKEND": "jobs.tasks.PostgresBackend"}}
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Before any view or admin list reads request.GET: a NUL or an absurd length is a 400, never a 500.
+    "seoinsight.query_guard.QueryGuardMiddleware",
     # Before anything reads request.POST (the CSRF check does): an oversized upload is never spooled.
     "imports.middleware.UploadSizeLimitMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",

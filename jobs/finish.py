@@ -68,9 +68,7 @@ def finish_retry(job: Job, max_attempts: int, error: str, traceback: str | None 
     Returns the new status, or None if this run no longer owned the job.
     """
     with transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute(sql.INTERRUPTED_RUN, {"id": job.id, "attempt": job.attempts})
-            row = cursor.fetchone()
+        row = _lock_run(job)
         if row is None:
             return None
         attempts, uncounted, _, cancel_requested = row
@@ -140,9 +138,7 @@ def interrupt(job: Job, max_attempts: int, *, by_database: bool = False) -> str 
     Returns the new status, or None if the run no longer owned the job.
     """
     with transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute(sql.INTERRUPTED_RUN, {"id": job.id, "attempt": job.attempts})
-            row = cursor.fetchone()
+        row = _lock_run(job)
         if row is None:
             return None
         attempts, uncounted, outages, cancel_requested = row
@@ -165,9 +161,7 @@ def hand_back(job: Job) -> str | None:
     cancel fails it ``'cancelled'``. Returns the new status, or None if the run no longer owned the job.
     """
     with transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute(sql.INTERRUPTED_RUN, {"id": job.id, "attempt": job.attempts})
-            row = cursor.fetchone()
+        row = _lock_run(job)
         if row is None:
             return None
         if row[3]:  # cancel requested: the worker would have failed it 'cancelled' had it finished
@@ -175,6 +169,13 @@ def hand_back(job: Job) -> str | None:
         # Spared as an outage's run is, without counting an outage: the job did nothing to earn one,
         # and a job handed back again and again needs another job stuck each time, charged each time.
         return put_back(job, sql.REQUEUE_INTERRUPTED, spared=1, outage=0)[0]
+
+
+def _lock_run(job: Job) -> tuple | None:
+    """Lock the job while this run still holds it: (attempts, uncounted, outages, cancel requested), or None."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql.INTERRUPTED_RUN, {"id": job.id, "attempt": job.attempts})
+        return cursor.fetchone()
 
 
 def put_back(job: Job, statement: str, **params):

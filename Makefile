@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed-stamp
 PYTEST_WORKERS ?= 6
 PYTEST := $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist load
 
-.PHONY: setup run test test-fast test-django6 bench bench-imports bench-site-page bench-mail bench-mail-api bench-live bench-outbox bench-mail-scale bench-prune bench-schema bench-profile bench-snapshot bench-soak migrate stopdb clean
+.PHONY: setup run test test-fast test-django6 bench bench-imports bench-site-page bench-mail bench-mail-api bench-live bench-outbox bench-mail-scale bench-prune bench-schema bench-profile bench-hostile bench-snapshot bench-soak migrate stopdb clean
 
 setup: $(STAMP)
 
@@ -85,6 +85,10 @@ bench-mail-scale: migrate
 
 bench-prune: migrate
 	$(BIN)/python -m bench.prune
+
+# What issue 35's hostile files and addresses cost one web request, each beside an ordinary one (a minute).
+bench-hostile: migrate
+	$(BIN)/python -m bench.hostile
 
 bench-schema: setup
 	$(BIN)/python -m bench.schema_cost

@@ -22,7 +22,7 @@ PROFILED = sorted({(suffix, function) for _group, suffix, function, _caller in G
 
 @pytest.mark.parametrize("module", ["bench.queue", "bench.imports", "bench.mail", "bench.mail_api",
                                     "bench.concurrency", "bench.schema_cost", "bench.queue_profile",
-                                    "bench.enqueue_paths"])
+                                    "bench.enqueue_paths", "bench.hostile"])
 def test_a_benchmark_starts_as_a_module_of_the_package(module):
     result = subprocess.run([sys.executable, "-m", module, "--help"], cwd=ROOT, capture_output=True, text=True,
                             timeout=60)

@@ -57,11 +57,14 @@ def route_to_action(model_admin, request, queryset):
     if target is None:
         model_admin.message_user(request, "Pick one of the org's site targets.", messages.ERROR)
         return None
+    # Counted before routing: from the index the list is filtered on "waits for a site", so once routed the
+    # documents leave the queryset and a count taken after would say "-1 skipped".
+    selected = queryset.count()
     ids = list(waiting.values_list("pk", flat=True))
     who = request.user.get_username()
     routed = attachments.route(ids, target, by=f"{who} in the admin")
     report(model_admin, request, f"{counted(len(routed), 'document', 'documents')} routed to {target} and queued",
-           queryset.count() - len(routed), "only documents that wait for a site can be routed (another operator may "
+           selected - len(routed), "only documents that wait for a site can be routed (another operator may "
            "have routed them first)")
     return None
 

@@ -199,3 +199,16 @@ def test_metrics_count_the_documents_waiting_for_a_site(org, intake):
     families = {family.name: family for family in DatabaseCollector().collect()}
     samples = families["seoinsight_mail_documents_waiting_for_site"].samples
     assert [(s.labels["mailbox"], s.value) for s in samples] == [(str(intake.pk), 2)]
+
+
+def test_route_to_reached_from_the_index_counts_what_it_skipped(client, org, intake):
+    # The index links to the list filtered on "waits for a site": routed documents leave that filter.
+    routed, other = waiting_csv(intake, 1), waiting_csv(intake, 2, subject="Another report")
+    target = SiteTargetFactory(site__org=org)
+    operator(client, org)
+    response = client.post(WAITING_URL, {"action": "route_to", "_selected_action": [routed.pk], "apply": "1",
+                                         "target": target.pk}, follow=True)
+    said = [str(message) for message in response.context["messages"]]
+    assert said == [f"1 document routed to {target} and queued"]
+    other.refresh_from_db()
+    assert other.status == AttachmentStatus.NEEDS_ROUTE

@@ -154,7 +154,7 @@ def chart(points, period=None) -> dict:
 
     ``points`` are (Period, Sums) in order. Daily data gets an x for every day of ``period``,
     None on a day without data, so the lines break there instead of bridging the gap.
-    ``labels`` name each x's day or period.
+    ``labels`` name each x's day or period. Every figure is a number (int or float) or None, never text.
 
     >>> from imports.sitepage.periods import Period
     >>> from datetime import date
@@ -171,8 +171,14 @@ def chart(points, period=None) -> dict:
     return {
         "x": [int(datetime.combine(p.start, time(), tzinfo=UTC).timestamp()) for p, _ in points],
         "labels": [str(p) for p, _ in points],
-        "clicks": [s and s.clicks for _, s in points],
-        "impressions": [s and s.impressions for _, s in points],
-        "position": [None if s is None or s.position is None else round(s.position, 2) for _, s in points],
+        "clicks": [_count(s and s.clicks) for _, s in points],
+        "impressions": [_count(s and s.impressions) for _, s in points],
+        "position": [None if s is None or s.position is None else round(float(s.position), 2) for _, s in points],
         "daily": daily,
     }
+
+
+def _count(value) -> int | None:
+    """A count as a JSON number: PostgreSQL's sums of bigints are Decimals, which JSON writes as text
+    (and the chart's scale would then compare "9" > "378")."""
+    return None if value is None else int(value)

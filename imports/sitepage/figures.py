@@ -83,7 +83,12 @@ def _rows(statement: str, params: dict) -> list[dict]:
 
 
 def _sums(row: dict) -> Sums:
-    return Sums(row["clicks"], row["impressions"], row["ctr"], row["position"], row["rows"])
+    # Sums of bigints come back as Decimals: the counts are made the ints Sums declares.
+    return Sums(_int(row["clicks"]), _int(row["impressions"]), row["ctr"], row["position"], _int(row["rows"]) or 0)
+
+
+def _int(value) -> int | None:
+    return None if value is None else int(value)
 
 
 def newest_day(targets: list[int], today: date) -> date | None:

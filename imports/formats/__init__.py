@@ -62,7 +62,7 @@ def open_source(
     if magic.startswith(ole.MAGIC):
         raise UnreadableFile(ole.describe(opener))
     if magic[:4] in _ZIP_MAGIC:
-        return _open_zip(opener, max_unzipped_bytes, sheet, options)
+        return _open_zip(opener, filename, max_unzipped_bytes, sheet, options)
     try:
         return RowSource("csv", CsvTable(look.counted_opener(opener)), **options)
     except UnreadableFile as exc:
@@ -82,15 +82,16 @@ _OTHER_DOCUMENTS = (
 )
 
 
-def _open_zip(opener: Opener, max_unzipped_bytes: int, sheet: str | None, options: dict) -> RowSource:
+def _open_zip(opener: Opener, filename: str, max_unzipped_bytes: int, sheet: str | None, options: dict) -> RowSource:
+    what = ziparchive.kind_of(filename)
     try:
         with opener() as file:
-            declared = ziparchive.check_directory(file)  # zipfile would read a directory of any size
+            declared = ziparchive.check_directory(file, what=what)  # zipfile would read a directory of any size
             with zipfile.ZipFile(file) as archive:
                 members = archive.infolist()
                 mimetype = _opendocument_type(archive, members)
     except zipfile.BadZipFile as exc:
-        raise UnreadableFile(f"the zip archive is damaged ({exc})") from None
+        raise ziparchive.damaged(what, str(exc)) from None
     names = {info.filename for info in members}
     if mimetype is not None:
         what = "an OpenDocument spreadsheet (.ods)" if "spreadsheet" in mimetype else "an OpenDocument file"

@@ -42,7 +42,7 @@ def opened(opener: Opener) -> Iterator[Workbook]:
     # A file object, not a path: given a path, openpyxl refuses names that do
     # not end in .xlsx, and uploads are stored under names of our choosing.
     with opener() as file:
-        ziparchive.check_directory(file)  # before zipfile reads the directory, whole
+        ziparchive.check_directory(file, what=ziparchive.WORKBOOK)  # before zipfile reads the directory, whole
         with reading(), warnings.catch_warnings():
             # "Workbook contains no default style" and the like: noise for an import.
             warnings.simplefilter("ignore")

@@ -26,6 +26,10 @@ _ZIP64_END = b"PK\x06\x06"
 DIRECTORY_BYTES_PER_MEMBER = 1024
 # Small parts (styles, themes, an empty sheet) compress far better than data: the ratio spares them.
 RATIO_FLOOR_BYTES = 1_000_000
+# What the user uploaded, in their words: a damaged .xlsx is a damaged Excel workbook, not a zip to them.
+ZIP = "zip archive"
+WORKBOOK = "Excel workbook"
+_WORKBOOK_NAMES = (".xlsx", ".xlsm")
 
 
 class Directory(NamedTuple):
@@ -36,25 +40,35 @@ class Directory(NamedTuple):
     archive_bytes: int
 
 
-def check_directory(file: BinaryIO, max_members: int | None = None) -> Directory:
+def kind_of(filename: str) -> str:
+    """What a zip-based upload is to the user who sent it, by its name: an Excel workbook, else a zip archive."""
+    return WORKBOOK if filename.lower().endswith(_WORKBOOK_NAMES) else ZIP
+
+
+def damaged(what: str, why: str) -> UnreadableFile:
+    """The error for a damaged zip, named as the user knows it (``what``: ZIP or WORKBOOK)."""
+    advice = "open it in Excel and save it again, or export it again" if what == WORKBOOK else "download it again"
+    return UnreadableFile(f"the {what} is damaged ({why}): {advice}")
+
+
+def check_directory(file: BinaryIO, max_members: int | None = None, *, what: str = ZIP) -> Directory:
     """Refuse a zip of more than ``max_members`` members (IMPORT_MAX_ZIP_MEMBERS), reading only its end record.
 
-    Leaves ``file`` at its start, for zipfile.
+    Leaves ``file`` at its start, for zipfile. ``what`` names the upload in a damaged file's message.
     """
     if max_members is None:
         max_members = conf.get("IMPORT_MAX_ZIP_MEMBERS")
-    declared = read_end_record(file)
+    declared = read_end_record(file, what=what)
     file.seek(0)
     if declared.members > max_members:
         raise UnreadableFile(f"the zip holds {declared.members:,} files; an import reads at most {max_members:,}")
     if declared.directory_bytes > max(declared.members, 1) * DIRECTORY_BYTES_PER_MEMBER:
         files = "1 file" if declared.members == 1 else f"{declared.members:,} files"
-        raise UnreadableFile(f"the zip's directory is {size_text(declared.directory_bytes)}, too large for {files}: "
-                             "the archive is damaged")
+        raise damaged(what, f"its directory is {size_text(declared.directory_bytes)}, too large for {files}")
     return declared
 
 
-def read_end_record(file: BinaryIO) -> Directory:
+def read_end_record(file: BinaryIO, *, what: str = ZIP) -> Directory:
     """The member count and directory size the end record declares (ZIP64's when the record defers to it)."""
     archive_bytes = file.seek(0, io.SEEK_END)
     tail_start = max(0, archive_bytes - _END_SIZE - _MAX_COMMENT)
@@ -62,23 +76,23 @@ def read_end_record(file: BinaryIO) -> Directory:
     tail = file.read(archive_bytes - tail_start)
     at = tail.rfind(_END)
     if at < 0 or len(tail) - at < _END_SIZE:
-        raise UnreadableFile("the zip archive is damaged (it has no end record)")
+        raise damaged(what, "it is cut short: its end record is missing")
     _, _, _, _, members, directory_bytes, directory_at, _ = struct.unpack("<4s4H2LH", tail[at:at + _END_SIZE])
     if members == 0xFFFF or directory_bytes == 0xFFFFFFFF or directory_at == 0xFFFFFFFF:
-        members, directory_bytes = _zip64_end_record(file, tail_start + at)
+        members, directory_bytes = _zip64_end_record(file, tail_start + at, what)
     return Directory(members, directory_bytes, archive_bytes)
 
 
-def _zip64_end_record(file: BinaryIO, end_at: int) -> tuple[int, int]:
+def _zip64_end_record(file: BinaryIO, end_at: int, what: str) -> tuple[int, int]:
     file.seek(max(0, end_at - 20))
     locator = file.read(20)
     if len(locator) < 20 or not locator.startswith(_ZIP64_LOCATOR):
-        raise UnreadableFile("the zip archive is damaged (its ZIP64 end record is missing)")
+        raise damaged(what, "its ZIP64 end record is missing")
     _, _, record_at, _ = struct.unpack("<4sLQL", locator)
     file.seek(record_at)
     record = file.read(56)
     if len(record) < 56 or not record.startswith(_ZIP64_END):
-        raise UnreadableFile("the zip archive is damaged (its ZIP64 end record is missing)")
+        raise damaged(what, "its ZIP64 end record is missing")
     _, _, _, _, _, _, _, members, directory_bytes, _ = struct.unpack("<4sQ2H2L4Q", record)
     return members, directory_bytes
 

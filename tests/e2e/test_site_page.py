@@ -6,6 +6,7 @@ test also takes the screenshot the docs show (docs/img/site-page.png).
 """
 
 import random
+import re
 from datetime import date, timedelta
 from pathlib import Path
 
@@ -127,5 +128,130 @@ def test_the_site_page_draws_its_chart_and_a_period_switch_changes_the_totals(li
             expect(page.locator("[data-history-url]")).to_have_text(url)
             page.wait_for_function("() => window.sitePageCharts && window.sitePageCharts['chart-page']")
             assert page.evaluate(DRAWN_PIXELS, "chart-page") > 1000
+        finally:
+            browser.close()
+
+
+# --- the chart tells the truth ------------------------------------------------------------------------------------
+
+# Figures of different digit counts: compared as text, "9" > "378" and the scale tops out below the data.
+CLICKS = [9, 378, 12, 95, 40, 7, 230, 1050, 3]
+IMPRESSIONS = [90, 12000, 400, 3100, 8, 950, 56000, 70]
+POSITIONS = [4.4, 12.0, 9.5, 1.2, 38.0, 2.7]
+
+# For each series shown: its scale's bounds and its data's (read as numbers whatever their type), and the types.
+SCALES_AND_DATA = """(id) => {
+  const chart = window.sitePageCharts[id];
+  return chart.series.slice(1).filter(s => s.show).map(s => {
+    const values = chart.data[chart.series.indexOf(s)].filter(v => v != null);
+    const numbers = values.map(Number);
+    const scale = chart.scales[s.scale];
+    return {series: s.label, scaleMin: scale.min, scaleMax: scale.max, count: values.length,
+            dataMin: Math.min(...numbers), dataMax: Math.max(...numbers),
+            types: [...new Set(values.map(v => typeof v))]};
+  });
+}"""
+
+
+def ranked_site():
+    """Two pages' daily rows over 120 days whose figures cycle through 1 to 5 digits."""
+    org = OrgFactory(id="ranks", name="Ranks")
+    site = SiteFactory(org=org, domain="ranks.example")
+    target = SiteTargetFactory(site=site, url_prefix="https://ranks.example/")
+    UserFactory(username="bo", org=org)
+    imp = ImportFactory(site_target=target, filename="Performance-on-Search.csv", done=True)
+    rows = []
+    for n, url in enumerate(["https://ranks.example/a", "https://ranks.example/b"]):
+        for age in range(DAYS):
+            clicks, impressions = CLICKS[(age + n) % len(CLICKS)], IMPRESSIONS[(age + 3 * n) % len(IMPRESSIONS)]
+            clicks = min(clicks, impressions)
+            position = POSITIONS[(age + n) % len(POSITIONS)]
+            rows.append(UrlMetric(site_target=target, url=url, url_normalized=url, period_start=LAST_DAY - timedelta(days=age),
+                                  period_end=LAST_DAY - timedelta(days=age), clicks=clicks, impressions=impressions,
+                                  ctr=clicks / impressions, position=position,
+                                  position_weight=position_weight(position, impressions), source_import=imp))
+    UrlMetric.objects.bulk_create(rows)
+    return site
+
+
+def assert_inside_its_axes(page, chart_id: str, view: str):
+    page.wait_for_function("(id) => window.sitePageCharts && window.sitePageCharts[id]", arg=chart_id)
+    shown = page.evaluate(SCALES_AND_DATA, chart_id)
+    assert shown, f"{view}: no series shown"
+    for s in shown:
+        assert s["count"] > 0, (view, s)
+        assert s["types"] == ["number"], f"{view}, {s['series']}: the data reached the browser as {s['types']}"
+        assert s["scaleMin"] <= s["dataMin"] and s["dataMax"] <= s["scaleMax"], (
+            f"{view}, {s['series']}: data {s['dataMin']}…{s['dataMax']} outside its axis "
+            f"{s['scaleMin']}…{s['scaleMax']}")
+
+
+def x_ticks(page, chart_id: str) -> list[str]:
+    """The x axis's tick labels as drawn (uPlot keeps the last ones drawn on the axis)."""
+    return page.evaluate("(id) => window.sitePageCharts[id].axes[0]._values", chart_id)
+
+
+def test_every_plotted_value_lies_inside_its_axis_and_the_x_axis_ticks_days(live_server, media):
+    from playwright.sync_api import expect, sync_playwright
+
+    site = ranked_site()
+    base = f"{live_server.url}/imports/sites/{site.pk}/"
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.set_default_timeout(TIMEOUT_MS)
+            expect.set_options(timeout=TIMEOUT_MS)
+            page.goto(f"{live_server.url}/accounts/login/?next=/imports/sites/{site.pk}/")
+            page.get_by_label("Username").fill("bo")
+            page.get_by_label("Password").fill("pw-for-tests")
+            page.get_by_role("button", name="Log in").click()
+            expect(page).to_have_url(base)
+
+            for preset, days in (("7d", 7), ("28d", 28), ("90d", 90)):
+                for chart_id, query in (("chart-site", ""), ("chart-page", "&url=https%3A%2F%2Franks.example%2Fa")):
+                    page.goto(f"{base}?period={preset}{query}")
+                    view = f"{chart_id}, {preset}"
+                    assert_inside_its_axes(page, chart_id, view)
+                    assert page.evaluate("(id) => window.sitePageCharts[id].data[0].length", chart_id) == days
+                    ticks = x_ticks(page, chart_id)
+                    assert ticks and not [t for t in ticks if "am" in t.lower() or "pm" in t.lower()], (view, ticks)
+                    assert all(re.fullmatch(r"[A-Z][a-z]{2} \d{1,2}", t) for t in ticks), (view, ticks)
+        finally:
+            browser.close()
+
+
+def test_one_figure_at_a_time_can_be_shown(live_server, media):
+    from playwright.sync_api import expect, sync_playwright
+
+    site = ranked_site()
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.set_default_timeout(TIMEOUT_MS)
+            expect.set_options(timeout=TIMEOUT_MS)
+            page.goto(f"{live_server.url}/accounts/login/?next=/imports/sites/{site.pk}/")
+            page.get_by_label("Username").fill("bo")
+            page.get_by_label("Password").fill("pw-for-tests")
+            page.get_by_role("button", name="Log in").click()
+            page.wait_for_function("() => window.sitePageCharts && window.sitePageCharts['chart-site']")
+            choice = page.locator('[data-chart-metrics="chart-site"]')
+            shown = "() => window.sitePageCharts['chart-site'].series.slice(1).map(s => s.show)"
+
+            assert page.evaluate(shown) == [True, True, True]
+            for label, expected in (("Clicks", [True, False, False]), ("Impressions", [False, True, False]),
+                                    ("Position", [False, False, True]), ("All", [True, True, True])):
+                choice.get_by_label(label, exact=True).check()
+                assert page.evaluate(shown) == expected, label
+                # A hidden figure's axis goes with it (uPlot hides an axis whose scale has nothing shown).
+                assert page.evaluate("() => window.sitePageCharts['chart-site'].axes.slice(1).map(a => a._show)") \
+                    == expected, label
+                assert_inside_its_axes(page, "chart-site", f"{label} alone")
+
+            # The legend's own toggle: a mix, so no choice is marked.
+            page.locator('[data-chart="chart-site"] .u-legend .u-series').nth(2).click()
+            assert page.evaluate(shown) == [True, False, True]
+            expect(choice.locator("input:checked")).to_have_count(0)
         finally:
             browser.close()

@@ -4,6 +4,9 @@
 // in <script id="<id>"> (imports/sitepage/display.chart): clicks and impressions on axes
 // of their own, position on a third one, inverted so that 1 is at the top. Rows covering
 // a period are drawn as steps held over it. Days are UTC dates, whatever the browser's zone.
+// The x axis ticks whole days (never hours: the data is daily), months or years.
+// A "Show" choice above each chart (data-chart-metrics) shows one figure alone, or all;
+// the legend's own toggles keep it in step.
 // The charts are kept in window.sitePageCharts by id (the browser test reads them).
 // Choosing a preset or a target submits the period form; changing a date selects Custom.
 (function () {
@@ -11,6 +14,20 @@
 
   var HEIGHT = 320;
   var COLORS = { clicks: "#1f6fb2", impressions: "#8e6cc2", position: "#d9770b" };
+  var DAY = 86400;
+  // uPlot's own time steps from a day up (a month is 30 days, a year 365: it then steps by calendar).
+  var DAY_INCRS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 15, 30, 60, 90, 120, 180, 365, 730, 1825, 3650]
+    .map(function (days) { return days * DAY; });
+  var MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+
+  function dayTicks(u, splits, axisIdx, space, incr) {
+    return splits.map(function (ts) {
+      var d = new Date(ts * 1e3);  // days are UTC midnights
+      if (incr >= 365 * DAY) return String(d.getUTCFullYear());
+      if (incr >= 30 * DAY) return MONTHS[d.getUTCMonth()] + " " + d.getUTCFullYear();
+      return MONTHS[d.getUTCMonth()] + " " + d.getUTCDate();
+    });
+  }
 
   function whole(v) {
     return v == null ? "—" : Math.round(v).toLocaleString("en-US");
@@ -25,7 +42,7 @@
     });
   }
 
-  function options(data, width) {
+  function options(data, width, onSeries) {
     var steps = data.daily ? undefined : uPlot.paths.stepped({ align: 1 });
 
     function line(label, key, format) {
@@ -41,6 +58,7 @@
       height: HEIGHT,
       tzDate: function (ts) { return uPlot.tzDate(new Date(ts * 1e3), "Etc/UTC"); },
       cursor: { drag: { x: false, y: false } },
+      hooks: { setSeries: [onSeries] },
       scales: { x: { time: true }, position: { dir: -1 } },
       series: [
         { label: data.daily ? "Day" : "Period", value: function (u, v, si, i) { return i == null ? "—" : data.labels[i]; } },
@@ -49,7 +67,7 @@
         line("Position", "position", function (v) { return v == null ? "—" : v.toFixed(1); })
       ],
       axes: [
-        {},
+        { incrs: DAY_INCRS, values: dayTicks },
         { scale: "clicks", label: "Clicks", stroke: COLORS.clicks, values: compact, size: 60 },
         { scale: "impressions", label: "Impressions", side: 1, stroke: COLORS.impressions, values: compact,
           grid: { show: false }, size: 60 },
@@ -58,12 +76,42 @@
     };
   }
 
+  // The "Show" choice: "all", or the scale key of the one series shown alone.
+  function metricChoice(group) {
+    var radios = group ? group.querySelectorAll("input[type=radio]") : [];
+    function shown(u) {
+      var on = u.series.slice(1).filter(function (s) { return s.show; });
+      return on.length === u.series.length - 1 ? "all" : on.length === 1 ? on[0].scale : null;
+    }
+    return {
+      bind: function (chart) {
+        radios.forEach(function (radio) {
+          radio.addEventListener("change", function () {
+            chart.batch(function () {
+              chart.series.forEach(function (s, i) {
+                if (i > 0) chart.setSeries(i, { show: radio.value === "all" || s.scale === radio.value });
+              });
+            });
+          });
+        });
+      },
+      // After any toggle (the legend's too): the radio that says what is shown, none for a mix.
+      sync: function (u) {
+        var value = shown(u);
+        radios.forEach(function (radio) { radio.checked = radio.value === value; });
+      }
+    };
+  }
+
   function draw(el) {
-    var source = document.getElementById(el.getAttribute("data-chart"));
+    var id = el.getAttribute("data-chart");
+    var source = document.getElementById(id);
     if (!source || typeof uPlot === "undefined") return null;
     var data = JSON.parse(source.textContent);
-    var chart = new uPlot(options(data, el.clientWidth),
+    var choice = metricChoice(document.querySelector('[data-chart-metrics="' + id + '"]'));
+    var chart = new uPlot(options(data, el.clientWidth, choice.sync),
                           [data.x, data.clicks, data.impressions, data.position], el);
+    choice.bind(chart);
     window.addEventListener("resize", function () {
       chart.setSize({ width: el.clientWidth, height: HEIGHT });
     });

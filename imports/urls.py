@@ -7,6 +7,7 @@ app_name = "imports"
 urlpatterns = [
     path("", views.index, name="index"),
     path("<int:pk>/", views.detail, name="detail"),
+    path("<int:pk>/retry/", views.retry, name="retry"),
     path("map/<str:sha256>/", views.map_columns, name="map_columns"),
     path("sites/<int:site_id>/", site_views.site_page, name="site"),
 ]

@@ -19,6 +19,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
+from jobs import liveness, operator_actions
 from jobs.models import Job, JobStatus
 from seoinsight import query_params, storage
 from seoinsight.auth import NotAuthenticated, current_org_id
@@ -58,11 +59,13 @@ def member_required(view):
 
 
 class ImportRow:
-    """An Import as the pages show it: counts so far, and whether a progress bar is live."""
+    """An Import as the pages show it: counts so far, whether a progress bar is live, and whether its job
+    shows a sign of life (``stalled``: what the page says instead, judged by ``clock``)."""
 
-    def __init__(self, imp: Import):
+    def __init__(self, imp: Import, clock: liveness.Clock | None = None):
         self.imp = imp
         job = imp.job
+        self.stalled = liveness.stalled(job, clock) if clock is not None and job is not None else None
         self.live = job is not None and job.status in (JobStatus.QUEUED, JobStatus.RUNNING)
         self.job_url = reverse("jobs:detail", args=[job.pk]) if job is not None else ""
         self.progress = job.progress if job is not None and isinstance(job.progress, dict) else {}
@@ -197,6 +200,7 @@ def index(request, org):
     imports = Import.objects.for_org(org.pk).select_related("site_target__site", "job")
     params = query_params.Params(request.GET)
     page = Paginator(imports, IMPORTS_PER_PAGE).get_page(params.page())
+    clock = liveness.read_clock()
     for problem in params.problems:  # said on this very page: the list shows page 1 in its place
         messages.warning(request, str(problem))
     return render(request, "imports/index.html", {
@@ -204,7 +208,7 @@ def index(request, org):
         "form": form,
         "has_targets": form.fields["site_target"].queryset.exists(),
         "page": page,
-        "rows": [ImportRow(imp) for imp in page],
+        "rows": [ImportRow(imp, clock) for imp in page],
         "events": reconcile_events(org.pk),
     }, status=status)
 
@@ -297,9 +301,33 @@ def detail(request, pk, org):
             return redirect("imports:detail", imp.pk)
         messages.success(request, f"“{again.original_filename}” is queued again, for {target.site} · {target}.")
         return redirect("imports:detail", again.pk)
-    row = ImportRow(imp)
+    row = ImportRow(imp, liveness.read_clock())
     offer = suggest(imp, row.report) if row.shown_status in WARNING_OUTCOMES else None
     return render(request, "imports/detail.html", {
         "org": org, "row": row, "imp": imp, "suggestion": offer,
         "reimports": imp.reimports.select_related("site_target__site").order_by("created_at"),
     })
+
+
+@require_http_methods(["POST"])
+@member_required
+def retry(request, pk, org):
+    """*Retry*: a failed import of the caller's org runs again, the same Import and its job (no new import).
+
+    The admin's requeue with a fresh budget (``jobs.operator_actions``), fenced the same way: judged under
+    the job's lock, so an import that moved meanwhile, or whose file another live import holds, is left
+    alone with the reason; the job's ``on_requeue`` puts the Import back to queued.
+    """
+    imp = get_object_or_404(Import.objects.for_org(org.pk).only("pk", "status", "job_id", "original_filename"),
+                            pk=pk)
+    if imp.status != ImportStatus.FAILED or imp.job_id is None:
+        messages.error(request, "Only a failed import can be retried: this one is "
+                                f"{imp.get_status_display().lower()}.")
+        return redirect("imports:detail", imp.pk)
+    result = operator_actions.requeue([imp.job_id], fresh_budget=True)
+    if imp.job_id in result.requeued:
+        messages.success(request, f"“{imp.original_filename}” is queued again; its progress shows below.")
+    else:
+        why = result.refused.get(imp.job_id, "it moved meanwhile")
+        messages.error(request, f"Not retried: {why}.")
+    return redirect("imports:detail", imp.pk)

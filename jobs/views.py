@@ -7,6 +7,7 @@ from django.http import JsonResponse
 
 from seoinsight.auth import json_org_required
 
+from . import liveness
 from .models import Job
 
 log = logging.getLogger(__name__)
@@ -41,7 +42,8 @@ def job_detail(request, job_id, org_id):
     """``GET /jobs/<uuid>``: the job's state, for pages and clients that poll it.
 
     Only the caller's org is visible; anything else is the same 404 as an unknown
-    id. ``error`` says why a job failed; its traceback stays with staff.
+    id. ``error`` says why a job failed; its traceback stays with staff. ``stalled`` says when a live job
+    shows no sign of life (``jobs.liveness``), else null.
     """
     try:
         job_id = uuid.UUID(job_id)
@@ -50,7 +52,7 @@ def job_detail(request, job_id, org_id):
     job = Job.objects.for_org(org_id).filter(pk=job_id).first() if org_id else None
     if job is None:
         return not_found(request)
-    return JsonResponse(job.as_api_dict())
+    return JsonResponse(job.as_api_dict() | {"stalled": liveness.stalled(job, liveness.read_clock())})
 
 
 @json_errors

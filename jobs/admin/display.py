@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-from datetime import timedelta
-
 from django.contrib.admin.templatetags.admin_urls import admin_urlname
 from django.core.serializers.json import DjangoJSONEncoder
 from django.urls import reverse
@@ -12,6 +10,7 @@ from django.utils.html import format_html
 from django.utils.text import Truncator
 
 from .. import registry, subjects
+from ..durations import readable_duration  # noqa: F401  (the job pages' durations, imported from here)
 from ..errors import CANCELLED, TIMED_OUT
 from ..models import JobStatus
 
@@ -26,21 +25,6 @@ EMPTY = "—"
 
 # The built-in smoke-test and benchmark type (jobs.handlers): noise to an operator, listed only when asked for.
 INTERNAL_TYPES = frozenset({"noop"})
-
-
-def readable_duration(delta: timedelta) -> str:
-    """Two units at most, for a glance: '1.2 s', '3 min 4 s', '2 h 5 min', '3 d 4 h'."""
-    seconds = round(max(delta.total_seconds(), 0.0), 1)
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    minutes, secs = divmod(int(seconds), 60)
-    if minutes < 60:
-        return f"{minutes} min {secs} s"
-    hours, minutes = divmod(minutes, 60)
-    if hours < 24:
-        return f"{hours} h {minutes} min"
-    days, hours = divmod(hours, 24)
-    return f"{days} d {hours} h"
 
 
 def countable(progress) -> tuple[float, float] | None:

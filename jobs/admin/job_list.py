@@ -11,13 +11,15 @@ from django.contrib.admin.views.main import ChangeList
 from django.db.models import DurationField, F
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce, Now
+from django.urls import reverse
 from django.utils.formats import date_format
 from django.utils.html import format_html, format_html_join
 from django.utils.timezone import localtime
 
+from seoinsight import waiting
 from seoinsight.orgscope import ReadOnlyAdmin
 
-from .. import operator_actions, registry, sql, subjects
+from .. import liveness, operator_actions, registry, sql, subjects
 from ..cancellation import NOT_LIVE, cancel_jobs
 from ..models import Job, JobStatus, ZombieJob
 from .display import (EMPTY, STATUS_COLOURS, countable, job_facts, max_attempts, plural_jobs, pretty_json,
@@ -34,6 +36,7 @@ class JobChangeList(ChangeList):
     def get_results(self, request):
         super().get_results(request)
         self.model_admin.attach_subjects(request, self.result_list)
+        self.model_admin.attach_stalled(self.result_list)
 
 
 @admin.register(Job)
@@ -66,8 +69,16 @@ class JobAdmin(ReadOnlyAdmin):
 
     def get_object(self, request, object_id, from_field=None):
         job = super().get_object(request, object_id, from_field)
-        self.attach_subjects(request, [job])
+        if job is not None:
+            self.attach_subjects(request, [job])
+            self.attach_stalled([job])
         return job
+
+    def attach_stalled(self, jobs) -> None:
+        """Set ``stalled`` on each of ``jobs``: what it says instead of its status (``jobs.liveness``), or None."""
+        clock = liveness.read_clock()
+        for job in jobs:
+            job.stalled = liveness.stalled(job, clock)
 
     def attach_subjects(self, request, jobs) -> None:
         """Set ``subject_html`` on each of ``jobs``: one query per describer of their types (``jobs.subjects``)."""
@@ -92,9 +103,12 @@ class JobAdmin(ReadOnlyAdmin):
 
     @admin.display(description="status", ordering="status")
     def status_badge(self, job):
+        # A job without a sign of life says so instead of its status: "Running" would be a claim nobody makes.
+        stalled = getattr(job, "stalled", None)
         status = format_html(
-            '<span style="background:{};color:#fff;padding:1px 7px;border-radius:8px;white-space:nowrap">{}</span>',
-            STATUS_COLOURS.get(job.status, "#6c757d"), job.get_status_display(),
+            '<span class="job-status" style="background:{};color:#fff;padding:1px 7px;border-radius:8px">{}</span>',
+            STATUS_COLOURS[JobStatus.FAILED] if stalled else STATUS_COLOURS.get(job.status, "#6c757d"),
+            stalled or job.get_status_display(),
         )
         facts = format_html_join(
             "", ' <span class="job-fact" title="{}" style="border:1px solid {};padding:0 6px;border-radius:8px;'
@@ -125,7 +139,7 @@ class JobAdmin(ReadOnlyAdmin):
     @admin.display(description="progress")
     def progress_bar(self, job):
         fraction = countable(job.progress)
-        if fraction is None:
+        if fraction is None or getattr(job, "stalled", None):
             return EMPTY
         done, total = fraction
         percent = max(0.0, min(100.0, 100.0 * done / total))
@@ -256,3 +270,15 @@ class ZombieJobAdmin(JobAdmin):
             '<span title="silent for {}; threshold {}">{}</span>',
             readable_duration(job.silent_for), readable_duration(threshold), readable_duration(job.past_threshold),
         )
+
+
+def zombie_count(request) -> int | None:
+    """The zombies of the user's orgs (all for a superuser): the zombie list's rows, counted once."""
+    zombies = admin.site._registry.get(ZombieJob)
+    if zombies is None or not zombies.has_view_permission(request):
+        return None
+    return zombies.scope(request, ZombieJob.objects.stale()).count()
+
+
+waiting.register("zombie jobs: no sign of life from their worker",
+                 lambda: reverse("admin:jobs_zombiejob_changelist"), zombie_count)

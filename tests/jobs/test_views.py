@@ -22,7 +22,7 @@ def test_member_of_the_jobs_org_sees_it(client, job):
     assert response.status_code == 200
     body = response.json()
     assert set(body) == {"id", "type", "status", "progress", "report", "error", "created_at", "started_at",
-                         "finished_at"}
+                         "finished_at", "stalled"}
     assert (body["id"], body["type"], body["status"]) == (str(job.id), "noop", "queued")
 
 

@@ -4,12 +4,13 @@
 // GET /jobs/<id> every second until the job is done or failed, then updates the
 // status badge, the counts ([data-count=read] …) and the error of the enclosing
 // [data-import] element. A container marked data-reload-when-finished (the detail
-// page) reloads instead, so the server renders the full report.
+// page) reloads instead, so the server renders the full report. A job the server calls
+// stalled (job.stalled: no sign of life, or queued with no worker running) shows that
+// sentence in its badge instead of its status, and no percentage.
 (function () {
   "use strict";
 
   var POLL_MS = 1000;
-  var WORKER_HINT_AFTER_MS = 10000;
   var LABELS = { queued: "Queued", running: "Running", done: "Done", failed: "Failed",
                  nothing_imported: "Nothing imported", mostly_skipped: "Mostly skipped" };
   // A done import that brought in nothing, or little, shows that (imports.outcomes.shown_status), never "Done".
@@ -23,10 +24,15 @@
     return typeof n === "number" ? n.toLocaleString("en-US") : "";
   }
 
-  function setStatus(scope, status) {
+  function setStatus(scope, status, stalled) {
     var badge = scope.querySelector("[data-status]");
-    if (badge && LABELS[status]) {
+    if (badge && stalled) {
+      badge.className = "badge failed stalled";
+      badge.setAttribute("data-stalled", "");
+      badge.textContent = stalled;
+    } else if (badge && LABELS[status]) {
       badge.className = "badge " + status;
+      badge.removeAttribute("data-stalled");
       badge.textContent = LABELS[status];
     }
   }
@@ -39,21 +45,25 @@
     });
   }
 
-  function setBar(el, job, waitingSince) {
+  function setBar(el, job) {
     var progress = job.progress || {};
     var done = progress.done, total = progress.total;
     var label = el.querySelector("[data-progress-label]");
     var bar = el.querySelector(".bar");
-    if (typeof done === "number" && typeof total === "number" && total > 0) {
+    if (job.stalled) {
+      // The badge says why; a percentage would claim work nobody is doing.
+      el.classList.add("indeterminate");
+      el.removeAttribute("aria-valuenow");
+      bar.style.width = "";
+      label.textContent = "";
+    } else if (typeof done === "number" && typeof total === "number" && total > 0) {
       var percent = Math.max(0, Math.min(100, Math.round((100 * done) / total)));
       el.classList.remove("indeterminate");
       el.setAttribute("aria-valuenow", String(percent));
       bar.style.width = percent + "%";
       label.textContent = percent + "% · " + number(done) + " / " + number(total) + " rows";
     } else if (job.status === "queued") {
-      label.textContent = Date.now() - waitingSince > WORKER_HINT_AFTER_MS
-        ? "Still waiting for a worker — is “manage.py runjobs” running?"
-        : "Waiting for a worker…";
+      label.textContent = "Waiting for a worker…";
     } else {
       label.textContent = "Starting…";
     }
@@ -78,7 +88,6 @@
   function watch(el) {
     var scope = el.closest("[data-import]") || document;
     var url = el.getAttribute("data-job-url");
-    var waitingSince = Date.now();
     var failures = 0;
 
     function poll() {
@@ -92,13 +101,12 @@
         })
         .then(function (job) {
           failures = 0;
-          if (job.status !== "queued") waitingSince = Date.now();
           if (job.status === "done" || job.status === "failed") {
             finish(el, scope, job);
             return;
           }
-          setStatus(scope, job.status);
-          setBar(el, job, waitingSince);
+          setStatus(scope, job.status, job.stalled);
+          setBar(el, job);
           setCounts(scope, (job.progress || {}).counts);
           window.setTimeout(poll, POLL_MS);
         })

@@ -10,6 +10,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
+from seoinsight import list_cells
 from seoinsight.admin import SiteTargetAdmin
 from seoinsight.models import SiteTarget
 from seoinsight.orgscope import OrgScopedAdmin, ReadOnlyAdmin
@@ -29,9 +30,11 @@ STATUS_COLOURS = {ImportStatus.FAILED: "#c62828", ImportOutcome.NOTHING_IMPORTED
 
 @admin.register(Import)
 class ImportAdmin(ReadOnlyAdmin):
-    list_display = ["id", "original_filename", "org", "site_target", "kind", "status_shown", "read", "inserted",
-                    "updated", "skipped", "errors", "created_at", "job_link"]
-    list_display_links = ["id", "original_filename"]
+    # Fits 1,400 px beside the admin's menu and filters, whatever the names: text is cut (whole on hover),
+    # counts are one column, so the status stays in sight.
+    # The org and the kind are filters (a file's name says its kind; an API pull reads as one).
+    list_display = ["id", "file_shown", "target_shown", "status_shown", "rows_shown", "created_shown", "job_link"]
+    list_display_links = ["id", "file_shown"]
     list_filter = ["status", "outcome", "kind", "origin", "org"]
     list_select_related = ["site_target__site"]
     search_fields = ["original_filename", "=uid"]
@@ -41,6 +44,29 @@ class ImportAdmin(ReadOnlyAdmin):
                        "period_start", "period_end", "read", "inserted", "updated", "skipped", "errors", "error",
                        "created_by", "created_at", "finished_at", "job_link"]
     fields = readonly_fields
+
+    @admin.display(description="file", ordering="original_filename")
+    def file_shown(self, imp):
+        if not imp.original_filename:
+            return imp.get_kind_display()
+        return list_cells.shortened(imp.original_filename, 40, tail=12, width=16)
+
+    @admin.display(description="site target", ordering="site_target")
+    def target_shown(self, imp):
+        return list_cells.shortened(str(imp.site_target), 40, width=14) if imp.site_target_id else "—"
+
+    @admin.display(description="rows", ordering="read")
+    def rows_shown(self, imp):
+        """Each count on a line of its own when the column is narrow; a count of nothing left out."""
+        counts = [("read", imp.read), ("new", imp.inserted), ("replaced", imp.updated), ("skipped", imp.skipped),
+                  ("errors", imp.errors)]
+        shown = [(list_cells.count(n), what) for what, n in counts if n or what == "read"]
+        return format_html_join(" ", '<span style="white-space:nowrap">{} {}</span>', shown)
+
+    @admin.display(description="created", ordering="created_at")
+    def created_shown(self, imp):
+        moment = timezone.localtime(imp.created_at)
+        return format_html('<span style="white-space:nowrap">{}</span> {}', f"{moment:%Y-%m-%d}", f"{moment:%H:%M}")
 
     @admin.display(description="status", ordering="status")
     def status_shown(self, imp):
@@ -56,7 +82,7 @@ class ImportAdmin(ReadOnlyAdmin):
         if imp.job_id is None:
             return "—"
         url = reverse("admin:jobs_job_change", args=[imp.job_id])
-        return format_html('<a href="{}">…{}</a>', url, str(imp.job_id)[-8:])
+        return format_html('<a href="{}" style="white-space:nowrap">…{}</a>', url, str(imp.job_id)[-8:])
 
 
 class MetricPeriodFilter(admin.SimpleListFilter):

@@ -11,7 +11,7 @@ class ImportsConfig(AppConfig):
 
         from . import checks  # noqa: F401  (checks register themselves)
         from .sitepage import cache  # noqa: F401  (registers refresh_site_page, the site page's precomputed top pages)
-        from . import schedules, stale_sites
+        from . import schedules, stale_sites, waiting_queues
 
         # Scheduled Search Console pulls, when the deployment turns them on (IMPORT_SCHEDULED_PULLS_EVERY).
         pulls = schedules.periodic_type()
@@ -20,6 +20,7 @@ class ImportsConfig(AppConfig):
         set_scheduled_pulls(lambda: pulls is not None)
         # The admin index's newest data per site (seoinsight.waiting).
         stale_sites.register()
+        waiting_queues.register()
 
         from .job_subjects import register_job_subjects
 

@@ -33,9 +33,11 @@ GRANTED: dict[str, tuple[str, ...]] = {
     "mailpoll.attachment": ("view", "change"),
     "mailpoll.postaction": ("view", "change"),
     "mailpoll.request": ("view", "change"),
-    # Look, not touch: what ran, what was imported, what the downstream has.
-    "jobs.job": ("view",),
+    # Retry what failed, and see whether workers run (the job actions need change; no field is edited).
+    "jobs.job": ("view", "change"),
     "jobs.zombiejob": ("view",),
+    "jobs.process": ("view",),
+    # Look, not touch: what was imported, what the downstream has.
     "imports.urlmetric": ("view",),
     "outbox.entry": ("view",),
 }
@@ -49,7 +51,6 @@ LEFT_OUT: dict[str, str] = {
     "seoinsight.apitoken": "machine credentials, issued with manage.py createapitoken",
     "mailpoll.deploymentgrant": "lets an org read mail with the deployment's own identity: superusers only",
     "jobs.schedule": "periodic jobs serve every org: superusers only",
-    "jobs.process": "the deployment's processes: superusers only",
 }
 
 

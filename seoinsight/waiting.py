@@ -7,6 +7,10 @@ sees only their orgs' waiting rows, and nothing of a list they may not view.
 A listing is a queue whose rows are each worth a line on the index (every site
 with its newest data): its callable answers the lines, late ones first, and how
 many are late, which is its count.
+
+``admin_count`` is the usual count: the rows of a model's admin list, scoped by that admin to the user's
+orgs, that one filter of the list keeps: the link to ``?<that filter>`` lands on exactly those rows.
+(Unacknowledged alerts join as one more queue when the Alert model exists: issue 36.)
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from django.contrib import admin
+from django.db.models import Q
 from django.http import HttpRequest
 
 
@@ -81,3 +87,16 @@ def register_listing(label: str, url: Callable[[], str], lines: Callable[[HttpRe
 def for_request(request: HttpRequest) -> list[Shown]:
     """Each queue this user may see, in the order the apps registered them."""
     return [shown for shown in (queue.show(request) for queue in _queues) if shown is not None]
+
+
+def admin_count(request: HttpRequest, model, *conditions: Q, **lookups) -> int | None:
+    """How many rows of ``model``'s admin list (scoped to the user's orgs) match; None if they may not view it.
+
+    One COUNT, on the admin's own ``scope`` when it has one (no list annotations), else its queryset.
+    """
+    model_admin = admin.site._registry.get(model)
+    if model_admin is None or not model_admin.has_view_permission(request):
+        return None
+    scope = getattr(model_admin, "scope", None)
+    rows = scope(request, model._default_manager.all()) if scope else model_admin.get_queryset(request)
+    return rows.filter(*conditions, **lookups).count()

@@ -20,18 +20,36 @@ from .display import EMPTY, STATUS_COLOURS, readable_duration
 
 
 @admin.register(Process)
-class ProcessAdmin(ReadOnly, SuperuserOnlyAdmin, admin.ModelAdmin):
-    """Who is running, doing what: every runjobs and pollmail (jobs.processes), for superusers.
+class ProcessAdmin(ReadOnly, admin.ModelAdmin):
+    """Who is running, doing what: every runjobs and pollmail (jobs.processes).
 
     Read-only. A process silent past ``processes.ALIVE_WITHIN`` is shown as not
     seen; one silent past ``FORGET_AFTER`` is left out (and deleted within
     ``FORGET_EVERY`` by any live process), so the list ages out even with none left.
+    Whoever may view processes (the Operator group) sees whether workers run; only a
+    superuser sees what each is doing, which names every org's jobs and mailboxes.
     """
 
+    shows_no_org_data = "a process serves every org: others than superusers see it without what it is doing"
     list_display = ["kind", "host", "pid", "state", "started_at", "last_heartbeat", "doing_text"]
     list_filter = ["kind", "host"]
     fields = ["kind", "host", "pid", "started_at", "heartbeat_at", "doing"]
     readonly_fields = fields
+    SUPERUSER_ONLY = ("doing_text", "doing")
+
+    def get_list_display(self, request):
+        shown = super().get_list_display(request)
+        return shown if request.user.is_superuser else [f for f in shown if f not in self.SUPERUSER_ONLY]
+
+    def get_fields(self, request, obj=None):
+        shown = super().get_fields(request, obj)
+        return shown if request.user.is_superuser else [f for f in shown if f not in self.SUPERUSER_ONLY]
+
+    def get_readonly_fields(self, request, obj=None):
+        return self.get_fields(request, obj)
+
+    def get_search_fields(self, request):
+        return super().get_search_fields(request) if request.user.is_superuser else ()
 
     def get_queryset(self, request):
         return (super().get_queryset(request).exclude(pk__in=Process.objects.silent_for(processes.FORGET_AFTER))

@@ -17,6 +17,7 @@ from seoinsight.auth import org_link
 
 from ..models import Auth, AttachmentStatus, FolderCursor, GrantState, LiveWatch, Mailbox, OAuthGrant, Provider
 from ..oauth.rules import CLIFFS, cliff_warning
+from ..providers.diagnosis import split_recorded
 from ..sync import sql
 
 EMPTY = "—"
@@ -165,6 +166,14 @@ def preformatted(text: str, limit: int = 20_000):
         return EMPTY
     cut = f"\n… ({len(text):,} characters in all)" if len(text) > limit else ""
     return format_html('<pre style="white-space:pre-wrap">{}{}</pre>', text[:limit], cut)
+
+
+def recorded_error(last_error: str):
+    """A mailbox's last error as recorded (``diagnosis.recorded``): its headline, the raw text under details."""
+    shown, raw = split_recorded(last_error)
+    if not raw:
+        return preformatted(shown)
+    return format_html("{}<details><summary>details</summary>{}</details>", preformatted(shown), preformatted(raw))
 
 
 def report(model_admin, request, done: str, skipped: int, why: str) -> None:

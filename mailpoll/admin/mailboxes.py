@@ -22,7 +22,7 @@ from ..oauth import tokens as oauth
 from .connection import connection_test_action, connection_test_view
 from .cursors import FolderCursorInline, resync_folders_action
 from .display import (AMBER, BLUE, EMPTY, GREEN, GREY, RED, ago, badge, cliff_text, connect_button, counted,
-                      error_heading, grant_of, live_state, next_try, preformatted, report, token_badge, when,
+                      error_heading, grant_of, live_state, next_try, recorded_error, report, token_badge, when,
                       with_next_try)
 from .filters import HealthFilter, TokenStateFilter
 from .forms import MailboxForm
@@ -31,6 +31,7 @@ from .sender_headers import shown as sender_headers_shown, warns as sender_heade
 from ..health import FAILING, HEALTHY, NEVER, mailbox_health
 from ..models import Auth, GrantState, Mailbox, Provider
 from ..oauth.connect import ConnectViews
+from ..providers.diagnosis import split_recorded
 from ..sync import poller
 from ..sync.connection_check import DEADLINE as CONNECTION_DEADLINE
 
@@ -235,10 +236,12 @@ class MailboxAdmin(OrgScopedAdmin, admin.ModelAdmin):
         if not mailbox.last_error:
             return EMPTY
         heading = error_heading(mailbox.last_error, mailbox.consecutive_failures, mailbox.last_success_at)
+        # The headline Test connection would give; the raw text on hover.
+        shown, _ = split_recorded(mailbox.last_error)
         return format_html(
             '<span title="{}" style="{}">{}{}</span> <small>({})</small>',
             mailbox.last_error, "opacity:.6" if heading else "", f"{heading}: " if heading else "",
-            truncatechars(mailbox.last_error, 60), ago(mailbox.last_error_at) if mailbox.last_error_at else "?",
+            truncatechars(shown, 60), ago(mailbox.last_error_at) if mailbox.last_error_at else "?",
         )
 
     @admin.display(description="next try at", ordering="claim_due_at")
@@ -248,9 +251,10 @@ class MailboxAdmin(OrgScopedAdmin, admin.ModelAdmin):
     @admin.display(description="last error")
     def last_error_text(self, mailbox):
         heading = error_heading(mailbox.last_error, mailbox.consecutive_failures, mailbox.last_success_at)
+        shown = recorded_error(mailbox.last_error)
         if heading:
-            return format_html("<p>{}:</p>{}", heading, preformatted(mailbox.last_error))
-        return preformatted(mailbox.last_error)
+            return format_html("<p>{}:</p>{}", heading, shown)
+        return shown
 
     @admin.display(description="secret")
     def secret_state(self, mailbox):

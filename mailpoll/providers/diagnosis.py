@@ -128,3 +128,23 @@ def success(counts: list[tuple[str, int | None]]) -> str:
     first, count = counts[0]
     holds = "found" if count is None else f"has {count} message{'' if count == 1 else 's'}"
     return f"OK: {len(counts)} folder{'' if len(counts) == 1 else 's'}, {first} {holds}"
+
+
+def recorded(exc: BaseException, raw: str, *, note: str = "") -> str:
+    """A failed poll's ``last_error``: the headline *Test connection* gives (and ``note``), then ``raw`` below it.
+
+    >>> recorded(ConnectionRefusedError(111, "Connection refused"), "h:993: ConnectionRefusedError: [Errno 111]")
+    'connection refused\\nh:993: ConnectionRefusedError: [Errno 111]'
+
+    Without a headline of its own (FAILED) the raw text is the whole record, as before.
+    """
+    shown = headline(exc)
+    if shown == FAILED:
+        return raw + note
+    return f"{shown}{note}\n{raw}"
+
+
+def split_recorded(last_error: str) -> tuple[str, str]:
+    """(headline, details) of a recorded error; one line, or one recorded before headlines, is all headline."""
+    first, _, rest = last_error.partition("\n")
+    return first, rest

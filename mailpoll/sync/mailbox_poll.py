@@ -31,6 +31,7 @@ from ..models import FolderCursor, Mailbox, Request
 from ..oauth.tokens import NeedsReauthorization, TokenRefreshError
 from ..oauth.apps import NotConfigured, NotConnected
 from ..providers import ChangesProvider, FolderError, ProviderError, for_mailbox
+from ..providers.diagnosis import recorded
 
 # The poller's log, as before it was split into modules: operators grep for it (docs/mail.md).
 log = logging.getLogger("mailpoll.poller")
@@ -100,15 +101,17 @@ class MailboxPoll:
             if cause == Watch.STOPPING:
                 log.info("mailbox=%s poll cut short by the shutdown: %s", mailbox.pk, error)
                 return results
-            backoff = True
+            backoff, note = True, ""
             if cause == Watch.DEADLINE:
                 stored = _stored_since(mailbox, started)
                 # A poll that was getting somewhere (a first sweep of a big folder) resumes from its cursor
                 # next time, at the usual interval; one that stored nothing is a server to back off from.
                 backoff = not stored
-                error = f"{error} ({stored} new message(s) stored before it)"
+                note = f" ({stored} new message(s) stored before it)"
+            # The words Test connection uses first, the exception's own text below (the admin shows it as details).
+            error = recorded(exc, error, note=note)
             self.record_failure(mailbox, error, backoff=backoff)
-            log.warning("mailbox=%s poll failed: %s", mailbox.pk, error)
+            log.warning("mailbox=%s poll failed: %s", mailbox.pk, error.replace("\n", ": "))
             return results
         # IMAP names a message by its UID, an API by its id.
         failures = {f"{r.folder} {'uid' if isinstance(ref, int) else 'message'} {ref}": err

@@ -158,7 +158,7 @@ def test_a_token_answer_of_100_mb_is_not_read_past_a_token_s_size(gmail):
 def test_a_refused_key_is_still_said_to_be_refused(gmail):
     gmail.refuse = "Invalid JWT Signature."
     mailbox = poll(gmail_mailbox())
-    assert mailbox.last_error.startswith("Google refused service account ") and "the key itself" in mailbox.last_error
+    assert mailbox.last_error.startswith("the provider refused the app's credentials\nGoogle refused service account ") and "the key itself" in mailbox.last_error
 
 
 # -- a batch error is recorded, not raised -------------------------------------------------------------------

@@ -243,7 +243,7 @@ def test_a_refused_delegation_is_the_mailboxs_error_saying_what_to_fix(gmail):
                     "for any of the scopes requested.")
     mailbox = gmail_mailbox()
     poll(mailbox)
-    assert mailbox.last_error.startswith("Google refused service account ")
+    assert mailbox.last_error.startswith("the provider refused the app's credentials\nGoogle refused service account ")
     assert "domain-wide delegation is not granted to client id 100000000000000000001" in mailbox.last_error
     assert "PRIVATE KEY" not in mailbox.last_error
     assert mailbox.consecutive_failures == 1 and mailbox.next_attempt_at is not None and gmail.calls == []

@@ -127,13 +127,13 @@ def test_a_timeout_names_the_server_and_the_folder(fake_imap, settings):
     server = fake_imap([mail("m")], hang_on="SEARCH")
     mailbox = mailbox_on(server)
     cycle(mailbox)
-    assert mailbox.last_error.startswith(f"{server.host}:{server.port} INBOX: TimeoutError: timed out")
+    assert mailbox.last_error.startswith(f"timed out\n{server.host}:{server.port} INBOX: TimeoutError: timed out")
 
 
 def test_a_refused_connection_names_the_server_and_backs_off():
     mailbox = MailboxFactory(host="127.0.0.1", port=free_port(), security="none")  # nothing listens there
     cycle(mailbox)
-    assert mailbox.last_error.startswith(f"127.0.0.1:{mailbox.port}: ConnectionRefusedError")
+    assert mailbox.last_error.startswith(f"connection refused\n127.0.0.1:{mailbox.port}: ConnectionRefusedError")
     assert mailbox.next_attempt_at is not None
 
 

@@ -133,7 +133,8 @@ def test_a_server_refusing_every_token_is_the_mailboxs_error_after_one_refresh(d
     poll_now(mailbox)
     assert fake.refreshes == 2  # the first token, and one fresh one after the refusal: no more
     assert mailbox.consecutive_failures == 1
-    assert mailbox.last_error.startswith(f"XOAUTH2 was refused for {mailbox.username} at 127.0.0.1:{dovecot.port}")
+    assert mailbox.last_error.startswith(f"the server refused the OAuth token\nXOAUTH2 was refused for "
+                                         f"{mailbox.username} at 127.0.0.1:{dovecot.port}")
     assert "[AUTHENTICATIONFAILED]" in mailbox.last_error and "status 401" in mailbox.last_error
     assert not [token for token in fake.issued if token in mailbox.last_error]
     # The grant is fine; the server is the problem: the mailbox is retried later (backoff), not reauthorized.
@@ -191,7 +192,8 @@ def test_a_server_without_xoauth2_gets_no_token_and_is_named(fake_imap, issuer):
     connect(mailbox, "google", refresh_token=fake.grant())
 
     poll_now(mailbox)
-    assert mailbox.last_error == (f"127.0.0.1:{server.port} does not offer XOAUTH2 (only PLAIN): OAuth needs "
+    assert mailbox.last_error == ("the server does not take OAuth tokens\n"
+                                  f"127.0.0.1:{server.port} does not offer XOAUTH2 (only PLAIN): OAuth needs "
                                   "Google's or Microsoft's IMAP (imap.gmail.com, outlook.office365.com)")
     assert "AUTHENTICATE" not in server.commands and "LOGIN" not in server.commands
     assert fake.refreshes == 1  # the token was obtained, never presented, and is not wasted on a retry

@@ -6,6 +6,7 @@ import json
 from datetime import timedelta
 
 from django import forms
+from django.utils.safestring import mark_safe
 
 from seoinsight.models import SiteTarget
 
@@ -32,7 +33,8 @@ class WriteOnlyTextarea(forms.Textarea):
     def format_value(self, value):
         return None
 
-INITIAL_MODE_HELP = (
+# Help texts are HTML only when marked so (templates/admin/includes/fieldset.html escapes the others).
+INITIAL_MODE_HELP = mark_safe(
     "What the first poll of each folder (also a folder added later) does; later polls continue from the "
     "folder's cursor. <b>New mail only</b>: fetch nothing now, take only mail that arrives from now on — "
     "the usual choice for a mailbox that already holds years of mail. <b>Since a date</b>: also fetch "
@@ -101,8 +103,8 @@ class MailboxForm(forms.ModelForm):
     )
     remove_app_secret = forms.BooleanField(required=False, label="Remove the stored app secret")
     folders = FolderListField(
-        help_text="Comma-separated, e.g. <code>INBOX, Invoices</code>. Names as the server shows them "
-        "(sub-folders often as <code>INBOX/Reports</code> or <code>INBOX.Reports</code>).",
+        help_text=mark_safe("Comma-separated, e.g. <code>INBOX, Invoices</code>. Names as the server shows them "
+                            "(sub-folders often as <code>INBOX/Reports</code> or <code>INBOX.Reports</code>)."),
         widget=forms.TextInput(attrs={"size": 60}),
     )
     poll_interval = SecondsField(

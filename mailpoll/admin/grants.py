@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import admin
+from django.utils.safestring import mark_safe
 
 from seoinsight.orgscope import SuperuserOnlyAdmin
 
@@ -41,9 +42,10 @@ class AllowedField(forms.CharField):
 class DeploymentGrantForm(forms.ModelForm):
     allowed = AllowedField(
         label="Allowed addresses and domains",
-        help_text="One per line: <code>client.example</code> (every mailbox of that domain, not its subdomains) or "
-        "<code>intake@client.example</code> (that mailbox only). Google: the users the service account may "
-        "impersonate for this org. Microsoft: the mailboxes of the tenant below the app may read for this org.",
+        help_text=mark_safe(
+            "One per line: <code>client.example</code> (every mailbox of that domain, not its subdomains) or "
+            "<code>intake@client.example</code> (that mailbox only). Google: the users the service account may "
+            "impersonate for this org. Microsoft: the mailboxes of the tenant below the app may read for this org."),
     )
 
     class Meta:

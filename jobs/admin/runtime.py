@@ -1,4 +1,5 @@
-"""What runs the queue, for superusers: the process list and the periodic schedules."""
+"""What runs the queue: the process list (superusers; the Operator group sees it without what each process
+does) and the periodic schedules (superusers)."""
 
 from __future__ import annotations
 

@@ -5,6 +5,7 @@ from django import forms
 from django.contrib import admin
 from django.contrib.auth import admin as auth_admin
 from django.contrib.auth.models import Group, User
+from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
@@ -35,6 +36,39 @@ class GroupAdmin(SuperuserOnlyAdmin, auth_admin.GroupAdmin):
 
 # An org's settings, who belongs to it and its machine credentials are a superuser's decision
 # (operator_group.LEFT_OUT): no org's staff reaches these pages, whatever permissions they hold.
+class SaysWhoDecides:
+    """Mix in before SuperuserOnlyAdmin: staff who reach one of its pages read why not and whom to ask (a 403)."""
+
+    decided_by_superuser = "These settings are decided by a superuser."
+
+    def _refused(self, request):
+        opts = self.model._meta
+        return TemplateResponse(request, "admin/superuser_only.html", {
+            **self.admin_site.each_context(request), "title": f"{opts.verbose_name_plural.capitalize()}: a "
+            "superuser's page", "opts": opts, "why": self.decided_by_superuser,
+        }, status=403)
+
+    def changelist_view(self, request, extra_context=None):
+        if not request.user.is_superuser:
+            return self._refused(request)
+        return super().changelist_view(request, extra_context)
+
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        if not request.user.is_superuser:
+            return self._refused(request)
+        return super().changeform_view(request, object_id, form_url, extra_context)
+
+    def delete_view(self, request, object_id, extra_context=None):
+        if not request.user.is_superuser:
+            return self._refused(request)
+        return super().delete_view(request, object_id, extra_context)
+
+    def history_view(self, request, object_id, extra_context=None):
+        if not request.user.is_superuser:
+            return self._refused(request)
+        return super().history_view(request, object_id, extra_context)
+
+
 class MembershipInline(admin.TabularInline):
     model = Membership
     extra = 0
@@ -42,14 +76,17 @@ class MembershipInline(admin.TabularInline):
 
 
 @admin.register(Org)
-class OrgAdmin(SuperuserOnlyAdmin, admin.ModelAdmin):
+class OrgAdmin(SaysWhoDecides, SuperuserOnlyAdmin, admin.ModelAdmin):
+    decided_by_superuser = ("An org's settings (its name, whether a plus tag names a site) and who belongs to it "
+                            "are decided by a superuser, for every org at once.")
     list_display = ["id", "name", "created_at"]
     search_fields = ["id", "name"]
     inlines = [MembershipInline]
 
 
 @admin.register(Membership)
-class MembershipAdmin(SuperuserOnlyAdmin, admin.ModelAdmin):
+class MembershipAdmin(SaysWhoDecides, SuperuserOnlyAdmin, admin.ModelAdmin):
+    decided_by_superuser = "Who belongs to which org is decided by a superuser."
     list_display = ["user", "org", "created_at"]
     list_filter = ["org"]
     search_fields = ["user__username", "org__id"]
@@ -57,8 +94,10 @@ class MembershipAdmin(SuperuserOnlyAdmin, admin.ModelAdmin):
 
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(SuperuserOnlyAdmin, admin.ModelAdmin):
+class ApiTokenAdmin(SaysWhoDecides, SuperuserOnlyAdmin, admin.ModelAdmin):
     """Tokens are created with ``manage.py createapitoken``: the raw value is shown once, there."""
+
+    decided_by_superuser = "An org's API tokens are created and revoked by a superuser."
 
     list_display = ["name", "org", "created_at", "last_used_at"]
     list_filter = ["org"]

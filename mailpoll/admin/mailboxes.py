@@ -10,6 +10,9 @@ from __future__ import annotations
 from functools import partial
 
 from django.contrib import admin, messages
+from django.contrib.admin.utils import unquote
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.defaultfilters import truncatechars
 from django.urls import path, reverse
 from django.utils.html import format_html
@@ -54,7 +57,7 @@ class MailboxAdmin(OrgScopedAdmin, admin.ModelAdmin):
     readonly_fields = ["provider_auth", "secret_state", "app_secret_state", "token_detail", "cliff", "connect",
                        "health_badge", "last_polled_at", "last_success_at", "consecutive_failures", "next_try_at",
                        "last_error_at", "last_error_text", "requests_link", "created_at", "live_watch_state",
-                       "live_watch_since", "attention", "connection_test", "sender_headers"]
+                       "live_watch_since", "attention", "poll_now_button", "connection_test", "sender_headers"]
 
     def get_queryset(self, request):
         return with_attention(with_next_try(super().get_queryset(request)))
@@ -88,7 +91,7 @@ class MailboxAdmin(OrgScopedAdmin, admin.ModelAdmin):
             if sender_headers_warn(obj):
                 glance.append("sender_headers")  # a forged sender would pass: said first, not under Senders
             if self.has_change_permission(request, obj):
-                glance.append("connection_test")
+                glance += ["poll_now_button", "connection_test"]
             if obj.auth != Auth.PASSWORD:
                 # Connect changes the mailbox's grant: offered only to who may change the mailbox.
                 connect = ["connect"] if self.has_change_permission(request, obj) else []
@@ -131,6 +134,7 @@ class MailboxAdmin(OrgScopedAdmin, admin.ModelAdmin):
             path("<path:object_id>/connect/", wrap(views.start), name="mailpoll_mailbox_connect"),
             path("<path:object_id>/test-connection/", wrap(partial(connection_test_view, self)),
                  name="mailpoll_mailbox_test_connection"),
+            path("<path:object_id>/poll-now/", wrap(self.poll_now_view), name="mailpoll_mailbox_poll_now"),
             *super().get_urls(),
         ]
 
@@ -138,6 +142,7 @@ class MailboxAdmin(OrgScopedAdmin, admin.ModelAdmin):
         if obj is not None and self.has_change_permission(request, obj):
             # The buttons' forms, rendered after the change form (templates/admin/mailpoll/mailbox).
             context["test_connection_url"] = reverse("admin:mailpoll_mailbox_test_connection", args=[obj.pk])
+            context["poll_now_url"] = reverse("admin:mailpoll_mailbox_poll_now", args=[obj.pk])
             if obj.auth == Auth.OAUTH:
                 context["connect_url"] = reverse("admin:mailpoll_mailbox_connect", args=[obj.pk])
         return super().render_change_form(request, context, add=add, change=change, form_url=form_url, obj=obj)
@@ -185,6 +190,25 @@ class MailboxAdmin(OrgScopedAdmin, admin.ModelAdmin):
     @admin.display(description="connect")
     def connect(self, mailbox):
         return connect_button(mailbox)
+
+    @admin.display(description="poll")
+    def poll_now_button(self, mailbox):
+        # Submits the page's separate "mailpoll-poll-now" form (a POST with its CSRF token).
+        return format_html('<button type="submit" class="button" form="{}">Poll now</button> <small>Marks this '
+                           "mailbox due: a running pollmail polls it at once. Save your edits first.</small>",
+                           "mailpoll-poll-now")
+
+    def poll_now_view(self, request, object_id):
+        """The change page's Poll now: the list's action on this one mailbox, then back to its page."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        mailbox = self.get_object(request, unquote(object_id))  # of the user's orgs only
+        if mailbox is None:
+            raise Http404("No mailbox of your orgs has this id.")
+        if not self.has_change_permission(request, mailbox):
+            raise PermissionDenied
+        self.poll_now(request, Mailbox.objects.filter(pk=mailbox.pk))
+        return HttpResponseRedirect(reverse("admin:mailpoll_mailbox_change", args=[mailbox.pk]))
 
     @admin.display(description="connection")
     def connection_test(self, mailbox):

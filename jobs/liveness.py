@@ -20,6 +20,7 @@ from .models import JobStatus, ProcessKind
 # A queued job waits this long for a worker before its page says none is running (a worker claims within a
 # second when one runs, so 30 s without one is a stopped runjobs, not a busy queue).
 NO_WORKER_AFTER = timedelta(seconds=30)
+LIVE = (JobStatus.QUEUED, JobStatus.RUNNING)  # the states ``stalled`` may speak of
 
 
 @dataclass(frozen=True)

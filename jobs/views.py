@@ -52,7 +52,9 @@ def job_detail(request, job_id, org_id):
     job = Job.objects.for_org(org_id).filter(pk=job_id).first() if org_id else None
     if job is None:
         return not_found(request)
-    return JsonResponse(job.as_api_dict() | {"stalled": liveness.stalled(job, liveness.read_clock())})
+    # The clock is read for a live job only: a finished one is polled no more, but clients may still ask.
+    stalled = liveness.stalled(job, liveness.read_clock()) if job.status in liveness.LIVE else None
+    return JsonResponse(job.as_api_dict() | {"stalled": stalled})
 
 
 @json_errors

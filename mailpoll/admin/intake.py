@@ -26,6 +26,10 @@ from .triage import ignore_action, make_rule_link, route_to_action
 from ..models import Attachment, AttachmentStatus, Request, RequestStatus
 
 
+# Statuses whose document went to no site (a site target chosen then, if any, is not where it went).
+SITELESS = {AttachmentStatus.NEEDS_ROUTE, AttachmentStatus.SKIPPED}
+
+
 class AttachmentColumns:
     """Columns shared by the attachment list and the inline of a request (their querysets join ``source_import``).
 
@@ -45,6 +49,15 @@ class AttachmentColumns:
             return import_badge(attachment.source_import)
         return badge(ATTACHMENT_COLOURS.get(attachment.status, GREY), attachment.get_status_display())
 
+    @admin.display(description="site", ordering="site_target__site__domain")
+    def went_to(self, attachment):
+        """The site an imported document went to, and the rule that sent it there (else why it went there)."""
+        if attachment.site_target_id is None or attachment.status in SITELESS:
+            return EMPTY
+        how = f"rule '{attachment.rule_name}'" if attachment.rule_name else attachment.route_reason
+        return format_html("{}<br><small>{}</small>", shortened(attachment.site_target.site.domain, 28),
+                           shortened(how, 28) if how else "")
+
     @admin.display(description="why")
     def reason(self, attachment):
         """Why it failed, was skipped, waits for a site, or why its import failed."""
@@ -58,14 +71,14 @@ class AttachmentColumns:
 
 class AttachmentInline(AttachmentColumns, OrgScopedInline, admin.TabularInline):
     model = Attachment
-    fields = ["filename", "document_type", "mime", "human_size", "status_badge", "reason"]
+    fields = ["filename", "document_type", "mime", "human_size", "status_badge", "went_to", "reason"]
     readonly_fields = fields
     extra = 0
     can_delete = False
     show_change_link = True
 
     def get_queryset(self, request):
-        return super().get_queryset(request).select_related("source_import")
+        return super().get_queryset(request).select_related("source_import", "site_target__site")
 
     def has_add_permission(self, request, obj=None):
         return False
@@ -123,10 +136,10 @@ class AttachmentAdmin(AttachmentColumns, ReadOnlyAdmin):
     # Sized for 1,400 px with the side bar and the filters (tests/mailpoll/test_attachment_list_width.py): long
     # texts cut with the whole on hover, short headers, the arrival as "2 h ago".
     list_display = ["filename_short", "request_link", "sender_short", "type_short", "human_size", "status_badge",
-                    "attempts", "reason", "arrived"]
+                    "went_to", "attempts", "reason", "arrived"]
     list_display_links = ["filename_short"]
     list_filter = [StuckFilter, "status", ImportOutcomeFilter, DocumentTypeFilter]
-    list_select_related = ["request", "source_import"]
+    list_select_related = ["request", "source_import", "site_target__site"]
     search_fields = ["filename", "original_filename", "=sha256", "request__subject"]
     search_help_text = "File name, SHA-256 or the request's subject."
     ordering = ["-created_at"]

@@ -9,7 +9,7 @@ import pytest
 from django.urls import reverse
 
 from mailpoll.models import AttachmentStatus
-from tests.factories import OrgFactory, UserFactory
+from tests.factories import OrgFactory, SiteTargetFactory, UserFactory
 from tests.mailpoll.factories import AttachmentFactory, MailboxFactory, RequestFactory
 from tests.support.admin_browser import CHROMIUM, change_list_layout
 
@@ -32,12 +32,14 @@ def test_the_list_fits_1400_px_with_long_names_subjects_senders_and_errors(live_
     AttachmentFactory(request=request, filename=LONG_FILENAME.replace(".csv", ".xlsx"),
                       status=AttachmentStatus.NEEDS_ROUTE, route_reason="no rule matched this sender or subject")
     AttachmentFactory(request=request, filename="a" * 200 + ".csv", done=True)
+    AttachmentFactory(request=request, filename="routed.csv", done=True, rule_name="Monthly exports of the group's sites",
+                      site_target=SiteTargetFactory(site__org=org, site__domain="www.a-client-with-a-long-domain-name.example"))
     admin = UserFactory(username="root", org=org)
     admin.is_staff = admin.is_superuser = True
     admin.save()
 
     shown = change_list_layout(live_server, ATTACHMENTS_URL)
 
-    assert shown["sidebar"] and shown["filters"] and shown["rows"] == 3
+    assert shown["sidebar"] and shown["filters"] and shown["rows"] == 4
     assert shown["overflow"] <= 0, (f"the list is {shown['overflow']} px wider than its place at 1,400 px; "
                                     f"its columns: {shown['widths']}")

@@ -50,24 +50,6 @@ TOKEN_COLOURS = {TOKEN_ACTIVE: GREEN, TOKEN_NEEDS_REAUTH: RED, TOKEN_NOT_CONNECT
 POSITION_SHOWN = 24
 
 
-def shortened(text: str, limit: int, *, tail: int = 0):
-    """``text`` cut to ``limit`` characters for a list's cell, whole on hover; ``tail`` characters of its end
-    kept (a file name's dates and extension). A word longer than the cell breaks anywhere, so one name
-    cannot widen the list past the screen.
-
-    >>> print(shortened("report-2026-11-30.csv", 12, tail=4))
-    <span title="report-2026-11-30.csv" style="overflow-wrap:anywhere">report-….csv</span>
-    >>> print(shortened("<b>short</b>", 40))
-    <span title="&lt;b&gt;short&lt;/b&gt;" style="overflow-wrap:anywhere">&lt;b&gt;short&lt;/b&gt;</span>
-    """
-    if len(text) > limit:
-        head = limit - tail - 1
-        text_shown = text[:head] + "…" + (text[-tail:] if tail else "")
-    else:
-        text_shown = text
-    return format_html('<span title="{}" style="overflow-wrap:anywhere">{}</span>', text, text_shown)
-
-
 def badge(colour: str, text: str, title: str = ""):
     return format_html(
         '<span title="{}" style="background:{};color:#fff;padding:1px 7px;border-radius:8px;white-space:nowrap">'

@@ -16,11 +16,12 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from imports.models import ImportStatus
+from seoinsight.list_cells import shortened
 from seoinsight.orgscope import OrgScopedInline, ReadOnlyAdmin
 
 from .. import attachments, conf
 from .display import (ATTACHMENT_COLOURS, EMPTY, GREEN, GREY, RED, badge, counted, duration_label, import_badge,
-                      preformatted, report, shortened, when)
+                      preformatted, report, when)
 from .filters import DocumentTypeFilter, ImportOutcomeFilter, StuckFilter
 from .triage import ignore_action, make_rule_link, route_to_action
 from ..models import Attachment, AttachmentStatus, Request, RequestStatus

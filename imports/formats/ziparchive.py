@@ -56,10 +56,15 @@ def check_directory(file: BinaryIO, max_members: int | None = None, *, what: str
 
     Leaves ``file`` at its start, for zipfile. ``what`` names the upload in a damaged file's message.
     """
-    if max_members is None:
-        max_members = conf.get("IMPORT_MAX_ZIP_MEMBERS")
     declared = read_end_record(file, what=what)
     file.seek(0)
+    return check_declared(declared, max_members, what=what)
+
+
+def check_declared(declared: Directory, max_members: int | None = None, *, what: str = ZIP) -> Directory:
+    """Refuse what an end record declares: more than ``max_members`` members, or a directory too large for them."""
+    if max_members is None:
+        max_members = conf.get("IMPORT_MAX_ZIP_MEMBERS")
     if declared.members > max_members:
         raise UnreadableFile(f"the zip holds {declared.members:,} files; an import reads at most {max_members:,}")
     if declared.directory_bytes > max(declared.members, 1) * DIRECTORY_BYTES_PER_MEMBER:

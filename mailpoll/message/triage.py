@@ -135,13 +135,12 @@ def _zip_within_bounds(content: bytes) -> bool:
 
     A zip without an end record is left to zipfile, which refuses it at once.
     """
-    file = io.BytesIO(content)
     try:
-        ziparchive.read_end_record(file)
+        declared = ziparchive.read_end_record(io.BytesIO(content))
     except UnreadableFile:
         return True
     try:
-        ziparchive.check_directory(file)
+        ziparchive.check_declared(declared)
     except UnreadableFile:
         return False
     return True

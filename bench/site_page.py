@@ -141,7 +141,7 @@ def build(args) -> dict:
 
 def refresh(targets) -> list[float]:
     """What the refresh_site_page job does for each target: seconds per target."""
-    from imports.sitepage import cache
+    from insight.sitepage import cache
 
     spent = []
     for target in targets:
@@ -164,7 +164,7 @@ OTHER = "other"  # the session, the user, the site and its targets, the imports 
 
 
 def statement_name(sql_text: str) -> str:
-    """Which of imports.sitepage.sql's statements ran: each one's first line names it."""
+    """Which of insight.sitepage.sql's statements ran: each one's first line names it."""
     first = sql_text.lstrip().split("\n", 1)[0]
     return first.removeprefix("-- sitepage.") if first.startswith("-- sitepage.") else OTHER
 
@@ -210,7 +210,9 @@ def main_scans(site_id: int, query: str, top: str) -> list[str]:
     from django.db import connection
     from django.utils import timezone
 
-    from imports.sitepage import figures, listing, periods, sql
+    from seoinsight import periods
+
+    from insight.sitepage import figures, listing, sql
     from seoinsight.models import SiteTarget
 
     params_of = dict(pair.split("=", 1) for pair in query.split("&"))
@@ -256,7 +258,7 @@ def timing_lines(results: dict, views) -> list[str]:
         median, p95 = statistics.median(totals), percentile(totals, 95)
         lines.append(row(f"{label}", f"{median:6.0f} / {p95:4.0f} ms", "",
                          f"median < {GOAL_MS} ms  {verdict(median < GOAL_MS)}"))
-    lines += ["", "where the time goes, median ms per request: each statement of imports.sitepage.sql that ran "
+    lines += ["", "where the time goes, median ms per request: each statement of insight.sitepage.sql that ran "
                   "(other: the session, user, site, targets, imports shown, the job queued), the rest (Python, the "
                   "template):"]
     for label, _ in views:

@@ -10,7 +10,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
-from seoinsight import list_cells
+from seoinsight import figure_text, list_cells, periods
 from seoinsight.admin import SiteTargetAdmin
 from seoinsight.models import SiteTarget
 from seoinsight.orgscope import OrgScopedAdmin, ReadOnlyAdmin
@@ -19,9 +19,6 @@ from .formats.headers import mapping_problem
 from .models import ColumnMapping, Import, ImportOutcome, ImportStatus, UrlMetric
 from .outcomes import SHOWN_LABELS, shown_status
 from .searchconsole_api import DEFAULT_DAYS, create_api_import, settled_period
-from .sitepage import display, periods
-
-
 
 # The statuses the import list marks (any other is plain text).
 STATUS_COLOURS = {ImportStatus.FAILED: "#c62828", ImportOutcome.NOTHING_IMPORTED: "#c62828",
@@ -123,11 +120,11 @@ class UrlMetricAdmin(ReadOnlyAdmin):
 
     @admin.display(description="CTR", ordering="ctr")
     def ctr_percent(self, metric):
-        return display.percent(metric.ctr)
+        return figure_text.percent(metric.ctr)
 
     @admin.display(description="position", ordering="position")
     def position_rounded(self, metric):
-        return display.position(metric.position)
+        return figure_text.position(metric.position)
 
 
 class SearchConsoleSiteTargetAdmin(SiteTargetAdmin):

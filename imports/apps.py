@@ -9,9 +9,12 @@ class ImportsConfig(AppConfig):
         from jobs import registry
         from seoinsight.models import set_scheduled_pulls
 
-        from . import checks  # noqa: F401  (checks register themselves)
-        from .sitepage import cache  # noqa: F401  (registers refresh_site_page, the site page's precomputed top pages)
-        from . import schedules, stale_sites, waiting_queues
+        from . import (
+            checks,  # noqa: F401  (checks register themselves)
+            schedules,
+            stale_sites,
+            waiting_queues,
+        )
 
         # Scheduled Search Console pulls, when the deployment turns them on (IMPORT_SCHEDULED_PULLS_EVERY).
         pulls = schedules.periodic_type()

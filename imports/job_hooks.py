@@ -8,14 +8,19 @@ neither imports the other for them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django.db import transaction
 from django.utils import timezone
 
 from jobs.queue import enqueue
 
-from .sitepage import cache as site_page_cache
 from .models import Import, ImportOutcome, ImportStatus, UrlMetric
 from .outcomes import decide_outcome
+
+# Called with a done Import that wrote rows, in the transaction that marks it done. The apps that read the
+# rows add theirs (insight refreshes the site page's precomputed top pages); imports knows none of them.
+AFTER_ROWS_WRITTEN: list[Callable[[Import], None]] = []
 
 
 def import_failed(job) -> None:
@@ -58,8 +63,8 @@ def mark_done(imp: Import, counts, report: dict) -> dict:
         )
         if outcome != ImportOutcome.NOTHING_IMPORTED:
             enqueue_reconcile(imp.org_id, imp.site_target_id)
-            # The site page's precomputed top pages are behind the new rows: refreshed now, not at the next view.
-            site_page_cache.refresh_later(imp.site_target.site, [imp.site_target_id])
+            for hook in AFTER_ROWS_WRITTEN:
+                hook(imp)
     return {**report, "outcome": outcome.value}
 
 

@@ -1,7 +1,6 @@
 from django.urls import path
 
 from . import views
-from .sitepage import views as site_views
 
 app_name = "imports"
 urlpatterns = [
@@ -9,5 +8,4 @@ urlpatterns = [
     path("<int:pk>/", views.detail, name="detail"),
     path("<int:pk>/retry/", views.retry, name="retry"),
     path("map/<str:sha256>/", views.map_columns, name="map_columns"),
-    path("sites/<int:site_id>/", site_views.site_page, name="site"),
 ]

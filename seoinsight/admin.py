@@ -12,8 +12,7 @@ from django.utils.html import format_html
 
 from .auth import org_link
 from .hosts import prefix_problem, site_hosts
-from .models import (ApiToken, Membership, Org, PullSchedule, Site, SiteTarget, next_pull, pull_due,
-                     scheduled_pulls_on)
+from .models import ApiToken, Membership, Org, PullSchedule, Site, SiteTarget, next_pull, pull_due, scheduled_pulls_on
 from .orgscope import OrgScopedAdmin, OrgScopedInline, SuperuserOnlyAdmin
 
 # What waits for a person comes first on the index (seoinsight.waiting: the apps register their queues).
@@ -215,7 +214,7 @@ class SiteAdmin(OrgScopedAdmin, admin.ModelAdmin):
         """The site's page (the imports app's, named by URL only: the core imports no app), in the site's org."""
         if site.pk is None:
             return "—"
-        return format_html('<a href="{}">site page</a>', org_link(reverse("imports:site", args=[site.pk]), site.org_id))
+        return format_html('<a href="{}">site page</a>', org_link(reverse("insight:site", args=[site.pk]), site.org_id))
 
     def get_form(self, request, obj=None, change=False, **kwargs):
         form = super().get_form(request, obj, change=change, **kwargs)

@@ -38,6 +38,8 @@ INSTALLED_APPS = [
     "imports",
     "outbox",
     "mailpoll",
+    # What comes out: the site page, the portfolio, alerts. Above every app that brings data in; none imports it.
+    "insight",
 ]
 # Django's task API: built into Django 6, the django-tasks backport (an app of its own) on 5.2.
 if find_spec("django.tasks") is None:

@@ -8,6 +8,8 @@ urlpatterns = [
     path("", RedirectView.as_view(url="/imports/", permanent=False)),
     path("admin/", admin.site.urls),
     path("jobs/", include("jobs.urls")),
+    # /imports/sites/…: the site page and the portfolio live in insight, under the imports' address they always had.
+    path("imports/", include("insight.urls")),
     path("imports/", include("imports.urls")),
     path("accounts/", include("django.contrib.auth.urls")),
     path("org/", org_switch.switch, name="org-switch"),

@@ -22,7 +22,7 @@ from tests.support.source_imports import app_modules, imported_names
 
 ROOT = Path(__file__).resolve().parent.parent
 
-APPS = ("seoinsight", "jobs", "imports", "outbox", "mailpoll")
+APPS = ("seoinsight", "jobs", "imports", "outbox", "mailpoll", "insight")
 
 Graph = dict[str, dict[str, int]]  # module -> {module it imports: line of the first such import}
 

@@ -1,9 +1,10 @@
-"""Imports point downward only: seoinsight <- jobs <- imports <- outbox <- mailpoll.
+"""Imports point downward only: seoinsight <- jobs <- imports <- outbox <- mailpoll <- insight.
 
 The core (``seoinsight``) knows no app; the job queue (``jobs``) knows the core
 only; ``imports`` may use the queue and the core; ``outbox`` (the downstream delivery of
-accepted documents) those three; ``mailpoll`` all four.
-Every ``import`` in every module of the five packages is read with ``ast``,
+accepted documents) those three; ``mailpoll`` all four; ``insight`` (what comes out: the site
+page, the portfolio, alerts) every one of them.
+Every ``import`` in every module of the six packages is read with ``ast``,
 function-level imports and migrations included, so a late import inside a
 function (the usual way to hide a wrong arrow) is caught too.
 
@@ -23,7 +24,7 @@ from tests.support.source_imports import app_modules, imported_names
 ROOT = Path(__file__).resolve().parent.parent
 
 # Lowest first: a package may import from those before it, never from those after it.
-LAYERS = ("seoinsight", "jobs", "imports", "outbox", "mailpoll")
+LAYERS = ("seoinsight", "jobs", "imports", "outbox", "mailpoll", "insight")
 
 # Modules that exist to wire the apps together and must import them to do it, each with the reason.
 # None today: seoinsight/settings.py, urls.py and wsgi.py name the apps in dotted strings only

@@ -16,7 +16,8 @@ from django.utils import timezone
 
 from imports.ingest import position_weight
 from imports.models import ImportOrigin, UrlMetric
-from imports.sitepage import display, periods
+from insight.sitepage import display
+from seoinsight import periods
 from tests.e2e.test_upload import CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS
 from tests.factories import ImportFactory, OrgFactory, SiteFactory, SiteTargetFactory, UserFactory
 

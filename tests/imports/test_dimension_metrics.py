@@ -13,8 +13,8 @@ from imports import ingest
 from imports.dimension_models import DimensionMetric
 from imports.models import Import, ImportStatus, UrlMetric
 from imports.reports import what_was_read
-from imports.sitepage.periods import Choice, Period
-from imports.sitepage.queries import TopQuery, top_queries
+from insight.sitepage.queries import TopQuery, top_queries
+from seoinsight.periods import Choice, Period
 from tests.factories import SiteFactory, SiteTargetFactory
 from tests.imports import files
 from tests.support.processes import run_burst
@@ -191,9 +191,9 @@ def test_top_queries_add_up_the_sites_targets_and_compare_with_the_previous_peri
     assert [q.query for q in top_queries(target.site_id, [target.pk, other_target.pk], MARCH, limit=1)] == ["audit"]
     assert [q.query for q in top_queries(target.site_id, [other_target.pk], MARCH)] == ["seo"]
 
-    block = render_to_string("imports/site_queries.html", {"queries": [q.shown() for q in found]})
+    block = render_to_string("insight/site_queries.html", {"queries": [q.shown() for q in found]})
     assert '<td class="num change better" title="20 clicks before">+100.0%</td>' in block
-    assert "data-no-queries" in render_to_string("imports/site_queries.html", {"queries": []})
+    assert "data-no-queries" in render_to_string("insight/site_queries.html", {"queries": []})
 
 
 def test_top_queries_only_read_the_sites_own_targets(target):
@@ -208,7 +208,7 @@ def test_top_queries_only_read_the_sites_own_targets(target):
 
 def test_the_site_page_shows_the_top_queries_and_its_csv_lists_them(client, member, target):
     metric(target, "seo audit", (date(2024, 3, 1), date(2024, 3, 1)), 7, 70, 2.0)
-    url = reverse("imports:site", args=[target.site_id])
+    url = reverse("insight:site", args=[target.site_id])
     page = client.get(url, {"period": "custom", "from": "2024-03-01", "to": "2024-03-07"}).content.decode()
     assert "seo audit" in page and "data-no-queries" not in page
     csv_text = client.get(url, {"period": "custom", "from": "2024-03-01", "to": "2024-03-07",

@@ -8,10 +8,9 @@ from datetime import date, timedelta
 import pytest
 from django.utils import timezone
 
-from imports.sitepage import periods
-from seoinsight import conf
+from seoinsight import conf, periods
 from tests.factories import SiteTargetFactory
-from tests.imports.test_site_page import UrlMetricFactory
+from tests.insight.test_site_page import UrlMetricFactory
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("media")]
 

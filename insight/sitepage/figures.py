@@ -16,9 +16,10 @@ from datetime import date
 
 from django.db import connection, transaction
 
+from seoinsight.periods import Choice, Period
+
 from . import listing, sql
 from .display import Sums
-from .periods import Choice, Period
 
 # False: every figure summed from the metric rows, never the precomputed ones (tests hold both to one result).
 PRECOMPUTED = True

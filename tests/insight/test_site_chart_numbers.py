@@ -12,10 +12,10 @@ from decimal import Decimal
 import pytest
 from django.core.serializers.json import DjangoJSONEncoder
 
-from imports.sitepage import display, figures
-from imports.sitepage.display import Sums
-from imports.sitepage.periods import Period
-from tests.imports.test_site_page import UrlMetricFactory, custom, page_of
+from insight.sitepage import display, figures
+from insight.sitepage.display import Sums
+from seoinsight.periods import Period
+from tests.insight.test_site_page import UrlMetricFactory, custom, page_of
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("media")]
 

@@ -10,7 +10,7 @@ import pytest
 from imports.dimension_models import DimensionMetric
 from tests.imports import files
 from tests.imports.test_dimension_metrics import TABLES, upload
-from tests.imports.test_site_page import UrlMetricFactory
+from tests.insight.test_site_page import UrlMetricFactory
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("media")]
 

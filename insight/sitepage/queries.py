@@ -15,9 +15,10 @@ from typing import NamedTuple
 
 from django.db import connection
 
+from seoinsight.periods import Choice
+
 from . import display
 from .listing import change
-from .periods import Choice
 
 TOP_LIMIT = 10
 

@@ -1,7 +1,7 @@
 // The site page's charts and its period switch.
 //
 // Every element with data-chart="<id>" is drawn with uPlot (vendor/uplot) from the JSON
-// in <script id="<id>"> (imports/sitepage/display.chart): clicks and impressions on axes
+// in <script id="<id>"> (insight/sitepage/display.chart): clicks and impressions on axes
 // of their own, position on a third one, inverted so that 1 is at the top. Rows covering
 // a period are drawn as steps held over it. Days are UTC dates, whatever the browser's zone.
 // The x axis ticks whole days (never hours: the data is daily), months or years.

@@ -23,13 +23,14 @@ from django.utils import timezone
 
 from imports import ingest
 from imports.models import UrlMetric
-from imports.sitepage import cache, figures, listing, periods
-from imports.sitepage.periods import Period
+from insight.sitepage import cache, figures, listing
 from jobs.models import Job, JobStatus
+from seoinsight import periods
 from seoinsight.models import Page
+from seoinsight.periods import Period
 from tests.factories import ImportFactory, SiteTargetFactory
 from tests.imports.files import write_csv
-from tests.imports.test_site_page import UrlMetricFactory
+from tests.insight.test_site_page import UrlMetricFactory
 from tests.support.processes import run_burst, runjobs, wait_for
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("media")]

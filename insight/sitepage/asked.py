@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 
 from django.http import QueryDict
 
+from seoinsight import periods
 from seoinsight.query_params import Params, Problem
 
-from . import listing, periods
+from . import listing
 
 SORTS = [listing.sort_value(column, descending) for column in listing.ORDERS for descending in (True, False)]
 FORMATS = ("csv",)

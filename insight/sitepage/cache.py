@@ -19,9 +19,10 @@ import jobs
 from imports.conflicts import transient_conflict
 from jobs.queue import enqueue
 from jobs.registry import register
+from seoinsight import periods
 from seoinsight.models import Site, SiteTarget
 
-from . import figures, periods, sql
+from . import figures, sql
 
 JOB_TYPE = "refresh_site_page"
 
@@ -31,6 +32,11 @@ def refresh_later(site: Site, targets: list[int]) -> None:
     for target in targets:
         enqueue(JOB_TYPE, org_id=site.org_id, payload={"site_id": site.pk, "site_target_id": target},
                 dedup_key=f"{JOB_TYPE}:{target}")
+
+
+def refresh_after_import(imp) -> None:
+    """imports' hook for a done import that wrote rows: its target's top pages are refreshed."""
+    refresh_later(imp.site_target.site, [imp.site_target_id])
 
 
 def refresh(target: SiteTarget, wanted: list[periods.Period] | None = None) -> list[periods.Period]:

@@ -20,9 +20,10 @@ from django.utils import timezone
 
 from imports.ingest import position_weight
 from imports.models import UrlMetric
-from imports.sitepage import cache, display, figures, listing, periods, sql
-from imports.sitepage.periods import Period
+from insight.sitepage import cache, display, figures, listing, sql
+from seoinsight import periods
 from seoinsight.models import Page
+from seoinsight.periods import Period
 from tests.factories import ImportFactory, OrgFactory, SiteFactory, SiteTargetFactory, UserFactory
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("media")]

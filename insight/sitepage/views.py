@@ -16,11 +16,11 @@ from django.views.decorators.http import require_GET
 
 from imports.models import Import
 from imports.views import member_required
-from seoinsight import conf, csvexport, query_params
+from seoinsight import conf, csvexport, periods, query_params
 from seoinsight.models import Site
 from seoinsight.query_params import Problem
 
-from . import cache, display, figures, listing, periods, queries
+from . import cache, display, figures, listing, queries
 from .asked import read as read_asked
 
 
@@ -61,7 +61,7 @@ def site_page(request, site_id, org):
     if asked.as_csv:
         return _csv(site, choice, site_figures, pages, site_queries)
     params = asked.links(choice, number)
-    return render(request, "imports/site.html", {
+    return render(request, "insight/site.html", {
         "org": org,
         "site": site,
         "targets": targets,

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, time
 
+from seoinsight.figure_text import DASH, number, percent, position, signed, signed_percent  # noqa: F401  (the page writes them as display.*)
+
 from .listing import change
 
 
@@ -22,54 +24,6 @@ class Sums:
     ctr: float | None = None
     position: float | None = None
     rows: int = 0
-
-
-DASH = "—"
-
-
-def number(value: float | None) -> str:
-    """A count with thousands separators.
-
-    >>> number(1234567), number(None)
-    ('1,234,567', '—')
-    """
-    return DASH if value is None else f"{value:,.0f}"
-
-
-def percent(ratio: float | None) -> str:
-    """CTR as shown: a percentage with 2 decimals.
-
-    >>> percent(0.0034999999999999996), percent(None)
-    ('0.35%', '—')
-    """
-    return DASH if ratio is None else f"{ratio * 100:.2f}%"
-
-
-def position(value: float | None) -> str:
-    """A position with 1 decimal.
-
-    >>> position(3.14159), position(None)
-    ('3.1', '—')
-    """
-    return DASH if value is None else f"{value:.1f}"
-
-
-def signed_percent(ratio: float | None) -> str:
-    """A relative change: ``+25.0%``, ``−100.0%``; a dash when there was nothing before.
-
-    >>> signed_percent(0.25), signed_percent(-1.0), signed_percent(0.0), signed_percent(None)
-    ('+25.0%', '−100.0%', '0.0%', '—')
-    """
-    if ratio is None:
-        return DASH
-    return _signed(ratio * 100, ".1f") + "%"
-
-
-def _signed(value: float, spec: str) -> str:
-    text = format(abs(value), spec)
-    if float(text) == 0:
-        return text
-    return ("+" if value > 0 else "−") + text
 
 
 @dataclass(frozen=True)
@@ -129,7 +83,7 @@ class Metric:
             if current is None or previous is None:
                 return DASH, ""
             delta = current - previous
-            text = _signed(delta * 100, ".2f") + " pts" if self.name == "ctr" else _signed(delta, ".1f")
+            text = signed(delta * 100, ".2f") + " pts" if self.name == "ctr" else signed(delta, ".1f")
         else:
             delta = change(current, previous)
             if delta is None:
@@ -156,7 +110,7 @@ def chart(points, period=None) -> dict:
     None on a day without data, so the lines break there instead of bridging the gap.
     ``labels`` name each x's day or period. Every figure is a number (int or float) or None, never text.
 
-    >>> from imports.sitepage.periods import Period
+    >>> from seoinsight.periods import Period
     >>> from datetime import date
     >>> data = chart([(Period(date(2026, 5, 1), date(2026, 5, 1)), Sums(3, 30, 0.1, 2.0)),
     ...               (Period(date(2026, 5, 3), date(2026, 5, 3)), Sums(4, 40, 0.1, 2.5))],

@@ -1,0 +1,1 @@
+"""Insight's own tables."""

@@ -1,0 +1,1 @@
+"""Alerts: detecting drops and late data, recording them once, showing and mailing what is open."""

@@ -3,7 +3,9 @@
 A preset of the last N days ends on the newest day with data, as Search
 Console's does (its data lags a few days: ending on yesterday would compare a
 partly empty period with a full one); "last month" is the calendar month before
-today's. The previous period always has the same length and ends the day before.
+today's. The period compared with has the same length: the one that ends the day before
+(``previous``), or the same weekdays 52 weeks (364 days) before (``year``: a Monday is compared
+with a Monday, and no February 29 has to be guessed).
 A metric row counts in a period only when its whole period lies inside it
 (sql.py applies the rule): a month-long row is never split into days.
 """
@@ -22,6 +24,11 @@ PRESETS = {"7d": "Last 7 days", "28d": "Last 28 days", "90d": "Last 90 days", "m
            "custom": "Custom"}
 DEFAULT = "28d"
 DAY = timedelta(days=1)
+# What a period is compared with (``?compare=``), as the pages say it.
+COMPARES = {"previous": "the previous period", "year": "the same weekdays 52 weeks before"}
+DEFAULT_COMPARE = "previous"
+# "A year before" is 52 weeks: weekly rhythms line up, and every period has a whole one to compare with.
+YEAR = timedelta(weeks=52)
 
 
 @dataclass(frozen=True)
@@ -46,6 +53,18 @@ class Period:
         """
         return Period(self.start - self.days * DAY, self.start - DAY)
 
+    def year_before(self) -> Period:
+        """The same weekdays 52 weeks (364 days) before.
+
+        >>> print(Period(date(2028, 2, 1), date(2028, 2, 29)).year_before())
+        2027-02-02 → 2027-03-02
+        """
+        return Period(self.start - YEAR, self.end - YEAR)
+
+    def compared(self, compare: str) -> Period:
+        """The period this one is compared with: ``year`` (52 weeks before) or anything else, the previous one."""
+        return self.year_before() if compare == "year" else self.previous()
+
     def each_day(self) -> list[Period]:
         """Every day of the period, each a one-day Period."""
         return [Period(self.start + n * DAY, self.start + n * DAY) for n in range(self.days)]
@@ -53,12 +72,21 @@ class Period:
 
 @dataclass(frozen=True)
 class Choice:
-    """The preset shown, its period and the previous one; ``problem``: why the request was not followed."""
+    """The preset shown, its period and the one it is compared with (``previous``, chosen by ``compare``).
+
+    ``problem``: why the request was not followed.
+    """
 
     preset: str
     current: Period
     previous: Period
     problem: str = ""
+    compare: str = DEFAULT_COMPARE
+
+    @property
+    def compared_with(self) -> str:
+        """How the page says what ``previous`` is: "the previous period", "the same weekdays 52 weeks before"."""
+        return COMPARES[self.compare]
 
     @property
     def instead(self) -> str:
@@ -67,13 +95,14 @@ class Choice:
 
 
 def choose(preset: str | None, start: str | None = None, end: str | None = None, *, today: date,
-           newest: date | None, max_days: int | None = None) -> Choice:
+           newest: date | None, max_days: int | None = None, compare: str | None = None) -> Choice:
     """The period a request asks for: a preset name, or ``custom`` with ISO dates ``start`` and ``end``.
 
     ``newest`` is the newest day with data (None: no data yet, then yesterday). An unknown
     preset is the default one; a custom range that cannot be read, or outside the bounds of
     ``query_params`` (2000-01-01 to today, ``max_days`` long at most, default the
     ``QUERY_MAX_PERIOD_DAYS`` setting), is the default too, with the reason in ``problem``.
+    ``compare``: ``year`` compares with the same weekdays 52 weeks before; anything else with the previous period.
 
     >>> choose("7d", today=date(2026, 12, 10), newest=date(2026, 12, 7)).current
     Period(start=datetime.date(2026, 12, 1), end=datetime.date(2026, 12, 7))
@@ -81,20 +110,24 @@ def choose(preset: str | None, start: str | None = None, end: str | None = None,
     'The custom period starts after it ends.'
     >>> choose("custom", "5001-01-01", "9999-12-31", today=date(2026, 12, 10), newest=None).problem
     'The custom period’s start, 5001-01-01, is after 2026-12-10 (today).'
+    >>> print(choose("7d", today=date(2026, 12, 10), newest=date(2026, 12, 7), compare="year").previous)
+    2025-12-02 → 2025-12-08
     """
+    compare = compare if compare in COMPARES else DEFAULT_COMPARE
     problem = ""
     if preset == "custom":
         try:
-            return _custom(start, end, today=today, max_days=max_days)
+            period = _custom(start, end, today=today, max_days=max_days)
+            return Choice("custom", period, period.compared(compare), compare=compare)
         except query_params.BadParameter as exc:
             problem = str(exc)
     elif preset == "month":
         period = last_month(today)
-        return Choice("month", period, period.previous())
+        return Choice("month", period, period.compared(compare), compare=compare)
     if preset not in LAST_DAYS:
         preset = DEFAULT
     period = last_days(LAST_DAYS[preset], today=today, newest=newest)
-    return Choice(preset, period, period.previous(), problem)
+    return Choice(preset, period, period.compared(compare), problem, compare)
 
 
 def preset_periods(today: date, newest_days: Iterable[date | None]) -> list[Period]:
@@ -135,14 +168,13 @@ def last_month(today: date) -> Period:
     return Period(end.replace(day=1), end.replace(day=calendar.monthrange(end.year, end.month)[1]))
 
 
-def _custom(start: str | None, end: str | None, *, today: date, max_days: int | None) -> Choice:
+def _custom(start: str | None, end: str | None, *, today: date, max_days: int | None) -> Period:
     if not (start or "").strip() or not (end or "").strip():
         raise query_params.BadParameter("The custom period needs a start and an end date (YYYY-MM-DD).")
     first = query_params.day(start, latest=today, latest_name="today", what="The custom period’s start")
     last = query_params.day(end, latest=today, latest_name="today", what="The custom period’s end")
     query_params.span(first, last, max_days=max_days, what="The custom period")
-    period = Period(first, last)
-    return Choice("custom", period, period.previous())
+    return Period(first, last)
 
 
 def gaps(period: Period, covered: Iterable[tuple[date, date]]) -> list[Period]:

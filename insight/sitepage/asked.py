@@ -14,7 +14,7 @@ from django.http import QueryDict
 from seoinsight import periods
 from seoinsight.query_params import Params, Problem
 
-from . import listing
+from . import dimension_asked, listing
 
 SORTS = [listing.sort_value(column, descending) for column in listing.ORDERS for descending in (True, False)]
 FORMATS = ("csv",)
@@ -27,6 +27,7 @@ class Asked:
     preset: str
     start: str | None
     end: str | None
+    compare: str
     target: str | None
     sort: str | None
     search: str
@@ -34,13 +35,18 @@ class Asked:
     page: int
     as_csv: bool
     problems: list[Problem] = field(default_factory=list)
+    # The queries, devices and countries tables' own parameters, and the device and country filter.
+    dimension: dimension_asked.DimensionAsked | None = None
 
     def links(self, choice: periods.Choice, page: int) -> dict[str, str]:
         """The query string of the page shown (``choice``'s period), parameter by parameter, for its links."""
         custom = choice.preset == "custom"
         shown = {"period": choice.preset, "from": custom and f"{choice.current.start:%Y-%m-%d}",
-                 "to": custom and f"{choice.current.end:%Y-%m-%d}", "target": self.target, "sort": self.sort,
-                 "q": self.search, "url": self.url, "page": page > 1 and str(page)}
+                 "to": custom and f"{choice.current.end:%Y-%m-%d}",
+                 "compare": choice.compare != periods.DEFAULT_COMPARE and choice.compare,
+                 "target": self.target, "sort": self.sort, "q": self.search, "url": self.url, "page": page > 1 and str(page)}
+        if self.dimension:
+            shown.update(self.dimension.links())
         return {key: value for key, value in shown.items() if value}
 
 
@@ -53,6 +59,7 @@ def read(query: QueryDict, target_ids: list[int]) -> Asked:
         preset=preset,
         start=params.raw("from"),
         end=params.raw("to"),
+        compare=compare(params),
         target=params.choice("target", [str(pk) for pk in target_ids], None, what="The target",
                              instead="Showing every target of the site."),
         sort=params.choice("sort", SORTS, None, what="The sort", instead="Sorted by clicks."),
@@ -61,5 +68,12 @@ def read(query: QueryDict, target_ids: list[int]) -> Asked:
         page=params.page(),
         as_csv=params.choice("format", FORMATS, None, what="The format", instead="Showing the page.") == "csv",
     )
+    asked.dimension = dimension_asked.read(params)
     asked.problems = params.problems
     return asked
+
+
+def compare(params: Params) -> str:
+    """``compare``: what the period is compared with (``periods.COMPARES``); the previous period by default."""
+    return params.choice("compare", periods.COMPARES, periods.DEFAULT_COMPARE, what="The comparison",
+                         instead=f"Compared with {periods.COMPARES[periods.DEFAULT_COMPARE]}.")

@@ -16,11 +16,12 @@ from django.views.decorators.http import require_GET
 
 from imports.models import Import
 from imports.views import member_required
-from seoinsight import conf, csvexport, periods, query_params
+from seoinsight import conf, periods, query_params
 from seoinsight.models import Site
 from seoinsight.query_params import Problem
 
-from . import cache, display, figures, listing, queries
+from .. import annotation_views
+from . import cache, csvtables, dimension_view, display, figures, listing
 from .asked import read as read_asked
 
 
@@ -36,15 +37,21 @@ def site_page(request, site_id, org):
     today = timezone.localdate()
     with figures.snapshot():
         newest = figures.newest_day(target_ids, today)
-        choice = periods.choose(asked.preset, asked.start, asked.end, today=today, newest=newest)
+        choice = periods.choose(asked.preset, asked.start, asked.end, today=today, newest=newest,
+                                compare=asked.compare)
         problems = asked.problems + ([Problem(choice.problem, choice.instead)] if choice.problem else [])
+        present = dimension_view.present_keys(site.pk, target_ids)
+        problems += asked.dimension.follow_filter(present)
         if asked.as_csv and problems:
             # A download cannot show what it did instead: it is refused whole, in plain words.
             return _refused(problems)
         site_figures = figures.figures(target_ids, choice)
-        site_queries = queries.top_queries(site.pk, target_ids, choice)
+        if asked.as_csv and asked.dimension.table not in (None, "pages"):
+            # One table per CSV (a bare format=csv stays the pages, as old links expect).
+            return dimension_view.csv(site, target_ids, choice, asked.dimension, site_figures)
         stale = figures.stale_targets(target_ids, choice)
-        top = {"sort": sort, "search": search, "cached": not stale}
+        # The precomputed top pages hold each URL's clicks of the previous period only: a year's are summed.
+        top = {"sort": sort, "search": search, "cached": not stale and choice.compare == periods.DEFAULT_COMPARE}
         if asked.as_csv:
             pages, _ = figures.top_pages(target_ids, choice, page_size=None, **top)
         else:
@@ -55,12 +62,14 @@ def site_page(request, site_id, org):
                 pages, total = figures.top_pages(target_ids, choice, **top)
             url = asked.url
             history = figures.figures(target_ids, choice, url=url) if url else None
+            dims = dimension_view.read(site, target_ids, choice, asked.dimension, present)
     # Outside the read-only snapshot. A custom period is never precomputed: it stays on the rows.
     if stale and choice.preset != "custom":
         cache.refresh_later(site, stale)
     if asked.as_csv:
-        return _csv(site, choice, site_figures, pages, site_queries)
+        return csvtables.pages(site, choice, pages)
     params = asked.links(choice, number)
+    marks, notes = annotation_views.for_site_page(request, site, choice.current, listing.query(params))
     return render(request, "insight/site.html", {
         "org": org,
         "site": site,
@@ -72,16 +81,17 @@ def site_page(request, site_id, org):
                           "max_days": conf.get("QUERY_MAX_PERIOD_DAYS")},
         "newest": newest,
         "presets": periods.PRESETS.items(),
+        "compares": periods.COMPARES.items(),
         "params": params,
         "totals": _totals(site_figures),
-        "chart": display.chart(site_figures.points, choice.current),
+        "chart": display.chart(site_figures.points, choice.current, marks.chart()),
         "mixed": site_figures.mixed,
         "precomputed": not stale,
         **_sources(org, site_figures),
         "gaps": periods.gaps(choice.current, [(p.start, p.end) for p, _ in site_figures.points]),
         "previous_gaps": periods.gaps(choice.previous, [(p.start, p.end) for p in site_figures.previous_points]),
         "pages": [_page_row(page, params) for page in pages],
-        "queries": [row.shown() for row in site_queries],
+        **dimension_view.context(org, dims, choice, asked.dimension, params),
         "page_count": total,
         "pagination": _pagination(params, number, total),
         "headers": [(column, label, listing.query(params, sort=listing.header_sort(column, sort), page=None))
@@ -94,11 +104,12 @@ def site_page(request, site_id, org):
         "url": url,
         "history": history and {
             "totals": _totals(history),
-            "chart": display.chart(history.points, choice.current),
+            "chart": display.chart(history.points, choice.current, marks.chart(url)),
             "points": _points(history.points),
             "close": listing.query(params, url=None),
         },
         "points": _points(site_figures.points),
+        **notes,
     })
 
 
@@ -151,32 +162,3 @@ def _refused(problems: list[Problem]) -> HttpResponse:
              "Open the site page, choose the period again and use its Download CSV link."]
     return HttpResponse("\n".join(lines) + "\n", status=400, content_type="text/plain; charset=utf-8")
 
-
-def _csv(site: Site, choice: periods.Choice, result: figures.Figures, pages: list[figures.TopPage],
-         site_queries: list[queries.TopQuery]) -> HttpResponse:
-    """The totals, every row of the top pages table as filtered and sorted on screen (all its pages), the top
-    queries: numbers as numbers, texts through the project's CSV writer (no cell runs as a formula)."""
-    response, out = csvexport.download(
-        f"{site.domain}-{choice.current.start:%Y%m%d}-{choice.current.end:%Y%m%d}.csv")
-    out.writerow(["Site", site.domain])
-    out.writerow(["Period", choice.current.start, choice.current.end])
-    out.writerow(["Compared with", choice.previous.start, choice.previous.end])
-    out.writerow([])
-    out.writerow(["Figure", "This period", "Previous period", "Change", "Change in"])
-    for metric in display.METRICS:
-        label = "CTR (%)" if metric is display.CTR else metric.label
-        current, previous = metric.value(result.current), metric.value(result.previous)
-        out.writerow([label, metric.raw(current), metric.raw(previous), metric.raw_change(current, previous),
-                      metric.change_unit])
-    out.writerow([])
-    out.writerow(["Page", "Clicks", "Impressions", "CTR (%)", "Position", "Previous clicks", "Change in clicks (%)"])
-    for page in pages:
-        s = page.sums
-        out.writerow([page.url_normalized, display.CLICKS.raw(s.clicks), display.IMPRESSIONS.raw(s.impressions),
-                      display.CTR.raw(s.ctr), display.POSITION.raw(s.position),
-                      display.CLICKS.raw(page.previous_clicks),
-                      "" if page.change is None else round(page.change * 100, 1)])
-    out.writerow([])
-    out.writerow(queries.CSV_HEADER)
-    out.writerows(row.csv_row() for row in site_queries)
-    return response

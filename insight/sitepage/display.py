@@ -8,7 +8,7 @@ fall is good news (``tone``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, time
+from datetime import UTC, date, datetime, time
 
 from seoinsight.figure_text import DASH, number, percent, position, signed, signed_percent  # noqa: F401  (the page writes them as display.*)
 
@@ -103,12 +103,13 @@ METRICS = (
 CLICKS, IMPRESSIONS, CTR, POSITION = METRICS
 
 
-def chart(points, period=None) -> dict:
+def chart(points, period=None, marks: dict | None = None) -> dict:
     """The chart's data for site_page.js: one x per row period (its first day, UTC seconds), a series per figure.
 
     ``points`` are (Period, Sums) in order. Daily data gets an x for every day of ``period``,
     None on a day without data, so the lines break there instead of bridging the gap.
     ``labels`` name each x's day or period. Every figure is a number (int or float) or None, never text.
+    ``marks`` (``marks()``) are the notes and open alerts drawn over it; none by default.
 
     >>> from seoinsight.periods import Period
     >>> from datetime import date
@@ -129,7 +130,53 @@ def chart(points, period=None) -> dict:
         "impressions": [_count(s and s.impressions) for _, s in points],
         "position": [None if s is None or s.position is None else round(float(s.position), 2) for _, s in points],
         "daily": daily,
+        **(marks or {"notes": [], "alerts": []}),
     }
+
+
+def marks(notes, alerts) -> dict:
+    """The chart's markers, x in UTC seconds as its points': each note at its day, each alert over its days.
+
+    >>> from types import SimpleNamespace as Row
+    >>> found = marks([Row(pk=4, day=date(2026, 5, 2), text="moved to HTTPS")],
+    ...               [Row(pk=9, kind="stale_data", period_start=date(2026, 5, 2), period_end=date(2026, 5, 3),
+    ...                    page_url="", before=2.0, after=5.0, get_kind_display=lambda: "Data is late")])
+    >>> found["notes"][0]["x"], found["notes"][0]["text"], found["alerts"][0]["x1"] - found["alerts"][0]["x0"]
+    (1777680000, 'moved to HTTPS', 86400)
+    >>> found["alerts"][0]["text"]
+    'Data is late: no data for 5 days (2 expected at most)'
+    """
+    return {
+        "notes": [{"id": note.pk, "x": _seconds(note.day), "day": str(note.day), "text": note.text} for note in notes],
+        "alerts": [{"id": alert.pk, "kind": alert.kind, "x0": _seconds(alert.period_start),
+                    "x1": _seconds(alert.period_end), "start": str(alert.period_start), "end": str(alert.period_end),
+                    "text": alert_text(alert)} for alert in alerts],
+    }
+
+
+def alert_text(alert) -> str:
+    """An open alert in a line: what happened, by how much (figures before → after), and for a page, which.
+
+    >>> from types import SimpleNamespace as Row
+    >>> alert_text(Row(kind="clicks_drop", page_url="", before=1234, after=567,
+    ...                get_kind_display=lambda: "Clicks dropped"))
+    'Clicks dropped −54.1% (1,234 → 567 clicks)'
+    >>> alert_text(Row(kind="page_drop", page_url="https://a.example/x", before=300, after=180,
+    ...                get_kind_display=lambda: "A top page dropped"))
+    'A top page dropped −40.0% (300 → 180 clicks): https://a.example/x'
+    """
+    label = alert.get_kind_display()
+    if alert.kind == "stale_data":
+        allowed = "" if alert.before is None else f" ({number(alert.before)} expected at most)"
+        late = "" if alert.after is None else f": no data for {number(alert.after)} days"
+        return f"{label}{late}{allowed}"
+    text = f"{label} {signed_percent(change(alert.after, alert.before))} " \
+           f"({number(alert.before)} → {number(alert.after)} clicks)"
+    return f"{text}: {alert.page_url}" if alert.page_url else text
+
+
+def _seconds(day: date) -> int:
+    return int(datetime.combine(day, time(), tzinfo=UTC).timestamp())
 
 
 def _count(value) -> int | None:

@@ -38,6 +38,8 @@ GRANTED: dict[str, tuple[str, ...]] = {
     "jobs.zombiejob": ("view",),
     "jobs.process": ("view",),
     # Look, not touch: what was imported, what the downstream has.
+    # Acknowledge what the drop detector found (the action and the button need change; no field is edited).
+    "insight.alert": ("view", "change"),
     "imports.urlmetric": ("view",),
     "outbox.entry": ("view",),
 }
@@ -51,6 +53,7 @@ LEFT_OUT: dict[str, str] = {
     "seoinsight.apitoken": "machine credentials, issued with manage.py createapitoken",
     "mailpoll.deploymentgrant": "lets an org read mail with the deployment's own identity: superusers only",
     "jobs.schedule": "periodic jobs serve every org: superusers only",
+    "insight.alertthresholds": "how far clicks must fall for an alert is an org setting: a superuser's, like the org",
 }
 
 

@@ -149,6 +149,20 @@ SEARCH_CONSOLE_TOKEN_URIS = env.list("SEARCH_CONSOLE_TOKEN_URIS", default=["http
 # The bearer token /metrics requires (seoinsight.metrics); unset, /metrics answers 404 to everyone.
 METRICS_TOKEN = env("METRICS_TOKEN", default="")
 
+# --- Mail sent: the alert digests (insight.alerts.digest) ------------------------------------------------------
+# EMAIL_URL: smtp://user:password@host:25, smtp+tls://…:587, smtp+ssl://…:465; the default consolemail:// prints
+# each message on the worker's output (what `make run` shows).
+_EMAIL = env.email_url("EMAIL_URL", default="consolemail://")
+EMAIL_BACKEND = _EMAIL["EMAIL_BACKEND"]
+EMAIL_HOST = _EMAIL.get("EMAIL_HOST") or "localhost"
+EMAIL_PORT = _EMAIL.get("EMAIL_PORT") or 25
+EMAIL_HOST_USER = _EMAIL.get("EMAIL_HOST_USER") or ""
+EMAIL_HOST_PASSWORD = _EMAIL.get("EMAIL_HOST_PASSWORD") or ""
+EMAIL_USE_TLS = _EMAIL.get("EMAIL_USE_TLS", False)
+EMAIL_USE_SSL = _EMAIL.get("EMAIL_USE_SSL", False)
+EMAIL_TIMEOUT = 30  # seconds: a server that stops answering fails the send (retried), it never holds a worker
+DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="seoinsight <alerts@localhost>")
+
 # --- Logging ------------------------------------------------------------------
 LOG_LEVEL = env("LOG_LEVEL", default="INFO")
 # "plain" for people, "json" for a log shipper: one object a line, with job, mailbox and org when known.

@@ -53,7 +53,7 @@ def parse_sort(value: str | None) -> tuple[str, bool]:
 def header_sort(column: str, current: str | None) -> str:
     """The ``dsort`` a header links to: the other direction if it is the current sort, else its natural one.
 
-    >>> header_sort("clicks", None), header_sort("clicks", "-clicks"), header_sort("key", "-clicks")
+    >>> header_sort("clicks", None), header_sort("clicks", "clicks"), header_sort("key", "-clicks")
     ('clicks', '-clicks', 'key')
     """
     shown, descending = parse_sort(current)
@@ -134,21 +134,26 @@ def coverage(table: Table, dimension: str, shown: Period) -> tuple[str, str]:
         return f"{what} is not counted: it covers days outside the period shown.", "left"
     noun = one if table.rows == 1 else many
     if table.counted == table.rows:
-        return f"{what}: all its {table.rows:,} {noun} are counted.", "counted"
+        counted = f"its one {noun} is" if table.rows == 1 else f"all its {table.rows:,} {noun} are"
+        return f"{what}: {counted} counted.", "counted"
     reasons = []
     if table.under_daily:
-        reasons.append(f"{table.under_daily:,} are not: daily rows cover their days")
+        reasons.append(f"{table.under_daily:,} {_are(table.under_daily)} not: daily rows cover some of their days")
     if table.under_newer:
-        reasons.append(f"{table.under_newer:,} are not: a more recently imported export covers some of the same "
+        reasons.append(f"{table.under_newer:,} {_are(table.under_newer)} not: a more recently imported export covers some of the same "
                        "days for them")
     outside = table.rows - table.counted - table.under_daily - table.under_newer
     if outside:  # daily rows of days outside the period shown
-        reasons.append(f"{outside:,} are outside the period shown")
+        reasons.append(f"{outside:,} {_are(outside)} outside the period shown")
     if not table.counted:
         if table.under_daily == table.rows:
-            return f"{what} is not counted: daily rows cover its days.", "left"
+            return f"{what} is not counted: daily rows cover some of its days.", "left"
         if table.under_newer == table.rows:
             return f"{what} is not counted: a more recently imported export covers the same days.", "left"
         return f"{what} is not counted: of its {table.rows:,} {noun}, " + "; ".join(reasons) + ".", "left"
-    return f"{what}: {table.counted:,} of its {table.rows:,} {noun} are counted; " + "; ".join(reasons) + ".", \
+    return f"{what}: {table.counted:,} of its {table.rows:,} {noun} {_are(table.counted)} counted; " + "; ".join(reasons) + ".", \
         "partly"
+
+
+def _are(count: int) -> str:
+    return "is" if count == 1 else "are"

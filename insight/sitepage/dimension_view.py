@@ -103,6 +103,8 @@ def context(org, found: Read, choice: Choice, asked: DimensionAsked, params: dic
                        "next": listing.query(keep, dpage=found.page + 1) if found.page < last else ""},
         "csv_url": listing.query(keep, format="csv", table=found.tab),
         "sources": [_source(t, dimension, choice, imports) for t in found.sources],
+        # Open when some export is not wholly counted: the table's figures are then not the exports' own.
+        "sources_open": any(t.counted < t.rows for t in found.sources),
     }, "dimension_filter": _filter(found, choice, asked, params)}
 
 

@@ -7,6 +7,8 @@
 // The x axis ticks whole days (never hours: the data is daily), months or years.
 // A "Show" choice above each chart (data-chart-metrics) shows one figure alone, or all;
 // the legend's own toggles keep it in step.
+// Notes (a dashed line at their day) and open alerts (a shaded band over their days) are drawn over the
+// plot from the same JSON (notes, alerts), their text on hover or focus; the page lists them under the chart.
 // The charts are kept in window.sitePageCharts by id (the browser test reads them).
 // Choosing a preset or a target submits the period form; changing a date selects Custom.
 (function () {
@@ -42,6 +44,73 @@
     });
   }
 
+  // The marks are elements in uPlot's overlay (u.over: the plotting area), placed at valToPos of their days
+  // after every redraw, so what the eye sees and what the browser test reads is the chart's own x.
+  // Texts go in through textContent only: a note is an operator's words, never markup.
+  function mark(kind, id, tipText, label) {
+    var el = document.createElement("div");
+    el.className = "chart-mark " + kind;
+    el.setAttribute("data-" + kind + "-mark", String(id));
+    var handle = el;
+    if (kind === "alert") {  // the band lets the cursor through; its flag at the top takes the hover
+      handle = document.createElement("span");
+      handle.className = "chart-mark-flag";
+      handle.textContent = "!";
+      el.appendChild(handle);
+    }
+    handle.setAttribute("tabindex", "0");
+    handle.setAttribute("aria-label", label);
+    var tip = document.createElement("span");
+    tip.className = "chart-mark-tip";
+    tip.textContent = tipText;
+    el.appendChild(tip);
+    return el;
+  }
+
+  function marksPlugin(data) {
+    var placed = null;
+
+    function build(u) {
+      var layer = document.createElement("div");
+      layer.className = "chart-marks-layer";
+      placed = [];
+      (data.alerts || []).forEach(function (a) {
+        var when = a.start === a.end ? a.start : a.start + " → " + a.end;
+        var el = mark("alert", a.id, when + " · " + a.text, "Open alert, " + when + ": " + a.text);
+        // Half a day either side: the band covers its first and last days' points, a one-day alert too.
+        placed.push({ el: el, x0: a.x0 - DAY / 2, x1: a.x1 + DAY / 2 });
+        layer.appendChild(el);
+      });
+      (data.notes || []).forEach(function (n) {
+        var el = mark("note", n.id, n.day + " · " + n.text, "Note, " + n.day + ": " + n.text);
+        placed.push({ el: el, x0: n.x, x1: null });
+        layer.appendChild(el);
+      });
+      u.over.appendChild(layer);
+    }
+
+    function place(u) {
+      if (placed === null) build(u);
+      var width = u.over.clientWidth;
+      placed.forEach(function (p) {
+        var left = u.valToPos(p.x0, "x");
+        if (p.x1 === null) {
+          p.el.hidden = !(left >= -0.5 && left <= width + 0.5);  // a note outside the points' days
+          p.el.style.left = left + "px";
+        } else {
+          var right = Math.min(width, u.valToPos(p.x1, "x"));
+          left = Math.max(0, left);
+          p.el.hidden = !(right > left);
+          p.el.style.left = left + "px";
+          p.el.style.width = Math.max(0, right - left) + "px";
+        }
+        p.el.classList.toggle("tip-left", left > width / 2);
+      });
+    }
+
+    return { hooks: { draw: place } };
+  }
+
   function options(data, width, onSeries) {
     var steps = data.daily ? undefined : uPlot.paths.stepped({ align: 1 });
 
@@ -59,6 +128,7 @@
       tzDate: function (ts) { return uPlot.tzDate(new Date(ts * 1e3), "Etc/UTC"); },
       cursor: { drag: { x: false, y: false } },
       hooks: { setSeries: [onSeries] },
+      plugins: [marksPlugin(data)],
       scales: { x: { time: true }, position: { dir: -1 } },
       series: [
         { label: data.daily ? "Day" : "Period", value: function (u, v, si, i) { return i == null ? "—" : data.labels[i]; } },

@@ -1,0 +1,166 @@
+"""Notes and open alerts on the site page's chart, in a real headless Chromium.
+
+An operator adds a note through the form under the chart: it comes back as a marker at its day's x (read from
+the uPlot instance: valToPos), with its text on hover, and in the list under the chart; an open alert is a band
+over its days. The lines stay inside their axes, and the page logs no error. Takes docs/img/annotations.png.
+"""
+
+from datetime import UTC, date, datetime
+from pathlib import Path
+
+import pytest
+
+from insight.models import Alert, AlertKind, Annotation
+from tests.e2e.test_site_page import LAST_DAY, assert_inside_its_axes, demo_site
+from tests.e2e.test_upload import CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(not CHROMIUM.exists(), reason="no /usr/bin/chromium: run scripts/install_browser.sh"),
+]
+
+SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "img" / "annotations.png"
+NOTE_DAY = date(2026, 11, 12)
+ALERT_DAYS = (date(2026, 11, 21), date(2026, 11, 27))
+
+# A mark's box against the plotting area's, and where the chart puts a day (all in CSS pixels of the page).
+MARK_BOX = """([id, selector, days]) => {
+  const chart = window.sitePageCharts[id];
+  const over = chart.over.getBoundingClientRect();
+  const mark = document.querySelector(`[data-chart="${id}"] ${selector}`).getBoundingClientRect();
+  return {left: mark.left - over.left, right: mark.right - over.left, width: mark.width,
+          top: mark.top - over.top, height: mark.height, overHeight: over.height,
+          days: days.map(d => chart.valToPos(d, "x"))};
+}"""
+
+
+def seconds(day: date) -> int:
+    return int(datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp())
+
+
+def log_in(page, base_url, site, username):
+    page.goto(f"{base_url}/accounts/login/?next=/imports/sites/{site.pk}/")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill("pw-for-tests")
+    page.get_by_role("button", name="Log in").click()
+
+
+def test_a_note_added_in_the_browser_is_marked_at_its_day_beside_an_open_alert(live_server, media):
+    from playwright.sync_api import expect, sync_playwright
+
+    site = demo_site()
+    alert = Alert.objects.create(site=site, kind=AlertKind.CLICKS_DROP, period_start=ALERT_DAYS[0],
+                                 period_end=ALERT_DAYS[1], before=2140, after=1310)
+    errors = []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.set_default_timeout(TIMEOUT_MS)
+            expect.set_options(timeout=TIMEOUT_MS)
+            # Every error the page logs, but the browser's own ask for a favicon (the site has none).
+            page.on("console", lambda message: message.type == "error"
+                    and not message.location.get("url", "").endswith("/favicon.ico") and errors.append(message.text))
+            page.on("pageerror", lambda error: errors.append(str(error)))
+            log_in(page, live_server.url, site, "ana")
+            base = f"{live_server.url}/imports/sites/{site.pk}/"
+            page.goto(f"{base}?period=28d")
+            expect(page.locator("[data-current-period]")).to_have_text("2026-11-02 → 2026-11-29")
+
+            form = page.locator("[data-note-form]")
+            form.get_by_label("Day").fill(NOTE_DAY.isoformat())
+            form.get_by_label("Note").fill("Moved to HTTPS")
+            form.get_by_role("button", name="Add note").click()
+
+            # Back on the same period, the note listed under the chart and said added.
+            expect(page).to_have_url(f"{base}?period=28d#notes")
+            expect(page.locator(".messages")).to_contain_text("Note added on 2026-11-12: “Moved to HTTPS”.")
+            listed = page.locator('[data-marks="chart-site"] [data-note-list] li')
+            expect(listed).to_have_count(1)
+            expect(listed).to_contain_text("2026-11-12 Moved to HTTPS")
+            note_id = listed.get_attribute("data-note")
+            expect(page.locator(f'[data-marks="chart-site"] [data-alert="{alert.pk}"]')).to_contain_text(
+                "Clicks dropped −38.8% (2,140 → 1,310 clicks)")
+
+            page.wait_for_function("() => window.sitePageCharts && window.sitePageCharts['chart-site']")
+            note = page.evaluate(MARK_BOX, ["chart-site", f'[data-note-mark="{note_id}"]', [seconds(NOTE_DAY)]])
+            centre = (note["left"] + note["right"]) / 2
+            assert abs(centre - note["days"][0]) <= 1, note
+            assert note["top"] <= 1 and note["height"] >= note["overHeight"] - 1, note  # the plot's full height
+
+            band = page.evaluate(MARK_BOX, ["chart-site", f'[data-alert-mark="{alert.pk}"]',
+                                            [seconds(ALERT_DAYS[0]), seconds(ALERT_DAYS[1])]])
+            first, last = band["days"]
+            day_width = (last - first) / 6
+            assert first - day_width / 2 - 1 <= band["left"] <= first and last <= band["right"] <= last + day_width / 2 + 1, band
+
+            # The texts on hover: the note's, then the alert's (from its flag).
+            tip = page.locator(f'[data-note-mark="{note_id}"] .chart-mark-tip')
+            expect(tip).to_be_hidden()
+            page.locator(f'[data-note-mark="{note_id}"]').hover()
+            expect(tip).to_be_visible()
+            expect(tip).to_have_text("2026-11-12 · Moved to HTTPS")
+            page.locator(f'[data-alert-mark="{alert.pk}"] .chart-mark-flag').hover()
+            expect(page.locator(f'[data-alert-mark="{alert.pk}"] .chart-mark-tip')).to_have_text(
+                "2026-11-21 → 2026-11-27 · Clicks dropped −38.8% (2,140 → 1,310 clicks)")
+
+            # The marks move with the chart: a narrower window, the same days.
+            width = page.evaluate("() => window.sitePageCharts['chart-site'].over.clientWidth")
+            page.set_viewport_size({"width": 1000, "height": 1000})
+            page.wait_for_function("(w) => Math.abs(window.sitePageCharts['chart-site'].over.clientWidth - w) > 50",
+                                   arg=width)
+            moved = page.evaluate(MARK_BOX, ["chart-site", f'[data-note-mark="{note_id}"]', [seconds(NOTE_DAY)]])
+            assert abs((moved["left"] + moved["right"]) / 2 - moved["days"][0]) <= 1, moved
+            page.set_viewport_size({"width": 1400, "height": 1000})
+
+            assert_inside_its_axes(page, "chart-site", "with a note and an alert")
+
+            # The docs' picture: the chart with the note's text shown, the list and the form under it.
+            page.goto(f"{base}?period=28d")
+            page.wait_for_function("() => window.sitePageCharts && window.sitePageCharts['chart-site']")
+            page.locator("#chart").scroll_into_view_if_needed()
+            page.locator(f'[data-note-mark="{note_id}"]').hover()
+            expect(page.locator(f'[data-note-mark="{note_id}"] .chart-mark-tip')).to_be_visible()
+            SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+            page.locator("#chart").screenshot(path=str(SCREENSHOT))
+
+            # Deleted from the list: gone from the chart and the list.
+            page.locator(f'[data-note="{note_id}"]').get_by_role("button", name="Delete the note of 2026-11-12").click()
+            expect(page).to_have_url(f"{base}?period=28d#notes")
+            expect(page.locator("[data-note-list]")).to_have_count(0)
+            expect(page.locator("[data-note-mark]")).to_have_count(0)
+            expect(page.locator(f'[data-alert-mark="{alert.pk}"]')).to_have_count(1)
+        finally:
+            browser.close()
+
+    assert errors == []
+    assert Annotation.objects.count() == 0
+
+
+def test_a_refused_note_says_why_and_keeps_the_words(live_server, media):
+    from playwright.sync_api import expect, sync_playwright
+
+    site = demo_site()
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.set_default_timeout(TIMEOUT_MS)
+            expect.set_options(timeout=TIMEOUT_MS)
+            log_in(page, live_server.url, site, "ana")
+            page.goto(f"{live_server.url}/imports/sites/{site.pk}/?period=7d")
+            form = page.locator("[data-note-form]")
+            form.get_by_label("Day").fill(LAST_DAY.isoformat())
+            # Only spaces: the browser's "required" lets them through, the server refuses them.
+            form.get_by_label("Note").fill("     ")
+            form.get_by_role("button", name="Add note").click()
+
+            expect(page.locator("[data-note-errors]")).to_contain_text("The note is empty")
+            expect(page.locator("[data-note-errors]")).to_contain_text("The note was not added.")
+            expect(page.locator("[data-current-period]")).to_have_text("2026-11-23 → 2026-11-29")
+            expect(form.get_by_label("Day")).to_have_value(LAST_DAY.isoformat())
+        finally:
+            browser.close()
+
+    assert Annotation.objects.count() == 0

@@ -12,3 +12,15 @@ class InsightConfig(AppConfig):
 
         # The precomputed top pages are behind an import's new rows: refreshed now, not at the next view.
         job_hooks.AFTER_ROWS_WRITTEN.append(cache.refresh_after_import)
+
+        # Alerts: detect_drops and the digests (registered on import), the daily run when INSIGHT_DETECT_DROPS_CRON
+        # is set, and the admin index's unacknowledged alerts.
+        from jobs import registry
+
+        from .alerts import jobs as alert_jobs
+        from .alerts import waiting as alert_waiting
+
+        daily = alert_jobs.periodic_type()
+        if daily is not None:
+            registry.add(daily)
+        alert_waiting.register()

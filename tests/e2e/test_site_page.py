@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from imports.ingest import position_weight
 from imports.models import ImportOrigin, UrlMetric
+from insight.models import Alert, AlertKind, Annotation
 from insight.sitepage import display
 from seoinsight import periods
 from tests.e2e.test_upload import CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS
@@ -87,6 +88,10 @@ def test_the_site_page_draws_its_chart_and_a_period_switch_changes_the_totals(li
     from playwright.sync_api import expect, sync_playwright
 
     site = demo_site()
+    # What the docs' picture shows on the chart too: a note and an open alert.
+    Annotation.objects.create(site=site, day=date(2026, 11, 12), text="New category pages live")
+    Alert.objects.create(site=site, kind=AlertKind.CLICKS_DROP, period_start=date(2026, 11, 21),
+                         period_end=date(2026, 11, 27), before=2140, after=1310)
     # Read before the browser starts: Playwright's sync API runs an event loop, where the ORM refuses to run.
     month_clicks, week_clicks = shown_clicks(site, "28d"), shown_clicks(site, "7d")
     assert month_clicks != week_clicks
@@ -111,6 +116,8 @@ def test_the_site_page_draws_its_chart_and_a_period_switch_changes_the_totals(li
             series = page.evaluate("() => window.sitePageCharts['chart-site'].data.map(s => s.length)")
             assert series == [28] * 4  # a point a day (two of them empty): x, clicks, impressions, position
             assert page.evaluate(DRAWN_PIXELS, "chart-site") > 2000
+            expect(page.locator('[data-chart="chart-site"] [data-note-mark]')).to_have_count(1)
+            expect(page.locator('[data-chart="chart-site"] [data-alert-mark]')).to_have_count(1)
             expect(page.locator("[data-gaps] li")).to_have_text(["2026-11-19 → 2026-11-20 (2 days)"])
             expect(page.locator("[data-top-pages] tbody tr")).to_have_count(25)
             SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)

@@ -24,3 +24,8 @@ class InsightConfig(AppConfig):
         if daily is not None:
             registry.add(daily)
         alert_waiting.register()
+
+        # The notes' admin page, in a module of its own (insight/admin.py holds the alerts').
+        from . import annotation_admin
+
+        annotation_admin.register()

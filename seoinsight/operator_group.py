@@ -4,8 +4,9 @@ What the group may do is ``GRANTED``; every other model with an admin page is in
 so a new admin page is a decision, not an accident, and its admin is superuser-only (``SuperuserOnlyAdmin``), so
 no permission given by hand opens it either (tests/core/test_operator_group.py holds both lists to the admin's
 registry and the seeded group to ``GRANTED``). Deleting is nobody's in the group: rows tie imports, jobs
-and mail together, and removing them is a superuser's call. A saved column mapping is the one exception: it is a
-preference, and deleting it only means the next file with those headers is asked about again.
+and mail together, and removing them is a superuser's call. Two exceptions: a saved column mapping is a
+preference (deleting it only means the next file with those headers is asked about again), and a note on a site's
+timeline is the operator's own words.
 
 The permissions only open admin pages; which rows show on them is the user's orgs (``seoinsight.orgscope``):
 an operator sees and changes only the orgs they are a member of. Apps are named by label, not imported (this
@@ -29,6 +30,8 @@ GRANTED: dict[str, tuple[str, ...]] = {
     "imports.import": ("view", "add", "change"),
     # Fix a wrong column mapping: it decides how the org's next files with those headers are read.
     "imports.columnmapping": ("view", "change", "delete"),
+    # Notes on a site's timeline ("moved to HTTPS"): the operator's own words, theirs to add, correct and remove.
+    "insight.annotation": ("view", "add", "change", "delete"),
     # Work the queues: route, ignore, retry (the actions need change; nothing there is edited by hand).
     "mailpoll.attachment": ("view", "change"),
     "mailpoll.postaction": ("view", "change"),

@@ -3,8 +3,9 @@
 Rows of ``imports_dimensionmetric`` of the site's own targets (joined through ``seoinsight_sitetarget``,
 whatever target ids the request names: the site must come from an org-scoped lookup). A row counts in a
 period when its whole period lies inside it. Of one target's rows of the same key whose periods overlap,
-only one is counted per day: a daily row wins over a row covering several days; of several multi-day
-rows, the most recently imported (``updated_at``, then id). ``COUNTED`` says which row is left out and why.
+each day is counted once: a daily row wins over a row covering several days; of multi-day rows that
+overlap, the most recently imported (``updated_at``, then id) wins, and an older one counts only where it
+overlaps none kept. ``COUNTED`` says which row is left out and why.
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ from . import dimension_rules as rules
 from .display import Sums
 from .listing import like_pattern
 
-# The rows inside either period, then each multi-day row judged against the rows of its key that overlap it
-# (a hash join on target and key: a key has a few rows, so this stays linear in the rows read).
+# The rows inside either period; a multi-day row is left out when a daily row of its key lies in its days;
+# then the others of a key are taken newest first, each kept unless it overlaps one kept before (``greedy``,
+# one step per rank: a key has a few such rows, so the recursion is as deep as the most exports of one key).
 COUNTED = """
-WITH inside AS (
+WITH RECURSIVE inside AS (
     SELECT m.id, m.site_target_id, m.key, m.period_start, m.period_end, m.updated_at,
            m.clicks, m.impressions, m.position, m.period_start >= %(start)s AS current
     FROM imports_dimensionmetric AS m
@@ -34,18 +36,29 @@ WITH inside AS (
            OR (m.period_start >= %(previous_start)s AND m.period_end <= %(previous_end)s))
       AND m.key ILIKE %(pattern)s
       AND (%(only)s::text IS NULL OR m.key = %(only)s::text)
-), judged AS (
-    SELECT i.id,
-           bool_or(o.period_start = o.period_end) AS under_daily,
-           bool_or(o.period_start < o.period_end AND (o.updated_at, o.id) > (i.updated_at, i.id)) AS under_newer
+), under_daily AS (
+    SELECT DISTINCT i.id
     FROM inside AS i
-    JOIN inside AS o ON o.site_target_id = i.site_target_id AND o.key = i.key AND o.id <> i.id
-                    AND o.period_start <= i.period_end AND o.period_end >= i.period_start
+    JOIN inside AS d ON d.site_target_id = i.site_target_id AND d.key = i.key AND d.period_start = d.period_end
+                    AND d.period_start BETWEEN i.period_start AND i.period_end
     WHERE i.period_start < i.period_end
-    GROUP BY i.id
+), ranked AS (
+    SELECT i.id, i.site_target_id, i.key, daterange(i.period_start, i.period_end, '[]') AS days,
+           row_number() OVER (PARTITION BY i.site_target_id, i.key ORDER BY i.updated_at DESC, i.id DESC) AS n
+    FROM inside AS i
+    WHERE i.period_start < i.period_end AND i.id NOT IN (SELECT id FROM under_daily)
+), greedy AS (
+    SELECT id, site_target_id, key, n, true AS kept, datemultirange(days) AS taken
+    FROM ranked WHERE n = 1
+    UNION ALL
+    SELECT r.id, r.site_target_id, r.key, r.n, NOT (g.taken && r.days),
+           CASE WHEN g.taken && r.days THEN g.taken ELSE g.taken + datemultirange(r.days) END
+    FROM greedy AS g
+    JOIN ranked AS r ON r.site_target_id = g.site_target_id AND r.key = g.key AND r.n = g.n + 1
 ), counted AS (
-    SELECT i.*, CASE WHEN j.under_daily THEN 'daily' WHEN j.under_newer THEN 'newer' END AS left_out
-    FROM inside AS i LEFT JOIN judged AS j ON j.id = i.id
+    SELECT i.*, CASE WHEN i.id IN (SELECT id FROM under_daily) THEN 'daily'
+                     WHEN i.id IN (SELECT id FROM greedy WHERE NOT kept) THEN 'newer' END AS left_out
+    FROM inside AS i
 )
 """
 

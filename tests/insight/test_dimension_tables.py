@@ -82,12 +82,12 @@ def test_overlapping_exports_count_each_day_of_a_query_once(target, overlapping)
     assert found["seo"].position == pytest.approx((350 * 3.0 + 600 * 5.0) / 950)
 
 
-def test_without_the_daily_rows_the_newest_export_wins_and_the_other_order_flips_it(target, overlapping):
+def test_without_daily_rows_the_newest_export_wins_then_the_older_ones_that_overlap_no_kept_one(target, overlapping):
     DimensionMetric.objects.filter(pk__in=[r.pk for r in overlapping["daily"]]).delete()
     rows, _ = dimensions.table(target.site_id, [target.pk], CHOICE, "query", only="seo")
-    # The 14-day export, imported last, wins over the 28-day one; the 7-day one overlaps the 28-day one, imported
-    # after it, so it is left out too (the rule compares rows pair by pair: see the report).
-    assert rows[0].clicks == raw_sums(overlapping["fortnight"])["clicks"] == 60
+    # Newest first: the 14-day export (08 → 21) is kept, the 28-day one overlaps it, the 7-day one (01 → 07) does
+    # not: each day counted once, from the newest export that covers it whole.
+    assert rows[0].clicks == raw_sums(overlapping["fortnight"] + overlapping["week"])["clicks"] == 560
     imported_later(*overlapping["month"])
     rows, _ = dimensions.table(target.site_id, [target.pk], CHOICE, "query", only="seo")
     assert rows[0].clicks == raw_sums([r for r in overlapping["month"] if r.key == "seo"])["clicks"] == 700
@@ -225,3 +225,15 @@ def test_another_orgs_site_is_a_404_and_its_rows_never_join_ours(client, member,
     assert [r.key for r in rows] == ["ours"]
     assert dimensions.keys(target.site_id, [target.pk, rival_target.pk], "device") == []
     assert "The device is not one this site" in page(client, target, device="Tablet").replace("&#x27;", "’")
+
+
+def test_a_chain_of_overlapping_exports_keeps_the_newest_and_each_older_one_that_overlaps_no_kept_one(target):
+    first = metric(target, "seo", date(2024, 3, 1), date(2024, 3, 14), 14)
+    middle = metric(target, "seo", date(2024, 3, 10), date(2024, 3, 20), 11)
+    last = metric(target, "seo", date(2024, 3, 15), date(2024, 3, 28), 28)
+    imported_later(last)
+
+    rows, _ = dimensions.table(target.site_id, [target.pk], CHOICE, "query")
+
+    assert rows[0].clicks == raw_sums([first, last])["clicks"] == 42  # the middle one overlaps both
+    assert raw_sums([first, middle, last])["clicks"] == 53

@@ -6,14 +6,13 @@ from datetime import date
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import IntegrityError, transaction
-from django.template.loader import render_to_string
 from django.urls import reverse
 
 from imports import ingest
 from imports.dimension_models import DimensionMetric
 from imports.models import Import, ImportStatus, UrlMetric
 from imports.reports import what_was_read
-from insight.sitepage.queries import TopQuery, top_queries
+from insight.sitepage import dimensions
 from seoinsight.periods import Choice, Period
 from tests.factories import SiteFactory, SiteTargetFactory
 from tests.imports import files
@@ -161,6 +160,10 @@ def test_the_database_refuses_an_unknown_dimension(target):
 MARCH = Choice("custom", Period(date(2024, 3, 1), date(2024, 3, 29)), Period(date(2024, 2, 1), date(2024, 2, 29)))
 
 
+def top_queries(site_id, targets, choice, **more):
+    return dimensions.table(site_id, targets, choice, "query", **more)
+
+
 def metric(target, key, period, clicks, impressions, position, dimension="query"):
     return DimensionMetric.objects.create(site_target=target, dimension=dimension, key=key, period_start=period[0],
                                           period_end=period[1], clicks=clicks, impressions=impressions,
@@ -179,21 +182,18 @@ def test_top_queries_add_up_the_sites_targets_and_compare_with_the_previous_peri
     metric(target, "straddling", (date(2024, 2, 20), date(2024, 3, 10)), 500, 900, 1.0)  # in neither period
     metric(target, "Mobile", march_1, 900, 9000, 1.0, dimension="device")
 
-    found = top_queries(target.site_id, [target.pk, other_target.pk], MARCH)
-    assert found == [
-        TopQuery("audit", 50, 5000, 0.01, 8.0, None),
+    found, total = top_queries(target.site_id, [target.pk, other_target.pk], MARCH)
+    assert total == 3
+    assert [row[:6] for row in found] == [
+        ("audit", 50, 5000, 0.01, 8.0, None),
         # CTR 40/1000; position (2 × 600 + 5 × 400) / 1000 = 3.2; clicks +100 % on 20.
-        TopQuery("seo", 40, 1000, 0.04, pytest.approx(3.2), 20),
-        TopQuery("new", 5, 0, None, 1.0, None),
+        ("seo", 40, 1000, 0.04, pytest.approx(3.2), 20),
+        ("new", 5, 0, None, 1.0, None),
     ]
     assert found[1].change == 1.0
-    assert found[1].csv_row() == ("seo", 40, 1000, 4.0, 3.2, 20, 100.0)
-    assert [q.query for q in top_queries(target.site_id, [target.pk, other_target.pk], MARCH, limit=1)] == ["audit"]
-    assert [q.query for q in top_queries(target.site_id, [other_target.pk], MARCH)] == ["seo"]
-
-    block = render_to_string("insight/site_queries.html", {"queries": [q.shown() for q in found]})
-    assert '<td class="num change better" title="20 clicks before">+100.0%</td>' in block
-    assert "data-no-queries" in render_to_string("insight/site_queries.html", {"queries": []})
+    assert [q.key for q in top_queries(target.site_id, [target.pk, other_target.pk], MARCH, page_size=1)[0]] == [
+        "audit"]
+    assert [q.key for q in top_queries(target.site_id, [other_target.pk], MARCH)[0]] == ["seo"]
 
 
 def test_top_queries_only_read_the_sites_own_targets(target):
@@ -201,9 +201,9 @@ def test_top_queries_only_read_the_sites_own_targets(target):
     stranger = SiteTargetFactory(site=SiteFactory(domain="other.example"))
     metric(target, "ours", (date(2024, 3, 1), date(2024, 3, 29)), 1, 10, 1.0)
     metric(stranger, "theirs", (date(2024, 3, 1), date(2024, 3, 29)), 100, 1000, 1.0)
-    assert [q.query for q in top_queries(target.site_id, [target.pk, stranger.pk], MARCH)] == ["ours"]
-    assert top_queries(target.site_id, [stranger.pk], MARCH) == []
-    assert [q.query for q in top_queries(stranger.site_id, [stranger.pk], MARCH)] == ["theirs"]
+    assert [q.key for q in top_queries(target.site_id, [target.pk, stranger.pk], MARCH)[0]] == ["ours"]
+    assert top_queries(target.site_id, [stranger.pk], MARCH) == ([], 0)
+    assert [q.key for q in top_queries(stranger.site_id, [stranger.pk], MARCH)[0]] == ["theirs"]
 
 
 def test_the_site_page_shows_the_top_queries_and_its_csv_lists_them(client, member, target):
@@ -212,5 +212,5 @@ def test_the_site_page_shows_the_top_queries_and_its_csv_lists_them(client, memb
     page = client.get(url, {"period": "custom", "from": "2024-03-01", "to": "2024-03-07"}).content.decode()
     assert "seo audit" in page and "data-no-queries" not in page
     csv_text = client.get(url, {"period": "custom", "from": "2024-03-01", "to": "2024-03-07",
-                                "format": "csv"}).content.decode()
+                                "format": "csv", "table": "queries"}).content.decode("utf-8-sig")
     assert "seo audit,7,70" in csv_text

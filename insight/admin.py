@@ -108,8 +108,9 @@ class AlertAdmin(OrgScopedAdmin, admin.ModelAdmin):
         if alert.acknowledged_at is not None:
             return describe.acknowledged(alert)
         # Submits the page's separate "insight-acknowledge" form (a POST with its CSRF token).
-        return format_html('<button type="submit" class="button" form="insight-acknowledge">Acknowledge</button> '
-                           "<small>Keeps your name and the time; the alert leaves <em>Waiting for you</em>.</small>")
+        return format_html('<button type="submit" class="button" form="{}">Acknowledge</button> '
+                           "<small>Keeps your name and the time; the alert leaves <em>Waiting for you</em>.</small>",
+                           "insight-acknowledge")
 
 
 @admin.register(AlertThresholds)

@@ -5,8 +5,9 @@ the metric rows of the two weeks judged, through ``urlmetric_site_days`` (site_t
 rows (``period_start = period_end``) count: a week's clicks are those of its days, each day of a page once.
 """
 
-# The day sums imports keeps exact (imports migration 0006); each row of a day is one import's sums of that day.
-DAY_SUMS_SOURCE = "imports_sitepage_day_sums"
+# The day sums imports keeps exact, each day of a page counted once (imports migration 0011's view over 0006's
+# table); a one-day row of it is one import's sums of that day. Only one-day rows are read here.
+DAY_SUMS_SOURCE = "imports_sitepage_counted_day_sums"
 
 # Per site of the org, its clicks per day over the 14 days up to its newest day with daily data before today
 # (looked for within LOOKBACK days): what ``decide.site_drop`` needs, never more rows than that per site.

@@ -17,6 +17,7 @@ class InsightConfig(AppConfig):
         # is set, and the admin index's unacknowledged alerts.
         from jobs import registry
 
+        from . import checks  # noqa: F401  (checks register themselves)
         from .alerts import jobs as alert_jobs
         from .alerts import waiting as alert_waiting
 

@@ -13,7 +13,7 @@ import smtplib
 from datetime import date, datetime
 
 from jobs.queue import enqueue_many
-from jobs.registry import DedupScope, JobType, register
+from jobs.registry import DedupScope, JobType, check_cron, register
 from seoinsight.models import Org
 
 from .. import conf
@@ -27,9 +27,31 @@ DETECT = "detect_drops"
 
 
 def periodic_type() -> JobType | None:
-    """The daily type, when INSIGHT_DETECT_DROPS_CRON names when it runs; None when it is empty (off)."""
+    """The daily type, when INSIGHT_DETECT_DROPS_CRON names when it runs; None when it is empty (off) or wrong.
+
+    A wrong expression stops the daily run only, logged here and said by the check insight.E001: every process
+    (the web too) starts anyway.
+    """
+    problem = cron_problem()
+    if problem:
+        log.error("%s: no daily detection", problem)
+        return None
     cron = conf.get("INSIGHT_DETECT_DROPS_CRON").strip()
     return JobType(DAILY, queue_detections, cron=cron) if cron else None
+
+
+def cron_problem() -> str | None:
+    """What is wrong with INSIGHT_DETECT_DROPS_CRON, or None (empty is fine: off)."""
+    cron = conf.get("INSIGHT_DETECT_DROPS_CRON")
+    if not isinstance(cron, str):
+        return f"INSIGHT_DETECT_DROPS_CRON is {cron!r}, not text"
+    if not cron.strip():
+        return None
+    try:
+        check_cron(cron.strip())
+    except ValueError as exc:
+        return f"INSIGHT_DETECT_DROPS_CRON is not a cron expression ({exc})"
+    return None
 
 
 def detect_key(org_id: str, day: date) -> str:

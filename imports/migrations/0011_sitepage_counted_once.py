@@ -47,12 +47,14 @@ CHANGED = {
                         n.impressions, n.position, n.position_weight)""",
 }
 
-# A row ``m`` covering several days is shadowed: a daily row of its page exists for one of its days
-# (probes the natural key's index: site target, URL, period_start).
-SHADOWED = """EXISTS (
+# A row ``m`` covering several days is shadowed: a daily row of its page exists for one of its days. A probe
+# of the natural key's index (site target, URL, period_start) per row: LATERAL … LIMIT 1, not EXISTS, which
+# the planner may turn into a hash of every daily row of the table.
+SHADOWED = """CROSS JOIN LATERAL (
         SELECT FROM imports_urlmetric AS d
         WHERE d.site_target_id = m.site_target_id AND d.url_normalized = m.url_normalized
-          AND d.period_start BETWEEN m.period_start AND m.period_end AND d.period_end = d.period_start)"""
+          AND d.period_start BETWEEN m.period_start AND m.period_end AND d.period_end = d.period_start
+        LIMIT 1) AS daily"""
 
 # The sums of 0006's day sums (its DELTAS, every sign +1), over the shadowed rows ``m`` of the keys ``k``.
 SHADOWED_SUMS = f"""
@@ -73,7 +75,7 @@ JOIN imports_urlmetric AS m
   ON m.site_target_id = k.site_target_id AND m.period_end = k.period_end AND m.period_start = k.period_start
  AND m.import_id IS NOT DISTINCT FROM k.import_id AND m.period_end > m.period_start
 CROSS JOIN LATERAL (SELECT coalesce(m.position_weight, nullif(m.impressions, 0), 1) AS weight) AS w
-WHERE {SHADOWED}
+{SHADOWED}
 GROUP BY m.site_target_id, m.period_end, m.period_start, m.import_id
 ORDER BY m.site_target_id, m.period_end, m.period_start, m.import_id
 """

@@ -4,7 +4,7 @@ Every function returns what PostgreSQL aggregated: a handful of rows per block,
 never the metric rows themselves. The totals, chart, imports and edges come from the
 day sums (exact: kept by triggers); the top pages from the precomputed sums while
 they are current (``stale_targets``), else from the rows; a page's history always
-from its rows.
+from its rows. Each day of a page counts once (``sql.COUNTED``), on every path.
 """
 
 from __future__ import annotations
@@ -53,6 +53,21 @@ class Covered:
     rows: int
 
 
+@dataclass(frozen=True)
+class LeftOut:
+    """Rows of one import and row period that the rule leaves out (``left_out`` of its ``rows``): daily rows
+    of the same pages cover some of their days."""
+
+    import_id: int | None
+    period: Period
+    left_out: int
+    rows: int
+
+    @property
+    def whole(self) -> bool:
+        return self.left_out == self.rows
+
+
 @dataclass
 class Figures:
     """Totals of both periods, one point per row period of the current one, and which imports fed it."""
@@ -63,6 +78,9 @@ class Figures:
     previous_points: list[Period] = field(default_factory=list)
     imports: list[Covered] = field(default_factory=list)
     edges: list[Covered] = field(default_factory=list)
+    left_out: list[LeftOut] = field(default_factory=list)
+    # Per import of ``imports`` (the site's figures only): its rows held and counted now, over all its days.
+    kept: dict[int, ImportRows] = field(default_factory=dict)
 
     @property
     def mixed(self) -> bool:
@@ -102,10 +120,11 @@ def figures(targets: list[int], choice: Choice, url: str | None = None) -> Figur
     """The site's figures (or one page's, by normalized ``url``) for ``choice``."""
     params = statement_params(targets, choice, url=url)
     if url is None and PRECOMPUTED:
-        figures_sql, edges_sql = sql.DAY_FIGURES, sql.DAY_EDGE_ROWS
+        figures_sql, edges_sql, left_out_sql = sql.DAY_FIGURES, sql.DAY_EDGE_ROWS, sql.DAY_LEFT_OUT
     else:
         narrow = sql.ONE_PAGE if url is not None else ""
-        figures_sql, edges_sql = sql.FIGURES.format(url=narrow), sql.EDGE_ROWS.format(url=narrow)
+        figures_sql, edges_sql, left_out_sql = (sql.FIGURES.format(url=narrow), sql.EDGE_ROWS.format(url=narrow),
+                                                sql.LEFT_OUT.format(url=narrow))
     result = Figures()
     for row in _rows(figures_sql, params):
         level, current = row["level"], row["current"]
@@ -121,7 +140,26 @@ def figures(targets: list[int], choice: Choice, url: str | None = None) -> Figur
             result.imports.append(Covered(row["import_id"], Period(row["first_day"], row["last_day"]), row["rows"]))
     result.edges = [Covered(row["import_id"], Period(row["first_day"], row["last_day"]), row["rows"])
                     for row in _rows(edges_sql, params)]
+    result.left_out = [LeftOut(row["import_id"], Period(row["period_start"], row["period_end"]),
+                               int(row["left_out"]), int(row["rows"])) for row in _rows(left_out_sql, params)]
+    if url is None:
+        result.kept = import_rows(targets, sorted({c.import_id for c in result.imports if c.import_id is not None}))
     return result
+
+
+@dataclass(frozen=True)
+class ImportRows:
+    """An import's rows the site's targets hold now (``held``: not replaced by a later import nor deleted), and
+    those of them counted (``counted``: not left out for daily rows of the same pages)."""
+
+    held: int
+    counted: int
+
+
+def import_rows(targets: list[int], import_ids: list[int]) -> dict[int, ImportRows]:
+    """Per import of ``import_ids``: its rows held and counted now, over all its days; one with none is absent."""
+    rows = _rows(sql.IMPORT_ROWS, {"targets": targets, "imports": import_ids})
+    return {row["import_id"]: ImportRows(int(row["held"]), int(row["counted"])) for row in rows}
 
 
 @dataclass(frozen=True)

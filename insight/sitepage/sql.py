@@ -11,7 +11,11 @@ sums per target and preset period, written by the ``refresh_site_page`` job and 
 while the target's data version is the one they were computed at (``STALE_TARGETS``).
 
 A row counts in a period when its whole period lies inside it; a row straddling an
-edge counts in neither and is listed by ``EDGE_ROWS``.
+edge counts in neither and is listed by ``EDGE_ROWS``. Each day of a page counts once: a row
+covering several days counts only when no daily row of its page (site target and
+url_normalized) exists for any of its days (``COUNTED``); the day sums apply the same rule
+through the view ``imports_sitepage_counted_day_sums`` (migration 0011), and ``LEFT_OUT``
+lists what it left out.
 Each statement's first line names it (``-- sitepage.FIGURES``), for pg_stat_activity and
 the benchmark. Parameters: ``targets`` (the site's target ids), ``start``/``end`` (the
 period shown), ``previous_start``/``previous_end`` (the one it is compared with).
@@ -70,6 +74,26 @@ CROSS JOIN LATERAL (
 ) AS newest
 """
 
+# The rows covering several days of the site's targets, overlapping either period, that the rule leaves out:
+# a daily row of the same page exists for one of their days (probed by the natural key's index). Few rows,
+# read through the partial index of such rows (``urlmetric_site_periods``).
+SHADOWED_ROWS = """
+        SELECT l.site_target_id, l.url_normalized, l.period_start, l.period_end
+        FROM imports_urlmetric AS l
+        -- LATERAL … LIMIT 1, not EXISTS: a probe per row, never a hash of every daily row of the table.
+        CROSS JOIN LATERAL (SELECT FROM imports_urlmetric AS d
+                            WHERE d.site_target_id = l.site_target_id AND d.url_normalized = l.url_normalized
+                              AND d.period_start BETWEEN l.period_start AND l.period_end
+                              AND d.period_end = d.period_start
+                            LIMIT 1) AS daily
+        WHERE l.site_target_id = ANY(%(targets)s::bigint[]) AND l.period_end > l.period_start
+          AND l.period_end >= %(previous_start)s AND l.period_start <= %(end)s"""
+# A row ``m`` of either period the rule counts. The shadowed rows are read once into a hash (an uncorrelated
+# subquery, not a probe per row), and the daily rows' filter costs the planner next to nothing: the periods
+# are still read through ``urlmetric_site_days``.
+COUNTED = f"""NOT (m.period_end > m.period_start
+         AND (m.site_target_id, m.url_normalized, m.period_start, m.period_end) IN ({SHADOWED_ROWS}))"""
+
 # Rows ``m`` of either period: the one shown, or the one it is compared with.
 _BOTH_PERIODS = """m.site_target_id = ANY(%(targets)s::bigint[])
       AND m.period_end BETWEEN %(previous_start)s AND %(end)s
@@ -98,19 +122,20 @@ _ROW_PARTS = f"""
     FROM imports_urlmetric AS m
     WHERE {_BOTH_PERIODS}
       {{url}}
+      AND {COUNTED}
     GROUP BY m.period_start, m.period_end, m.import_id"""
 _DAY_PARTS = f"""
     SELECT m.period_start, m.period_end, m.import_id, m.period_start >= %(start)s AS current, {DAY_SUMS}
-    FROM imports_sitepage_day_sums AS m
+    FROM imports_sitepage_counted_day_sums AS m
     WHERE {_BOTH_PERIODS}"""
 # From the metric rows; {url} narrows it to one page (its history), read by the natural key's index.
 FIGURES = _FIGURES.format(name="FIGURES", parts=_ROW_PARTS, ratios=RATIOS, resums=resums("s"))
 ONE_PAGE = "AND m.url_normalized = %(url)s"
-# The same from the day sums.
+# The same from the day sums, less the rows the rule leaves out.
 DAY_FIGURES = _FIGURES.format(name="DAY_FIGURES", parts=_DAY_PARTS, ratios=RATIOS, resums=resums("s"))
 
 # Rows covering several days that cross an edge of either period, so count in neither, per
-# import. From the metric rows, through the partial index of such rows (``urlmetric_site_periods``:
+# import; rows the rule leaves out anyway are in LEFT_OUT instead. From the metric rows, through the partial index of such rows (``urlmetric_site_periods``:
 # daily data has none), {url} as in FIGURES; or from the day sums.
 _EDGE_ROWS = """
 -- sitepage.{name}
@@ -124,9 +149,48 @@ WHERE m.site_target_id = ANY(%(targets)s::bigint[]) AND m.period_end > m.period_
 GROUP BY m.import_id
 ORDER BY first_day, m.import_id
 """
-EDGE_ROWS = _EDGE_ROWS.format(name="EDGE_ROWS", rows="count(*)", table="imports_urlmetric", url="{url}")
-DAY_EDGE_ROWS = _EDGE_ROWS.format(name="DAY_EDGE_ROWS", rows="sum(m.rows)::bigint", table="imports_sitepage_day_sums",
-                                  url="")
+EDGE_ROWS = _EDGE_ROWS.format(name="EDGE_ROWS", rows="count(*)", table="imports_urlmetric",
+                              url="{url} AND " + COUNTED)
+DAY_EDGE_ROWS = _EDGE_ROWS.format(name="DAY_EDGE_ROWS", rows="sum(m.rows)::bigint",
+                                  table="imports_sitepage_counted_day_sums", url="")
+
+# What the rule left out: per import and row period overlapping either period, the rows covering several
+# days that daily rows of the same page shadow (``left_out``) among all its rows of that period (``rows``).
+# From the precomputed sums, or from the metric rows ({url} as in FIGURES).
+DAY_LEFT_OUT = """
+-- sitepage.DAY_LEFT_OUT
+SELECT s.import_id, s.period_start, s.period_end, s.rows AS left_out, d.rows
+FROM imports_sitepage_shadowed_sums AS s
+JOIN imports_sitepage_day_sums AS d
+  ON d.site_target_id = s.site_target_id AND d.period_end = s.period_end AND d.period_start = s.period_start
+ AND d.import_id IS NOT DISTINCT FROM s.import_id
+WHERE s.site_target_id = ANY(%(targets)s::bigint[])
+  AND s.period_end >= %(previous_start)s AND s.period_start <= %(end)s
+ORDER BY s.period_start, s.period_end, s.import_id
+"""
+LEFT_OUT = f"""
+-- sitepage.LEFT_OUT
+SELECT m.import_id, m.period_start, m.period_end, count(*) FILTER (WHERE NOT {COUNTED}) AS left_out, count(*) AS rows
+FROM imports_urlmetric AS m
+WHERE m.site_target_id = ANY(%(targets)s::bigint[]) AND m.period_end > m.period_start
+  AND m.period_end >= %(previous_start)s AND m.period_start <= %(end)s
+  {{url}}
+GROUP BY m.import_id, m.period_start, m.period_end
+HAVING count(*) FILTER (WHERE NOT {COUNTED}) > 0
+ORDER BY m.period_start, m.period_end, m.import_id
+"""
+
+# Per import of ``imports``: its rows the site's targets hold now, and those of them the rule counts.
+IMPORT_ROWS = """
+-- sitepage.IMPORT_ROWS
+SELECT d.import_id, sum(d.rows)::bigint AS held, coalesce(sum(c.rows), 0)::bigint AS counted
+FROM imports_sitepage_day_sums AS d
+LEFT JOIN imports_sitepage_counted_day_sums AS c
+  ON c.site_target_id = d.site_target_id AND c.period_end = d.period_end AND c.period_start = d.period_start
+ AND c.import_id = d.import_id
+WHERE d.site_target_id = ANY(%(targets)s::bigint[]) AND d.import_id = ANY(%(imports)s::bigint[])
+GROUP BY d.import_id
+"""
 
 # Per normalized URL, the sums of the period shown; {search} narrows it to the URLs matching %(pattern)s.
 _PER_URL = f"""
@@ -135,14 +199,16 @@ _PER_URL = f"""
     WHERE m.site_target_id = ANY(%(targets)s::bigint[])
       AND m.period_end BETWEEN %(start)s AND %(end)s AND m.period_start >= %(start)s
       {{search}}
+      AND {COUNTED}
     GROUP BY m.url_normalized"""
 # Per normalized URL, its clicks in the previous period.
-_PREVIOUS_PER_URL = """
+_PREVIOUS_PER_URL = f"""
     SELECT m.url_normalized, sum(m.clicks) AS clicks
     FROM imports_urlmetric AS m
     WHERE m.site_target_id = ANY(%(targets)s::bigint[])
       AND m.period_end BETWEEN %(previous_start)s AND %(previous_end)s AND m.period_start >= %(previous_start)s
-      {search}
+      {{search}}
+      AND {COUNTED}
     GROUP BY m.url_normalized"""
 SEARCH = "AND m.url_normalized ILIKE %(pattern)s"
 _CHANGE = "(l.clicks - b.clicks)::float8 / nullif(b.clicks, 0) AS change"
@@ -162,6 +228,7 @@ WITH current AS ({_PER_URL}
     FROM imports_urlmetric AS m
     WHERE m.site_target_id = ANY(%(targets)s::bigint[]) AND m.url_normalized IN (SELECT url_normalized FROM listed)
       AND m.period_start >= %(previous_start)s AND m.period_end <= %(previous_end)s
+      AND {COUNTED}
     GROUP BY m.url_normalized
 )
 SELECT l.*, b.clicks AS previous_clicks, {_CHANGE}

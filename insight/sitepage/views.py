@@ -21,7 +21,7 @@ from seoinsight.models import Site
 from seoinsight.query_params import Problem
 
 from .. import annotation_views
-from . import cache, csvtables, dimension_view, display, figures, listing
+from . import cache, counted, csvtables, dimension_view, display, figures, listing
 from .asked import read as read_asked
 
 
@@ -129,15 +129,24 @@ def _points(points) -> list[dict]:
 
 
 def _sources(org, result: figures.Figures) -> dict:
-    """The imports that fed the figures and those whose rows cross an edge, each with its Import.
+    """The imports that fed the figures, those whose rows cross an edge and those whose rows the "counted once"
+    rule left out, each with its Import; a source also with how many of its rows count now (``kept``).
 
     The Imports are read among the caller's org's only; one deleted since is None.
     """
-    covered = result.imports + result.edges
+    covered = result.imports + result.edges + result.left_out
     ids = {c.import_id for c in covered if c.import_id is not None}
     found = {imp.pk: imp for imp in Import.objects.for_org(org.pk).filter(pk__in=ids).select_related("site_target")}
-    return {key: [{"covered": c, "imp": found.get(c.import_id)} for c in entries]
-            for key, entries in (("sources", result.imports), ("edges", result.edges))}
+    shown = {key: [{"covered": c, "imp": found.get(c.import_id)} for c in entries]
+             for key, entries in (("sources", result.imports), ("edges", result.edges), ("left_out", result.left_out))}
+    for source in shown["sources"]:
+        rows = result.kept.get(source["covered"].import_id)
+        if source["imp"] is not None and rows is not None:
+            source["kept"] = counted.kept_text(source["imp"].inserted + source["imp"].updated, rows.held, rows.counted)
+    for source in shown["left_out"]:
+        c = source["covered"]
+        source["why"] = counted.left_out_text(c.period.days, str(c.period), c.left_out, c.rows)
+    return shown
 
 
 def _page_row(page: figures.TopPage, params: dict) -> dict:

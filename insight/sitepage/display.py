@@ -12,6 +12,7 @@ from datetime import UTC, date, datetime, time
 
 from seoinsight.figure_text import DASH, number, percent, position, signed, signed_percent  # noqa: F401  (the page writes them as display.*)
 
+from ..alerts import describe
 from .listing import change
 
 
@@ -135,44 +136,24 @@ def chart(points, period=None, marks: dict | None = None) -> dict:
 
 
 def marks(notes, alerts) -> dict:
-    """The chart's markers, x in UTC seconds as its points': each note at its day, each alert over its days.
+    """The chart's markers, x in UTC seconds as its points': each note at its day, each alert over its days,
+    said as everywhere else (``alerts.describe``).
 
-    >>> from types import SimpleNamespace as Row
-    >>> found = marks([Row(pk=4, day=date(2026, 5, 2), text="moved to HTTPS")],
-    ...               [Row(pk=9, kind="stale_data", period_start=date(2026, 5, 2), period_end=date(2026, 5, 3),
-    ...                    page_url="", before=2.0, after=5.0, get_kind_display=lambda: "Data is late")])
+    >>> from insight.models import Alert, Annotation
+    >>> found = marks([Annotation(pk=4, day=date(2026, 5, 2), text="moved to HTTPS")],
+    ...               [Alert(pk=9, kind="stale_data", period_start=date(2026, 5, 2), period_end=date(2026, 5, 3),
+    ...                      before=2, after=5)])
     >>> found["notes"][0]["x"], found["notes"][0]["text"], found["alerts"][0]["x1"] - found["alerts"][0]["x0"]
     (1777680000, 'moved to HTTPS', 86400)
-    >>> found["alerts"][0]["text"]
-    'Data is late: no data for 5 days (2 expected at most)'
+    >>> found["alerts"][0]["when"], found["alerts"][0]["text"]
+    ('no data after 2026-05-01', 'No new data for 5 days (expected within 2)')
     """
     return {
         "notes": [{"id": note.pk, "x": _seconds(note.day), "day": str(note.day), "text": note.text} for note in notes],
         "alerts": [{"id": alert.pk, "kind": alert.kind, "x0": _seconds(alert.period_start),
-                    "x1": _seconds(alert.period_end), "start": str(alert.period_start), "end": str(alert.period_end),
-                    "text": alert_text(alert)} for alert in alerts],
+                    "x1": _seconds(alert.period_end), "when": describe.period(alert),
+                    "text": describe.headline(alert)} for alert in alerts],
     }
-
-
-def alert_text(alert) -> str:
-    """An open alert in a line: what happened, by how much (figures before → after), and for a page, which.
-
-    >>> from types import SimpleNamespace as Row
-    >>> alert_text(Row(kind="clicks_drop", page_url="", before=1234, after=567,
-    ...                get_kind_display=lambda: "Clicks dropped"))
-    'Clicks dropped −54.1% (1,234 → 567 clicks)'
-    >>> alert_text(Row(kind="page_drop", page_url="https://a.example/x", before=300, after=180,
-    ...                get_kind_display=lambda: "A top page dropped"))
-    'A top page dropped −40.0% (300 → 180 clicks): https://a.example/x'
-    """
-    label = alert.get_kind_display()
-    if alert.kind == "stale_data":
-        allowed = "" if alert.before is None else f" ({number(alert.before)} expected at most)"
-        late = "" if alert.after is None else f": no data for {number(alert.after)} days"
-        return f"{label}{late}{allowed}"
-    text = f"{label} {signed_percent(change(alert.after, alert.before))} " \
-           f"({number(alert.before)} → {number(alert.after)} clicks)"
-    return f"{text}: {alert.page_url}" if alert.page_url else text
 
 
 def _seconds(day: date) -> int:

@@ -81,7 +81,7 @@ def test_a_note_added_in_the_browser_is_marked_at_its_day_beside_an_open_alert(l
             expect(listed).to_contain_text("2026-11-12 Moved to HTTPS")
             note_id = listed.get_attribute("data-note")
             expect(page.locator(f'[data-marks="chart-site"] [data-alert="{alert.pk}"]')).to_contain_text(
-                "Clicks dropped −38.8% (2,140 → 1,310 clicks)")
+                "Clicks fell −38.8% (2,140 → 1,310 in 7 days)")
 
             page.wait_for_function("() => window.sitePageCharts && window.sitePageCharts['chart-site']")
             note = page.evaluate(MARK_BOX, ["chart-site", f'[data-note-mark="{note_id}"]', [seconds(NOTE_DAY)]])
@@ -103,7 +103,7 @@ def test_a_note_added_in_the_browser_is_marked_at_its_day_beside_an_open_alert(l
             expect(tip).to_have_text("2026-11-12 · Moved to HTTPS")
             page.locator(f'[data-alert-mark="{alert.pk}"] .chart-mark-flag').hover()
             expect(page.locator(f'[data-alert-mark="{alert.pk}"] .chart-mark-tip')).to_have_text(
-                "2026-11-21 → 2026-11-27 · Clicks dropped −38.8% (2,140 → 1,310 clicks)")
+                "2026-11-21 → 2026-11-27 · Clicks fell −38.8% (2,140 → 1,310 in 7 days)")
 
             # The marks move with the chart: a narrower window, the same days.
             width = page.evaluate("() => window.sitePageCharts['chart-site'].over.clientWidth")

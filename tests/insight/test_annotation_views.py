@@ -169,10 +169,9 @@ def test_the_chart_marks_the_periods_notes_and_open_alerts_only(client, member, 
     assert [n["id"] for n in site_chart["notes"]] == [inside.pk] == [n["id"] for n in page_chart["notes"]]
     assert site_chart["alerts"] == [
         {"id": page_drop.pk, "kind": "page_drop", "x0": seconds(date(2026, 5, 4)), "x1": seconds(date(2026, 5, 10)),
-         "start": "2026-05-04", "end": "2026-05-10",
-         "text": "A top page dropped −40.0% (300 → 180 clicks): https://acme.example/b"},
+         "when": "2026-05-04 → 2026-05-10", "text": "https://acme.example/b: clicks fell −40.0% (300 → 180 in 7 days)"},
         {"id": drop.pk, "kind": "clicks_drop", "x0": seconds(date(2026, 5, 25)), "x1": seconds(date(2026, 6, 3)),
-         "start": "2026-05-25", "end": "2026-06-03", "text": "Clicks dropped −54.1% (1,234 → 567 clicks)"}]
+         "when": "2026-05-25 → 2026-06-03", "text": "Clicks fell −54.1% (1,234 → 567 in 10 days)"}]
     # Page a's history: another page's drop is not marked on it.
     assert [a["id"] for a in page_chart["alerts"]] == [drop.pk]
     html = response.content.decode()

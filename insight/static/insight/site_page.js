@@ -75,8 +75,7 @@
       layer.className = "chart-marks-layer";
       placed = [];
       (data.alerts || []).forEach(function (a) {
-        var when = a.start === a.end ? a.start : a.start + " → " + a.end;
-        var el = mark("alert", a.id, when + " · " + a.text, "Open alert, " + when + ": " + a.text);
+        var el = mark("alert", a.id, a.when + " · " + a.text, "Open alert, " + a.when + ": " + a.text);
         // Half a day either side: the band covers its first and last days' points, a one-day alert too.
         placed.push({ el: el, x0: a.x0 - DAY / 2, x1: a.x1 + DAY / 2 });
         layer.appendChild(el);

@@ -6,6 +6,8 @@ Everything is the current org's: another org's alert is the same 404 as an unkno
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 from django.contrib import messages
 from django.db import IntegrityError
 from django.shortcuts import get_object_or_404, redirect, render
@@ -27,7 +29,7 @@ RECENTLY_ACKNOWLEDGED = 20  # shown under the open ones, newest first
 @member_required
 def alerts_page(request, org):
     rows = Alert.objects.filter(site__org=org).select_related("site", "acknowledged_by")
-    open_alerts = rows.filter(acknowledged_at__isnull=True).order_by("-created_at", "-pk")
+    open_alerts = rows.filter(acknowledged_at__isnull=True).order_by("-created_at", "site__domain", "kind", "page_url")
     done = rows.filter(acknowledged_at__isnull=False).order_by("-acknowledged_at", "-pk")[:RECENTLY_ACKNOWLEDGED]
     membership = Membership.objects.filter(user=request.user, org=org).first()
     return render(request, "insight/alerts.html", {
@@ -42,6 +44,8 @@ def alerts_page(request, org):
 
 def shown(alert: Alert) -> dict:
     site_url = reverse("insight:site", args=[alert.site_id])
+    if alert.page_url:  # the site page with that page's history open
+        site_url += "?" + urlencode({"url": alert.page_url})
     return {"id": alert.pk, "site": alert.site.domain, "site_url": site_url, "kind": alert.get_kind_display(),
             "headline": describe.headline(alert), "period": describe.period(alert), "created_at": alert.created_at,
             "acknowledged": describe.acknowledged(alert)}

@@ -121,7 +121,7 @@ def test_the_alerts_page_lists_the_orgs_open_alerts_with_a_button_each(client, m
 
     assert response.status_code == 200
     html = response.content.decode()
-    assert [row["id"] for row in response.context["open"]] == [a.pk for a in reversed(alerts["open"])]
+    assert [row["id"] for row in response.context["open"]] == [a.pk for a in reversed(alerts["open"])]  # newest first
     for each in alerts["open"]:
         assert reverse("insight:alert-acknowledge", args=[each.pk]) in html
     assert "https://acme.example/pricing: clicks fell −90.0% (700 → 70 in 7 days)" in html

@@ -135,7 +135,7 @@ def banner(address: str, password: str, pids: dict[str, int], environ) -> str:
 
 
 # What `make run` turns on that a deployment chooses for itself (each off by default): the environment wins.
-RUN_DEFAULTS = {"IMPORT_SCHEDULED_PULLS_EVERY": "3600"}
+RUN_DEFAULTS = {"IMPORT_SCHEDULED_PULLS_EVERY": "3600", "INSIGHT_DETECT_DROPS_CRON": "0 6 * * *"}
 
 
 def start(command: list[str]) -> subprocess.Popen:

@@ -171,6 +171,29 @@ class UrlMetric(models.Model):
         return f"{self.url} {self.period_start}..{self.period_end}"
 
 
+class ImportReplacement(models.Model):
+    """Figures an import wrote over those another import had written: per (import, replaced import), how many.
+
+    Counted by a trigger on imports_urlmetric (migration 0012) in the transaction that replaces them, so an
+    import's ``updated`` always says whose figures it took. ``replaced_import`` None: an import deleted since.
+    """
+
+    source_import = models.ForeignKey(Import, on_delete=models.CASCADE, related_name="replacements",
+                                      db_column="import_id")
+    replaced_import = models.ForeignKey(Import, null=True, blank=True, on_delete=models.SET_NULL,
+                                        related_name="replaced_by")
+    figures = models.BigIntegerField()
+
+    class Meta:
+        constraints = [
+            # NULLs distinct: rows of several deleted imports each keep their line (the page adds them up).
+            models.UniqueConstraint(fields=["source_import", "replaced_import"], name="importreplacement_pair"),
+        ]
+
+    def __str__(self):
+        return f"{self.figures} figures of {self.replaced_import_id} replaced by {self.source_import_id}"
+
+
 class ColumnMappingQuerySet(models.QuerySet):
     def for_org(self, org_id: str):
         return self.filter(org_id=org_id)

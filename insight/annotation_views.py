@@ -95,10 +95,8 @@ def for_site_page(request, site: Site, period: Period, query: str) -> tuple[Mark
     alerts.sort(key=lambda a: (a.period_start, a.pk))
     form = {"day": "", "text": "", "errors": []}
     held = request.session.get(FORM_KEY)
-    if held is not None:
-        del request.session[FORM_KEY]
-        if held.get("site") == site.pk:
-            form = held
+    if held is not None and held.get("site") == site.pk:  # another site's refused note waits for its own page
+        form = request.session.pop(FORM_KEY)
     return Marks(period, notes, alerts), {
         "note_form": form,
         "note_query": query,

@@ -116,6 +116,13 @@ def test_a_note_added_in_the_browser_is_marked_at_its_day_beside_an_open_alert(l
 
             assert_inside_its_axes(page, "chart-site", "with a note and an alert")
 
+            # A page's history: the site's note is marked on its chart too, at the same day.
+            page.locator("[data-top-pages] tbody tr").first.get_by_role("link").click()
+            page.wait_for_function("() => window.sitePageCharts && window.sitePageCharts['chart-page']")
+            history = page.evaluate(MARK_BOX, ["chart-page", f'[data-note-mark="{note_id}"]', [seconds(NOTE_DAY)]])
+            assert abs((history["left"] + history["right"]) / 2 - history["days"][0]) <= 1, history
+            assert_inside_its_axes(page, "chart-page", "a page's history with a note and an alert")
+
             # The docs' picture: the chart with the note's text shown, the list and the form under it.
             page.goto(f"{base}?period=28d")
             page.wait_for_function("() => window.sitePageCharts && window.sitePageCharts['chart-site']")

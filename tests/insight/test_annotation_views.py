@@ -85,6 +85,14 @@ def test_a_bad_note_is_not_saved_and_the_page_says_why_once(client, member, site
     assert "data-note-errors" not in client.get(f"/imports/sites/{site.pk}/", MAY).content.decode()
 
 
+def test_a_refused_note_comes_back_on_its_own_sites_page_only(client, member, site):
+    other = SiteFactory(org=site.org, domain="other.acme.example")
+    client.post(add_url(site), {"day": "2026-05-10", "text": "bad\x00note"})
+
+    assert "data-note-errors" not in client.get(f"/imports/sites/{other.pk}/").content.decode()
+    assert "data-note-errors" in client.get(f"/imports/sites/{site.pk}/").content.decode()
+
+
 def test_a_note_a_year_ahead_is_the_last_one_accepted(client, member, site):
     today = timezone.localdate()
     last = today.replace(year=today.year + 1) if not (today.month == 2 and today.day == 29) else today.replace(

@@ -25,7 +25,7 @@ from seoinsight import query_params, storage
 from seoinsight.auth import NotAuthenticated, current_org_id
 from seoinsight.models import Org, SiteTarget
 
-from . import column_mapping
+from . import column_mapping, replacements
 from .forms import ColumnMappingForm, ImportUploadForm, inspect_file, sentence
 from .ingest import OUTSIDE
 from .models import Import, ImportKind, ImportStatus
@@ -306,6 +306,7 @@ def detail(request, pk, org):
     return render(request, "imports/detail.html", {
         "org": org, "row": row, "imp": imp, "suggestion": offer,
         "reimports": imp.reimports.select_related("site_target__site").order_by("created_at"),
+        **replacements.of(imp, org.pk),
     })
 
 

@@ -39,7 +39,7 @@ class AcknowledgedFilter(admin.SimpleListFilter):
 @admin.register(Alert)
 class AlertAdmin(OrgScopedAdmin, admin.ModelAdmin):
     change_form_template = "admin/insight/alert/change_form.html"
-    list_display = ["id", "site", "kind", "what", "period", "created_at", "acknowledged"]
+    list_display = ["id", "site_kind", "what", "period", "created_at", "acknowledged"]
     list_display_links = ["id", "what"]
     list_filter = [AcknowledgedFilter, "kind", "site__org"]
     list_select_related = ["site", "acknowledged_by"]
@@ -91,9 +91,14 @@ class AlertAdmin(OrgScopedAdmin, admin.ModelAdmin):
         self.acknowledge_selected(request, Alert.objects.filter(pk=alert.pk))
         return HttpResponseRedirect(reverse("admin:insight_alert_change", args=[alert.pk]))
 
+    @admin.display(description="site", ordering="site__domain")
+    def site_kind(self, alert):
+        return format_html("{}<br><small>{}</small>", alert.site.domain, alert.get_kind_display())
+
     @admin.display(description="what")
     def what(self, alert):
-        return describe.headline(alert)
+        # A page's address has no space to wrap at: it may break anywhere rather than widen the list.
+        return format_html('<span style="overflow-wrap:anywhere">{}</span>', describe.headline(alert))
 
     @admin.display(description="period", ordering="period_end")
     def period(self, alert):

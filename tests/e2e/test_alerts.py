@@ -87,3 +87,19 @@ def test_the_alerts_page_lists_acknowledges_and_keeps_the_digest_choice(live_ser
         finally:
             browser.close()
     assert Alert.objects.filter(acknowledged_at__isnull=False).get().site.domain == "garden.example"
+
+
+def test_the_admin_alert_list_fits_1400_px_with_long_page_addresses(live_server, media):
+    from tests.support.admin_browser import change_list_layout
+
+    _, recorded = agency()
+    site = recorded[0].site
+    long_url = "https://shop.example/products/" + "-".join(["linen-shirt-summer-collection"] * 6)
+    Alert.objects.create(site=site, kind="page_drop", page_url=long_url, period_start=date(2026, 11, 30),
+                         period_end=date(2026, 12, 6), before=420, after=100)
+    UserFactory(username="root", is_staff=True, is_superuser=True)
+
+    layout = change_list_layout(live_server, "/admin/insight/alert/?acknowledged=no")
+
+    assert layout["rows"] == 6 and layout["sidebar"] and layout["filters"]
+    assert layout["overflow"] <= 0, layout["widths"]

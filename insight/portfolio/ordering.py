@@ -15,10 +15,13 @@ from insight.sitepage.listing import change
 
 
 def clicks_delta(row) -> int | None:
-    """The change in clicks in clicks (the default order's figure): None when the period shown has none."""
-    if row.current.clicks is None:
+    """The change in clicks, in clicks (the default order's figure); None when the period compared with has none.
+
+    A site with clicks before and no data now has fallen by all of them: it is among the first to look at.
+    """
+    if row.previous.clicks is None:
         return None
-    return row.current.clicks - (row.previous.clicks or 0)
+    return (row.current.clicks or 0) - row.previous.clicks
 
 
 def _difference(name: str) -> Callable:

@@ -17,7 +17,7 @@ from django.utils.safestring import SafeString, mark_safe
 from seoinsight.figure_text import number
 from seoinsight.periods import Period
 
-WIDTH, HEIGHT, PAD = 120, 28, 2
+WIDTH, HEIGHT, PAD = 110, 28, 2
 
 
 def points(period: Period, days: dict[date, int | None]) -> list[list[tuple[float, float]]]:
@@ -26,7 +26,7 @@ def points(period: Period, days: dict[date, int | None]) -> list[list[tuple[floa
     >>> from datetime import date
     >>> p = Period(date(2026, 5, 1), date(2026, 5, 5))
     >>> points(p, {date(2026, 5, 1): 0, date(2026, 5, 2): 10, date(2026, 5, 4): 5})
-    [[(2.0, 26.0), (31.0, 2.0)], [(89.0, 14.0)]]
+    [[(2.0, 26.0), (28.5, 2.0)], [(81.5, 14.0)]]
     """
     top = max([v for v in days.values() if v is not None], default=0) or 1
     step = (WIDTH - 2 * PAD) / max(period.days - 1, 1)

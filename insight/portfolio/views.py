@@ -108,8 +108,8 @@ def _shown(row: figures.SiteRow, choice: periods.Choice, today, user) -> dict:
         "row": row,
         "url": reverse("insight:site", args=[row.site_id]) + link,
         "cells": cells,
-        "delta": signed_count(delta) if row.previous.clicks is not None else DASH,
-        "delta_tone": "" if not delta or row.previous.clicks is None else ("better" if delta > 0 else "worse"),
+        "delta": signed_count(delta),
+        "delta_tone": "" if not delta else ("better" if delta > 0 else "worse"),
         "spark": sparkline.svg(choice.current, row.days, [(note.day, note.text) for note in row.notes]),
         "behind": row.newest is not None and row.newest < choice.current.end,
         "mailbox_links": user.is_staff,
@@ -137,7 +137,7 @@ def _csv(request, choice: periods.Choice, rows: list[figures.SiteRow], today) ->
     clicks, impressions, ctr, position = display.METRICS
     for row in rows:
         now, before = row.current, row.previous
-        delta = ordering.clicks_delta(row) if before.clicks is not None else None
+        delta = ordering.clicks_delta(row)
         relative = change(now.impressions, before.impressions)
         site_page = request.build_absolute_uri(reverse("insight:site", args=[row.site_id])
                                                + links.query(links.site_page_params(choice, row.newest, today)))

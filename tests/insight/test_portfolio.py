@@ -18,6 +18,7 @@ from imports.models import UrlMetric
 from insight.models import Alert, AlertKind, Annotation
 from insight.portfolio import ordering
 from seoinsight import periods
+from seoinsight.models import Site
 from seoinsight.periods import Period
 from tests.factories import ImportFactory, OrgFactory, SiteFactory, SiteTargetFactory, UserFactory
 from tests.insight.test_site_page import UrlMetricFactory
@@ -189,17 +190,29 @@ def test_by_default_the_last_28_days_with_the_largest_fall_in_clicks_first(clien
     newest = UrlMetricFactory(site_target=SiteTargetFactory(site=SiteFactory(org=portfolio["two"].org,
                                                                              domain="new.example")),
                               url="https://new.example/", period_start=d(16), clicks=2)
+    UrlMetricFactory(site_target=portfolio["two"].targets.first(), url="https://acme.example/a", period_start=d(10, 4),
+                     clicks=500)
+    UrlMetricFactory(site_target=portfolio["overlap"].targets.first(), url="https://overlap.example/x",
+                     period_start=d(12, 4), clicks=10)
     response = get(client)
     choice = response.context["choice"]
     assert (choice.preset, choice.compare) == ("28d", "previous")
     assert choice.current == Period(newest.period_start - timedelta(days=27), newest.period_start)
     assert response.context["sort"] == ("clicks_delta", False)
-    # acme: −? against the 28 days before; overlap: all its rows in the period; empty: no figure, last.
+    # The change in clicks of each site against the 28 days before, smallest (largest fall) first; the sites
+    # without clicks in the 28 days before have no change, and come last, by domain.
     order = [r["row"].domain for r in response.context["rows"]]
     deltas = {r["row"].domain: ordering.clicks_delta(r["row"]) for r in response.context["rows"]}
-    known = [name for name in order if deltas[name] is not None]
-    assert [deltas[name] for name in known] == sorted(deltas[name] for name in known)
-    assert order[-1] == "empty.example"
+    before = choice.previous
+    for r in response.context["rows"]:
+        site = r["row"]
+        now, then = raw(Site.objects.get(pk=site.site_id), choice.current), raw(Site.objects.get(pk=site.site_id),
+                                                                                  before)
+        assert deltas[site.domain] == (None if then["clicks"] is None else (now["clicks"] or 0) - then["clicks"])
+    known = sorted((d, name) for name, d in deltas.items() if d is not None)
+    assert order == [name for _, name in known] + sorted(name for name, d in deltas.items() if d is None)
+    assert order == ["acme.example", "overlap.example", "empty.example", "new.example"]
+    assert (deltas["acme.example"], deltas["overlap.example"]) == (307 + 168 - 500, 35 + 103 - 10)
 
 
 @pytest.mark.parametrize(("sort", "order"), [

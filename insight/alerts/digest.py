@@ -54,9 +54,13 @@ def queue_digests(org_id: str, day: date) -> int:
 
 
 def new_alerts(user_id: int, org_id: str, now):
-    """The org's open alerts of the last days that no digest of this member's has held yet, site by site."""
+    """The org's open alerts of the last days that no digest sent to this member held, site by site.
+
+    A digest whose job gave up (still ``sending``) mailed nothing: its alerts are news the next day.
+    """
     mailed = DigestSent.alerts.through.objects.filter(alert_id=OuterRef("pk"), digestsent__user_id=user_id,
-                                                      digestsent__org_id=org_id)
+                                                      digestsent__org_id=org_id,
+                                                      digestsent__status=DigestStatus.SENT)
     return (Alert.objects.filter(site__org_id=org_id, acknowledged_at__isnull=True, created_at__gte=now - LOOKBACK)
             .filter(~Exists(mailed)).select_related("site").order_by("site__domain", "kind", "page_url", "pk"))
 

@@ -173,3 +173,19 @@ def test_nothing_new_no_email_address_or_opted_out_send_nothing(smtp, acme):
     assert reports == {"quiet": "no new alerts", "noaddress": "the member has no email address",
                        "gone": "no longer a member, or no longer asks for the digest"}
     assert smtp.received == [] and not DigestSent.objects.exists()
+
+
+def test_the_alerts_of_a_digest_that_was_never_sent_are_news_the_next_day(smtp, acme):
+    site = SiteFactory(org=acme, domain="acme.example")
+    lost = alert(site)
+    ana = member(acme, "ana")
+    given_up = DigestSent.objects.create(user=ana, org=acme, day=DAY, recipient=ana.email, attempts=5)
+    given_up.alerts.set([lost])  # its job failed after its last attempt: still sending
+
+    tomorrow = DAY + timedelta(days=1)
+    enqueue(digest.JOB_TYPE, org_id="acme", payload={"user": ana.pk, "day": tomorrow.isoformat()})
+    run_until_done()
+
+    (mail,) = smtp.received
+    assert "Clicks fell −90.0%" in mail.get_body(("plain",)).get_content()
+    assert list(DigestSent.objects.get(day=tomorrow).alerts.all()) == [lost]

@@ -1,4 +1,4 @@
-"""The site page's CSVs, one table each (``?format=csv&table=pages|queries|devices|countries|days``).
+"""The site page's CSVs, one table each (``?format=csv&table=pages|queries|devices|countries|days|totals``).
 
 Each is what a spreadsheet reads without help: one header row of snake_case names with the unit in the name
 (``ctr_percent``), then a row per item; numbers as plain numbers (a dot for decimals, no thousands separator,
@@ -17,13 +17,18 @@ from seoinsight.models import Site
 from seoinsight.periods import Choice
 
 from . import dimension_rules as rules
-from .display import CLICKS, CTR, POSITION
+from .display import CLICKS, CTR, METRICS, POSITION
 
 BOM = "\ufeff"
 FIGURES = ("clicks", "impressions", "ctr_percent", "position")
 COMPARED = ("previous_clicks", "clicks_change_percent")
 PAGES_HEADER = ("page", *FIGURES, *COMPARED)
 DAYS_HEADER = ("date", "end_date", *FIGURES, "annotations")
+# One row: each figure of the period shown beside the compared period's and the change, in the unit named.
+TOTALS_HEADER = ("start", "end", "compared_start", "compared_end", "clicks", "compared_clicks",
+                 "clicks_change_percent", "impressions", "compared_impressions", "impressions_change_percent",
+                 "ctr_percent", "compared_ctr_percent", "ctr_change_points", "position", "compared_position",
+                 "position_change")
 
 
 def header(dimension: str) -> tuple[str, ...]:
@@ -105,4 +110,16 @@ def days(site: Site, choice: Choice, points, notes) -> HttpResponse:
     for period, sums in sorted(rows, key=lambda item: (item[0].start, item[0].end)):
         out.writerow([period.start, period.end, *(figures(sums) if sums else ["", "", "", ""]),
                       " | ".join(by_day.get(period.start, []) if period.start == period.end else [])])
+    return response
+
+
+def totals(site: Site, choice: Choice, result) -> HttpResponse:
+    """The totals of the period shown and of the one it is compared with (``figures.Figures``), as one row."""
+    response, out = download(site, choice, "totals")
+    out.writerow(TOTALS_HEADER)
+    row = [choice.current.start, choice.current.end, choice.previous.start, choice.previous.end]
+    for metric, (now, before) in zip(METRICS, zip(figures(result.current), figures(result.previous),
+                                                   strict=True), strict=True):
+        row += [now, before, metric.raw_change(metric.value(result.current), metric.value(result.previous))]
+    out.writerow(row)
     return response

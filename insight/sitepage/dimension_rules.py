@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 from seoinsight.periods import Period
 
-# ?table= on the page and in a CSV: the first three are the tabs, pages and days are CSVs only.
+# ?table= on the page and in a CSV: the first three are the tabs, pages, days and totals are CSVs only.
 TABS = {"queries": "query", "devices": "device", "countries": "country"}
-CSV_TABLES = ("pages", "queries", "devices", "countries", "days")
+CSV_TABLES = ("pages", "queries", "devices", "countries", "days", "totals")
 DEFAULT_TAB = "queries"
 # Singular and plural for the sentences; the header of the key column.
 NAMES = {"query": ("query", "queries", "Query"), "device": ("device", "devices", "Device"),

@@ -64,8 +64,10 @@ def read(site: Site, targets: list[int], choice: Choice, asked: DimensionAsked,
 
 
 def csv(site: Site, targets: list[int], choice: Choice, asked: DimensionAsked, site_figures) -> HttpResponse:
-    """The CSV of ``asked.table`` but the pages: the days of ``site_figures`` with the site's annotations, or every
-    key of a queries, devices or countries table as searched and sorted on screen."""
+    """The CSV of ``asked.table`` but the pages: the totals or the days of ``site_figures`` (with the site's
+    annotations), or every key of a queries, devices or countries table as searched and sorted on screen."""
+    if asked.table == "totals":
+        return csvtables.totals(site, choice, site_figures)
     if asked.table == "days":
         notes = annotations.for_sites([site.pk], choice.current.start, choice.current.end)[site.pk]
         return csvtables.days(site, choice, site_figures.points, notes)
@@ -102,6 +104,8 @@ def context(org, found: Read, choice: Choice, asked: DimensionAsked, params: dic
                        "previous": listing.query(keep, dpage=found.page - 1) if found.page > 1 else "",
                        "next": listing.query(keep, dpage=found.page + 1) if found.page < last else ""},
         "csv_url": listing.query(keep, format="csv", table=found.tab),
+        "days_csv_url": listing.query(keep, format="csv", table="days"),
+        "totals_csv_url": listing.query(keep, format="csv", table="totals"),
         "sources": [_source(t, dimension, choice, imports) for t in found.sources],
         # Open when some export is not wholly counted: the table's figures are then not the exports' own.
         "sources_open": any(t.counted < t.rows for t in found.sources),

@@ -100,7 +100,7 @@ def site_page(request, site_id, org):
         "search": search,
         "search_keeps": {key: value for key, value in params.items() if key not in ("q", "page", "format")},
         "clear_search": listing.query(params, q=None, page=None),
-        "csv_url": listing.query(params, format="csv", page=None),
+        "csv_url": listing.query(params, format="csv", page=None, table=None),  # the pages: a bare format=csv
         "url": url,
         "history": history and {
             "totals": _totals(history),

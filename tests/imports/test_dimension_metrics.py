@@ -210,7 +210,7 @@ def test_the_site_page_shows_the_top_queries_and_its_csv_lists_them(client, memb
     metric(target, "seo audit", (date(2024, 3, 1), date(2024, 3, 1)), 7, 70, 2.0)
     url = reverse("insight:site", args=[target.site_id])
     page = client.get(url, {"period": "custom", "from": "2024-03-01", "to": "2024-03-07"}).content.decode()
-    assert "seo audit" in page and "data-no-queries" not in page
+    assert "seo audit" in page and "data-no-dimension-rows" not in page
     csv_text = client.get(url, {"period": "custom", "from": "2024-03-01", "to": "2024-03-07",
                                 "format": "csv", "table": "queries"}).content.decode("utf-8-sig")
     assert "seo audit,7,70" in csv_text

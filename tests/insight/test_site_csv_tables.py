@@ -169,3 +169,37 @@ def test_a_csv_of_another_orgs_site_is_a_404(client, member, target, data):
     for table in ("pages", "queries", "days"):
         response = client.get(f"/imports/sites/{rival.pk}/", {**SHOWN, "format": "csv", "table": table})
         assert response.status_code == 404
+
+
+def test_the_totals_table_is_one_row_of_both_periods_sums(client, member, target, data):
+    _, header, rows = download(client, target, table="totals")
+
+    assert header[:6] == ["start", "end", "compared_start", "compared_end", "clicks", "compared_clicks"]
+    plain_numbers(rows, header[4:])
+    (row,) = rows
+    assert [row["start"], row["end"], row["compared_start"], row["compared_end"]] == [
+        "2026-05-01", "2026-05-07", "2026-04-24", "2026-04-30"]
+    everything = UrlMetric.objects.filter(site_target=target)
+    now = sums(everything.filter(period_start__gte=START, period_end__lte=END), F("impressions"))
+    before = sums(everything.filter(period_start__gte=PREVIOUS_START, period_end__lte=PREVIOUS_END),
+                  F("impressions"))
+    assert {key: float(row[key]) for key in FIGURES} == pytest.approx({k: float(v) for k, v in now.items()})
+    assert {key: float(row[f"compared_{key}"]) for key in FIGURES} == pytest.approx(
+        {k: float(v) for k, v in before.items()})
+    assert float(row["clicks_change_percent"]) == change(now["clicks"], before["clicks"])
+    assert float(row["position_change"]) == pytest.approx(round(now["position"] - before["position"], 1), abs=0.11)
+
+
+def test_the_pages_links_download_each_table_of_what_is_shown(client, member, target, data):
+    response = client.get(f"/imports/sites/{target.site_id}/", {**SHOWN, "table": "countries", "dq": "Fr"})
+    html = response.content.decode()
+    links = {name: re.search(rf'<a (?:class="csv" )?href="([^"]+)" data-{name}', html).group(1).replace("&amp;", "&")
+             for name in ("csv", "dimension-csv", "days-csv", "totals-csv")}
+    for name, table in (("csv", "pages"), ("dimension-csv", "countries"), ("days-csv", "days"),
+                        ("totals-csv", "totals")):
+        got = client.get(f"/imports/sites/{target.site_id}/{links[name]}")
+        assert got.status_code == 200, links[name]
+        assert f"acme.example-{table}-20260501-20260507.csv" in got["Content-Disposition"]
+    _, _, rows = download(client, target, table="countries", dq="Fr")
+    assert [row["country"] for row in rows] == ["France"]
+    assert "dq=Fr" in links["dimension-csv"]

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from imports import conf as imports_conf
+from insight import conf as insight_conf
 from jobs import conf as jobs_conf
 from mailpoll import conf as mailpoll_conf
 from outbox import conf as outbox_conf
@@ -20,7 +21,7 @@ from seoinsight.conf import Declarations, Setting
 from tests.support.processes import ROOT
 
 APP_SETTINGS = [*core_conf.SETTINGS, *jobs_conf.SETTINGS, *imports_conf.SETTINGS, *outbox_conf.SETTINGS,
-                *mailpoll_conf.SETTINGS]
+                *mailpoll_conf.SETTINGS, *insight_conf.SETTINGS]
 
 # A pgserver that refuses to be used: whatever imports it is starting or attaching to the embedded server.
 FAKE_PGSERVER = '''

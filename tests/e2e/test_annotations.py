@@ -171,3 +171,47 @@ def test_a_refused_note_says_why_and_keeps_the_words(live_server, media):
             browser.close()
 
     assert Annotation.objects.count() == 0
+
+
+def test_on_a_chart_of_weekly_rows_a_note_is_at_its_day_or_only_listed_past_the_last_point(live_server, media):
+    """Rows covering a week are drawn at their first day: a note between two is placed at its own day; one
+    after the last week's first day is past the chart's x axis, so it is only listed (never drawn at an edge)."""
+    from playwright.sync_api import expect, sync_playwright
+
+    from imports.ingest import position_weight
+    from imports.models import UrlMetric
+    from tests.factories import ImportFactory, OrgFactory, SiteFactory, SiteTargetFactory, UserFactory
+
+    org = OrgFactory(id="weekly", name="Weekly")
+    site = SiteFactory(org=org, domain="weekly.example")
+    target = SiteTargetFactory(site=site, url_prefix="https://weekly.example/")
+    UserFactory(username="wes", org=org)
+    imp = ImportFactory(site_target=target, filename="Pages-weekly.csv", done=True)
+    weeks = [date(2026, 11, 2), date(2026, 11, 9), date(2026, 11, 16), date(2026, 11, 23)]
+    UrlMetric.objects.bulk_create(
+        UrlMetric(site_target=target, url="https://weekly.example/a", url_normalized="https://weekly.example/a",
+                  period_start=start, period_end=date.fromordinal(start.toordinal() + 6), clicks=clicks,
+                  impressions=clicks * 20, ctr=0.05, position=3.0 + n, position_weight=position_weight(3.0 + n, clicks * 20),
+                  source_import=imp)
+        for n, (start, clicks) in enumerate(zip(weeks, [9, 378, 12, 1050], strict=True)))
+    inside = Annotation.objects.create(site=site, day=date(2026, 11, 12), text="between two weeks")
+    past = Annotation.objects.create(site=site, day=date(2026, 11, 28), text="in the last week")
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.set_default_timeout(TIMEOUT_MS)
+            expect.set_options(timeout=TIMEOUT_MS)
+            log_in(page, live_server.url, site, "wes")
+            page.goto(f"{live_server.url}/imports/sites/{site.pk}/?period=custom&from=2026-11-02&to=2026-11-29")
+            page.wait_for_function("() => window.sitePageCharts && window.sitePageCharts['chart-site']")
+            assert page.evaluate("() => window.sitePageCharts['chart-site'].data[0].length") == 4
+
+            box = page.evaluate(MARK_BOX, ["chart-site", f'[data-note-mark="{inside.pk}"]', [seconds(inside.day)]])
+            assert abs((box["left"] + box["right"]) / 2 - box["days"][0]) <= 1, box
+            expect(page.locator(f'[data-note-mark="{past.pk}"]')).to_be_hidden()
+            expect(page.locator(f'[data-marks="chart-site"] [data-note="{past.pk}"]')).to_contain_text(
+                "2026-11-28 in the last week")
+            assert_inside_its_axes(page, "chart-site", "weekly rows with notes")
+        finally:
+            browser.close()

@@ -7,6 +7,7 @@ words kept and the reasons in plain words (held in the session for the one page 
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from dataclasses import dataclass
 from urllib.parse import urlencode
@@ -47,7 +48,10 @@ def add(request, site_id, org):
         return _back(request, site)
     note = Annotation.objects.create(site=site, day=asked.day, text=asked.text, created_by=request.user)
     logger.info("annotation added site=%s annotation=%s day=%s user=%s", site.pk, note.pk, note.day, request.user.pk)
-    messages.success(request, f"Note added on {note.day}: “{note.text}”.")
+    shown = _shown(request.POST)
+    outside = "" if shown is None or shown.start <= note.day <= shown.end else (
+        f" It is outside the period shown ({shown}): choose a period that holds it to see it on the chart.")
+    messages.success(request, f"Note added on {note.day}: “{note.text}”.{outside}")
     return _back(request, site)
 
 
@@ -60,6 +64,15 @@ def delete(request, site_id, pk, org):
     logger.info("annotation deleted site=%s annotation=%s user=%s", site.pk, pk, request.user.pk)
     messages.success(request, f"Note of {note.day} deleted: “{note.text}”.")
     return _back(request, site)
+
+
+def _shown(form) -> Period | None:
+    """The period the page showed when the note was typed (the form's hidden fields); None if they are bad."""
+    try:
+        start, end = (query_params.day(form.get(name, ""), latest=dt.date.max) for name in ("shown_from", "shown_to"))
+    except query_params.BadParameter:
+        return None
+    return Period(start, end) if start <= end else None
 
 
 def _back(request, site: Site) -> HttpResponseRedirect:

@@ -56,6 +56,19 @@ def test_a_member_adds_a_note_and_goes_back_to_the_period_shown(client, member, 
     assert re.search(rf'data-note="{note.pk}">.*?2026-05-10.*?Moved to HTTPS', page.content.decode(), re.S)
 
 
+@pytest.mark.parametrize("shown, said", [
+    ({"shown_from": "2026-05-01", "shown_to": "2026-05-31"}, ""),
+    ({"shown_from": "2026-06-01", "shown_to": "2026-06-30"},
+     " It is outside the period shown (2026-06-01 → 2026-06-30): choose a period that holds it to see it on the chart."),
+    ({"shown_from": "nonsense", "shown_to": "2026-06-30"}, ""),
+    ({}, ""),
+])
+def test_a_note_outside_the_period_shown_is_said_so(client, member, site, shown, said):
+    response = client.post(add_url(site), {"day": "2026-05-10", "text": "relaunch", **shown}, follow=True)
+
+    assert [str(m) for m in response.context["messages"]] == [f"Note added on 2026-05-10: “relaunch”.{said}"]
+
+
 def test_only_the_site_pages_own_parameters_go_back(client, member, site):
     response = client.post(add_url(site) + "?period=7d&next=https%3A%2F%2Fevil.example%2F&url=" + "x" * 3000,
                            {"day": "2026-05-10", "text": "note"})

@@ -143,6 +143,8 @@ SELECT m.import_id, {rows} AS rows, min(m.period_start) AS first_day, max(m.peri
 FROM {table} AS m
 WHERE m.site_target_id = ANY(%(targets)s::bigint[]) AND m.period_end > m.period_start
   AND m.period_end >= %(previous_start)s AND m.period_start <= %(end)s
+  -- Touching one of the periods: a year before (?compare=year) leaves days between them that are neither's.
+  AND (m.period_end >= %(start)s OR m.period_start <= %(previous_end)s)
   AND NOT (m.period_start >= %(start)s AND m.period_end <= %(end)s)
   AND NOT (m.period_start >= %(previous_start)s AND m.period_end <= %(previous_end)s)
   {url}
@@ -166,6 +168,7 @@ JOIN imports_sitepage_day_sums AS d
  AND d.import_id IS NOT DISTINCT FROM s.import_id
 WHERE s.site_target_id = ANY(%(targets)s::bigint[])
   AND s.period_end >= %(previous_start)s AND s.period_start <= %(end)s
+  AND (s.period_end >= %(start)s OR s.period_start <= %(previous_end)s)
 ORDER BY s.period_start, s.period_end, s.import_id
 """
 LEFT_OUT = f"""
@@ -174,6 +177,7 @@ SELECT m.import_id, m.period_start, m.period_end, count(*) FILTER (WHERE NOT {CO
 FROM imports_urlmetric AS m
 WHERE m.site_target_id = ANY(%(targets)s::bigint[]) AND m.period_end > m.period_start
   AND m.period_end >= %(previous_start)s AND m.period_start <= %(end)s
+  AND (m.period_end >= %(start)s OR m.period_start <= %(previous_end)s)
   {{url}}
 GROUP BY m.import_id, m.period_start, m.period_end
 HAVING count(*) FILTER (WHERE NOT {COUNTED}) > 0

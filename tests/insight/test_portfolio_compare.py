@@ -14,7 +14,7 @@ from imports.models import UrlMetric
 from insight.sitepage import cache, figures
 from seoinsight import periods
 from seoinsight.periods import Period
-from tests.factories import SiteTargetFactory
+from tests.factories import ImportFactory, SiteTargetFactory
 from tests.insight.test_site_page import UrlMetricFactory
 
 
@@ -118,10 +118,10 @@ def test_the_site_page_compares_with_the_same_weekdays_52_weeks_before(client, m
     assert all("compare=year" in link for _, _, link in response.context["headers"])
     assert "compare=year" in response.context["csv_url"]
 
-    table = list(csv.reader(io.StringIO(client.get(f"/imports/sites/{year_site.pk}/",
-                                                   {**params, "format": "csv"}).content.decode())))
-    assert table[2] == ["Compared with", "2025-05-05", "2025-05-11"]
-    assert table[5][:3] == ["Clicks", "47", "22"]
+    # The pages CSV says the same previous clicks.
+    body = client.get(f"/imports/sites/{year_site.pk}/", {**params, "format": "csv"}).content.decode("utf-8-sig")
+    table = {row["page"]: row for row in csv.DictReader(io.StringIO(body))}
+    assert table["https://acme.example/a"]["previous_clicks"] == "12"
 
 
 @pytest.mark.django_db
@@ -149,3 +149,23 @@ def test_a_bad_comparison_shows_the_previous_period_and_says_why_and_a_csv_is_re
     assert refused.status_code == 400
     assert refused["Content-Type"].startswith("text/plain")
     assert "The comparison must be one of previous, year." in refused.content.decode()
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("media")
+def test_a_row_between_the_year_before_and_the_period_is_no_edge_of_either(client, member, year_site):
+    target = year_site.targets.order_by("pk").first()
+    between = ImportFactory(site_target=target, filename="September.csv", period=(d("2025-09-01"), d("2025-09-30")))
+    across = ImportFactory(site_target=target, filename="Spring.csv", period=(d("2026-04-20"), d("2026-05-06")))
+    UrlMetricFactory(site_target=target, url="https://acme.example/c", period_start=d("2025-09-01"),
+                     period_end=d("2025-09-30"), clicks=300, source_import=between)
+    UrlMetricFactory(site_target=target, url="https://acme.example/c", period_start=d("2026-04-20"),
+                     period_end=d("2026-05-06"), clicks=90, source_import=across)
+
+    response = client.get(f"/imports/sites/{year_site.pk}/", {"period": "custom", "from": "2026-05-04",
+                                                              "to": "2026-05-10", "compare": "year"})
+
+    # Spring crosses the period's first day: counted in neither, and said so; September touches neither period.
+    assert [edge["imp"] for edge in response.context["edges"]] == [across]
+    clicks = {row["name"]: row for row in response.context["totals"]}["clicks"]
+    assert (clicks["current"], clicks["previous"]) == ("47", "22")

@@ -62,6 +62,10 @@ WITH RECURSIVE inside AS (
 )
 """
 
+# Search Console keeps 16 months: no export covers more days. SOURCES looks that far back for exports that
+# start before the period shown and reach into it, so that its index bounds the rows it reads.
+LONGEST_EXPORT_DAYS = 500
+
 # CTR over the rows that have both clicks and impressions; position weighted by impressions (1 for a row
 # without any), as Search Console averages it. {when}: which rows of ``counted`` a figure adds up.
 SUMS = """
@@ -112,7 +116,7 @@ JOIN seoinsight_sitetarget AS t ON t.id = m.site_target_id AND t.site_id = %(sit
 LEFT JOIN counted AS c ON c.id = m.id AND c.current
 WHERE m.site_target_id = ANY(%(targets)s::bigint[])
   AND m.dimension = %(dimension)s
-  AND m.period_start <= %(end)s AND m.period_end >= %(start)s
+  AND m.period_start BETWEEN %(start)s - %(longest)s AND %(end)s AND m.period_end >= %(start)s
 GROUP BY m.period_start, m.period_end
 ORDER BY m.period_start, m.period_end
 """)
@@ -181,7 +185,7 @@ def points(site_id: int, targets: list[int], choice: Choice, dimension: str, key
 def sources(site_id: int, targets: list[int], choice: Choice, dimension: str) -> list[rules.Table]:
     """Each export table of ``dimension`` overlapping ``choice.current``, daily rows folded into one entry."""
     with connection.cursor() as cursor:
-        cursor.execute(SOURCES, _params(site_id, targets, choice, dimension))
+        cursor.execute(SOURCES, _params(site_id, targets, choice, dimension, longest=LONGEST_EXPORT_DAYS))
         found = [rules.Table(Period(start, end), start == end, rows, counted, under_daily, under_newer, import_id)
                  for start, end, import_id, rows, counted, under_daily, under_newer in cursor.fetchall()]
     return rules.merge_daily(found)

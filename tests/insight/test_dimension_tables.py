@@ -237,3 +237,28 @@ def test_a_chain_of_overlapping_exports_keeps_the_newest_and_each_older_one_that
 
     assert rows[0].clicks == raw_sums([first, last])["clicks"] == 42  # the middle one overlaps both
     assert raw_sums([first, middle, last])["clicks"] == 53
+
+
+# SOURCES is left out: exports that start up to LONGEST_EXPORT_DAYS before the period and reach into it are
+# found by reading that range (no index leads with the last day); the counts themselves are TABLE's.
+@pytest.mark.parametrize("statement", ["TABLE", "POINTS"])
+def test_the_statements_read_a_week_through_the_dimension_index(target, statement):
+    """60 queries a day for 1,030 days, analyzed: a week's rows are found through dimensionmetric_top."""
+    from django.db import connection
+    with connection.cursor() as cursor:
+        cursor.execute("""
+            INSERT INTO imports_dimensionmetric (site_target_id, dimension, key, period_start, period_end, clicks,
+                                                 impressions, ctr, position, updated_at)
+            SELECT %s, 'query', 'q' || n, d, d, 1, 10, 0.1, 5, now()
+            FROM generate_series(1, 60) AS n CROSS JOIN generate_series(date '2022-01-01', date '2024-10-26',
+                                                                           interval '1 day') AS d
+        """, [target.pk])
+        cursor.execute("ANALYZE imports_dimensionmetric")
+        week = Choice("custom", Period(date(2024, 5, 8), date(2024, 5, 14)), Period(date(2024, 5, 1), date(2024, 5, 7)))
+        sql = getattr(dimensions, statement)
+        params = dimensions._params(target.site_id, [target.pk], week, "query", only="q1" if statement == "POINTS"
+                                    else None, limit=25, offset=0, longest=dimensions.LONGEST_EXPORT_DAYS)
+        cursor.execute("EXPLAIN " + (sql.format(order=rules.order_by(None)) if statement == "TABLE" else sql), params)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "dimensionmetric_top" in plan or "dimensionmetric_natural_key" in plan, plan
+    assert "Seq Scan on imports_dimensionmetric" not in plan, plan

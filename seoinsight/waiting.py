@@ -10,7 +10,6 @@ many are late, which is its count.
 
 ``admin_count`` is the usual count: the rows of a model's admin list, scoped by that admin to the user's
 orgs, that one filter of the list keeps: the link to ``?<that filter>`` lands on exactly those rows.
-(Unacknowledged alerts join as one more queue when the Alert model exists: issue 36.)
 """
 
 from __future__ import annotations

@@ -133,6 +133,8 @@ CSV_HEADER = ("Site", "From", "To", "Compared from", "Compared to", "Clicks", "P
 def _csv(request, choice: periods.Choice, rows: list[figures.SiteRow], today) -> HttpResponse:
     """One table: a header row, a row per site in the page's order; numbers as numbers, blanks for unknowns."""
     response, out = csvexport.download(f"sites-{choice.current.start:%Y%m%d}-{choice.current.end:%Y%m%d}.csv")
+    # Excel reads a CSV without a byte order mark as the machine's code page: accented notes would be mangled.
+    response.write("\ufeff")
     out.writerow(CSV_HEADER)
     clicks, impressions, ctr, position = display.METRICS
     for row in rows:

@@ -385,11 +385,12 @@ def test_a_csv_asked_with_a_bad_parameter_is_a_plain_400(client, member, portfol
 @pytest.mark.parametrize("compare", ["previous", "year"])
 def test_the_csv_is_one_table_of_numbers_that_a_spreadsheet_reads(client, member, portfolio, compare):
     Annotation.objects.create(site=portfolio["two"], day=d(9), text="=moved to HTTPS")
-    Annotation.objects.create(site=portfolio["two"], day=d(12), text="new menu")
+    Annotation.objects.create(site=portfolio["two"], day=d(12), text="menu café")
     response = client.get(PATH, {**ASKED, "compare": compare, "format": "csv", "sort": "site"})
     assert response.status_code == 200
     assert response["Content-Type"] == "text/csv; charset=utf-8"
-    body = response.content.decode("utf-8")
+    assert response.content.startswith(b"\xef\xbb\xbf")  # UTF-8's byte order mark: Excel reads it as UTF-8
+    body = response.content.decode("utf-8-sig")
     assert "\u2212" not in body and "pts" not in body
 
     table = list(csv.DictReader(io.StringIO(body)))
@@ -412,7 +413,7 @@ def test_the_csv_is_one_table_of_numbers_that_a_spreadsheet_reads(client, member
                 assert float(row["Change in CTR (points)"]) == pytest.approx(
                     round((now["ctr"] - before["ctr"]) * 100, 2))
     acme = table[0]
-    assert acme["Notes"] == "2026-05-09: =moved to HTTPS; 2026-05-12: new menu"
+    assert acme["Notes"] == "2026-05-09: =moved to HTTPS; 2026-05-12: menu café"
     assert acme["Newest day with data"] == "2026-05-14"
     assert acme["Site page"].startswith(f"http://testserver/imports/sites/{portfolio['two'].pk}/?period=custom")
     assert table[1]["Clicks"] == "" and table[1]["Newest day with data"] == ""

@@ -74,25 +74,11 @@ CROSS JOIN LATERAL (
 ) AS newest
 """
 
-# The rows covering several days of the site's targets, overlapping either period, that the rule leaves out:
-# a daily row of the same page exists for one of their days (probed by the natural key's index). Few rows,
-# read through the partial index of such rows (``urlmetric_site_periods``).
-SHADOWED_ROWS = """
-        SELECT l.site_target_id, l.url_normalized, l.period_start, l.period_end
-        FROM imports_urlmetric AS l
-        -- LATERAL … LIMIT 1, not EXISTS: a probe per row, never a hash of every daily row of the table.
-        CROSS JOIN LATERAL (SELECT FROM imports_urlmetric AS d
-                            WHERE d.site_target_id = l.site_target_id AND d.url_normalized = l.url_normalized
-                              AND d.period_start BETWEEN l.period_start AND l.period_end
-                              AND d.period_end = d.period_start
-                            LIMIT 1) AS daily
-        WHERE l.site_target_id = ANY(%(targets)s::bigint[]) AND l.period_end > l.period_start
-          AND l.period_end >= %(previous_start)s AND l.period_start <= %(end)s"""
-# A row ``m`` of either period the rule counts. The shadowed rows are read once into a hash (an uncorrelated
-# subquery, not a probe per row), and the daily rows' filter costs the planner next to nothing: the periods
-# are still read through ``urlmetric_site_days``.
-COUNTED = f"""NOT (m.period_end > m.period_start
-         AND (m.site_target_id, m.url_normalized, m.period_start, m.period_end) IN ({SHADOWED_ROWS}))"""
+# A row ``m`` the rule counts: a daily one, or one covering several days none of which has a daily row of its
+# page (``imports_sitepage_shadowed``, migration 0013: one probe of the natural key's index). The daily rows'
+# test comes first and short-circuits: the function runs on the few rows covering several days only.
+COUNTED = """(m.period_end = m.period_start
+          OR NOT imports_sitepage_shadowed(m.site_target_id, m.url_normalized, m.period_start, m.period_end))"""
 
 # Rows ``m`` of either period: the one shown, or the one it is compared with.
 _BOTH_PERIODS = """m.site_target_id = ANY(%(targets)s::bigint[])

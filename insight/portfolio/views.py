@@ -57,6 +57,7 @@ def portfolio(request, org):
         return _csv(request, choice, rows, today)
     params = asked.links(choice)
     sort = ordering.parse_sort(asked.sort)
+    site_links = _site_links(choice, today)
     return render(request, "insight/portfolio.html", {
         "org": org,
         "choice": choice,
@@ -67,7 +68,7 @@ def portfolio(request, org):
         "custom_bounds": {"earliest": query_params.EARLIEST_DAY, "latest": today,
                           "max_days": conf.get("QUERY_MAX_PERIOD_DAYS")},
         "params": params,
-        "rows": [_shown(row, choice, today, request.user) for row in rows],
+        "rows": [_shown(row, choice, site_links(row), request.user) for row in rows],
         "headers": [(column, ordering.COLUMNS[column].label,
                      query(params, sort=_sort_param(ordering.header_sort(column, asked.sort))))
                     for column in SHOWN],
@@ -95,7 +96,20 @@ def signed_count(value: int | None) -> str:
     return ("+" if value > 0 else "−" if value < 0 else "") + f"{abs(value):,}"
 
 
-def _shown(row: figures.SiteRow, choice: periods.Choice, today, user) -> dict:
+def _site_links(choice: periods.Choice, today):
+    """row -> the address of its site page with the same days: one URL reversed, one query per newest day."""
+    # Reversing per row costs a tenth of a millisecond: 200 rows, 20 ms. The id is the URL's only argument.
+    marker = 2_147_483_647
+    pattern, queries = reverse("insight:site", args=[marker]), {}
+
+    def link(row: figures.SiteRow) -> str:
+        if row.newest not in queries:
+            queries[row.newest] = links.query(links.site_page_params(choice, row.newest, today))
+        return pattern.replace(str(marker), str(row.site_id)) + queries[row.newest]
+    return link
+
+
+def _shown(row: figures.SiteRow, choice: periods.Choice, url: str, user) -> dict:
     """A row as the template shows it: figures written out, changes with their tone, links."""
     cells = {}
     for metric in display.METRICS:
@@ -103,10 +117,9 @@ def _shown(row: figures.SiteRow, choice: periods.Choice, today, user) -> dict:
         text, tone = metric.change(now, before)
         cells[metric.name] = {"text": metric.text(now), "before": metric.text(before), "change": text, "tone": tone}
     delta = ordering.clicks_delta(row)
-    link = links.query(links.site_page_params(choice, row.newest, today))
     return {
         "row": row,
-        "url": reverse("insight:site", args=[row.site_id]) + link,
+        "url": url,
         "cells": cells,
         "delta": signed_count(delta),
         "delta_tone": "" if not delta else ("better" if delta > 0 else "worse"),
@@ -137,12 +150,12 @@ def _csv(request, choice: periods.Choice, rows: list[figures.SiteRow], today) ->
     response.write("\ufeff")
     out.writerow(CSV_HEADER)
     clicks, impressions, ctr, position = display.METRICS
+    site_links = _site_links(choice, today)
     for row in rows:
         now, before = row.current, row.previous
         delta = ordering.clicks_delta(row)
         relative = change(now.impressions, before.impressions)
-        site_page = request.build_absolute_uri(reverse("insight:site", args=[row.site_id])
-                                               + links.query(links.site_page_params(choice, row.newest, today)))
+        site_page = request.build_absolute_uri(site_links(row))
         out.writerow([
             row.domain, choice.current.start, choice.current.end, choice.previous.start, choice.previous.end,
             clicks.raw(now.clicks), clicks.raw(before.clicks), "" if delta is None else delta,

@@ -37,7 +37,7 @@ def kept_text(written: int, held: int, counted: int) -> str:
     # only through replacement or deletion; a count that does not add up is shown as it is, never negative.
     written = max(written, held)
     if counted == written:
-        return f"all {written:,} {_plural('row', written)} count"
+        return "its 1 row counts" if written == 1 else f"all {written:,} rows count"
     reasons = []
     if written > held:
         reasons.append(f"{written - held:,} replaced by a later import or deleted")

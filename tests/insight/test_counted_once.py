@@ -25,6 +25,7 @@ from django.db.models.functions import Concat
 
 from imports.models import UrlMetric
 from insight.sitepage import cache, figures, sql
+from insight.sitepage import counted as counted_text
 from jobs.models import Job, JobStatus
 from seoinsight import periods
 from seoinsight.periods import Period
@@ -463,3 +464,30 @@ def test_a_daily_import_and_a_long_export_into_one_target_at_once_end_exact(proc
     assert [value[0] for value in shadowed.values()] == [len([n for n in range(2000) if n % 3])]
     for worker in workers:
         assert "deadlock" not in worker.output()
+
+
+# --- what the page says (pure) -------------------------------------------------------------------
+
+@pytest.mark.parametrize(("days", "left_out", "rows", "text"), [
+    (28, 4, 4, "The 28-day export of P is not counted: daily rows cover those days."),
+    (90, 1, 4, "1 of the 4 pages of the 90-day export of P is not counted: daily rows of that page cover some of "
+               "its days."),
+    (28, 1200, 1500, "1,200 of the 1,500 pages of the 28-day export of P are not counted: daily rows of those pages "
+                     "cover some of its days."),
+    (7, 1, 1, "The 7-day export of P is not counted: daily rows cover those days."),
+])
+def test_what_was_left_out_reads(days, left_out, rows, text):
+    assert counted_text.left_out_text(days, "P", left_out, rows) == text
+
+
+@pytest.mark.parametrize(("written", "held", "kept", "text"), [
+    (900, 900, 900, "all 900 rows count"),
+    (1, 1, 1, "its 1 row counts"),
+    (900, 300, 300, "300 of 900 rows count: 600 replaced by a later import or deleted"),
+    (900, 900, 880, "880 of 900 rows count: 20 left out, daily rows of the same pages cover their days"),
+    (900, 300, 280, "280 of 900 rows count: 600 replaced by a later import or deleted; 20 left out, daily rows of "
+                    "the same pages cover their days"),
+    (0, 5, 5, "all 5 rows count"),  # rows counted before the import's counts: never a negative figure
+])
+def test_how_many_of_an_imports_rows_count_reads(written, held, kept, text):
+    assert counted_text.kept_text(written, held, kept) == text

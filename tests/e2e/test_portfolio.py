@@ -27,7 +27,7 @@ pytestmark = [
 SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "img" / "portfolio.png"
 LAST_DAY = date(2026, 11, 29)  # fixed, so the screenshot is the same from one run to the next
 DAYS = 70
-# Domain, reach, trend over the last 28 days (1: steady), days of data missing at the end.
+# Domain, reach, trend over the last 14 days (1: steady), days of data missing at the end.
 SITES = [
     ("boulangerie-dupont-et-fils.example", 900, 0.45, 0),
     ("garden-tools.example", 2400, 1.0, 0),
@@ -58,7 +58,7 @@ def agency():
             url = f"https://{domain}/page-{n}"
             for age in range(missing, DAYS):
                 day = LAST_DAY - timedelta(days=age)
-                change = trend if age < 28 else 1.0
+                change = trend if age < 14 else 1.0  # the last two weeks: a step the sparkline shows
                 impressions = max(1, round(reach / (n + 1) * change * (0.75 if day.weekday() >= 5 else 1)
                                            * rng.uniform(0.85, 1.15)))
                 position = 2 + n * 1.3 * rng.uniform(0.9, 1.1)

@@ -5,7 +5,8 @@ for the last 90 days and the 90 before). The job sums them once per target and p
 ``imports_sitepage_url_sums`` (migration 0006), together with the target's data version read in the
 same snapshot. A trigger gives a target a new version in the transaction that changes its rows, so
 the page (``figures.stale_targets``) reads the sums only while nothing has changed since; otherwise
-it sums the rows itself, exactly, and queues this job: one queued per target at a time.
+it sums the rows itself, exactly, and queues this job: one queued per target at a time. Both sum the
+rows the "counted once" rule keeps (``sql.COUNTED``); a change of which rows it keeps gives a new version too.
 """
 
 from __future__ import annotations

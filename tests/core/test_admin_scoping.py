@@ -22,6 +22,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from imports.models import ColumnMapping, Import, UrlMetric
+from insight.models import Alert, AlertKind, Annotation
 from jobs.models import Job, ZombieJob
 from outbox.models import Entry
 from mailpoll.models import Attachment, AttachmentStatus, FolderCursor, Mailbox, MailRule, PostAction, Request
@@ -99,11 +100,14 @@ def build_org(org_id: str) -> dict:
         mapping={"url": f"{org_id} page", "clicks": "Visits"})
     entry = Entry.objects.create(org=org, document_ref=f"{org_id}-document", source="email",
                                  document={"filename": f"{org_id}.csv"}, last_error=f"{org_id} downstream refused")
+    alert = Alert.objects.create(site=site, kind=AlertKind.PAGE_DROP, page_url=f"https://{org_id}.example/a",
+                                 period_start=date(2026, 10, 1), period_end=date(2026, 10, 7), before=100, after=10)
+    note = Annotation.objects.create(site=site, day=date(2026, 10, 3), text=f"{org_id} moved to HTTPS")
     return {
         Org: org, User: member, Membership: Membership.objects.get(user=member, org=org), ApiToken: token,
         Site: site, SiteTarget: target, Job: job, ZombieJob: ZombieJob.objects.get(pk=zombie.pk), Import: imp,
         UrlMetric: metric, Mailbox: mailbox, Request: request, Attachment: attachment, Entry: entry,
-        MailRule: rule, PostAction: post_action, ColumnMapping: mapping,
+        MailRule: rule, PostAction: post_action, ColumnMapping: mapping, Alert: alert, Annotation: note,
     }
 
 

@@ -33,25 +33,11 @@ _PERIOD_ROWS = f"""
     JOIN {COUNTED} AS m ON m.site_target_id = t.id
     WHERE m.period_end BETWEEN %({{start}})s AND %({{end}})s AND m.period_start >= %({{start}})s"""
 
-_SUMMED = ("clicks", "impressions", "rows", "ctr_clicks", "ctr_impressions", "position_sum", "position_weight")
-
-
-def _per_period(prefix: str, which: str) -> str:
-    """The sums of one period's row periods ``d`` (``which``: the filter that keeps them), named ``prefix``+figure."""
-    return ",\n           ".join(f"sum(d.{name}) FILTER (WHERE {which}) AS {prefix}{name}" for name in _SUMMED)
-
-
-def _ratios(prefix: str) -> str:
-    return (f"f.{prefix}ctr_clicks::float8 / nullif(f.{prefix}ctr_impressions, 0) AS {prefix}ctr, "
-            f"(f.{prefix}position_sum / nullif(f.{prefix}position_weight, 0))::float8 AS {prefix}position")
-
-
 # Per site of the org whose domain matches %(pattern)s (NULL: every site), one row: its sums in the
 # period shown and in the one compared with (``previous_*``: NULL without data), its daily clicks in
 # the period shown (``days`` and ``day_clicks``, in day order; rows covering several days are in the
 # sums but are no day), and its newest day with data (``newest``). Both periods are read apart (UNION
-# ALL): a year before is not next to the period shown, and a long custom period may overlap it. The
-# rows are summed per row period once (``days``), then per site in one pass: nothing is read twice.
+# ALL): a year before is not next to the period shown, and a long custom period may overlap it.
 FIGURES = f"""
 -- portfolio.FIGURES
 WITH sites AS (
@@ -59,20 +45,19 @@ WITH sites AS (
     WHERE s.org_id = %(org)s AND (%(pattern)s::text IS NULL OR s.domain ILIKE %(pattern)s)
 ), targets AS (
     SELECT t.id, t.site_id FROM seoinsight_sitetarget AS t JOIN sites AS s ON s.id = t.site_id
+), parts AS ({_PERIOD_ROWS.format(which="true", start="start", end="end")}
+    UNION ALL{_PERIOD_ROWS.format(which="false", start="previous_start", end="previous_end")}
+), sums AS (
+    SELECT p.site_id, p.current, {resums("p")}
+    FROM parts AS p
+    GROUP BY p.site_id, p.current
 ), days AS (
-    SELECT p.site_id, p.current, p.period_start, p.period_end, {resums("p")}
-    FROM ({_PERIOD_ROWS.format(which="true", start="start", end="end")}
-          UNION ALL{_PERIOD_ROWS.format(which="false", start="previous_start", end="previous_end")}
-    ) AS p
-    GROUP BY p.site_id, p.current, p.period_start, p.period_end
-), figures AS (
-    SELECT d.site_id,
-           {_per_period("", "d.current")},
-           {_per_period("previous_", "NOT d.current")},
-           array_agg(d.period_start ORDER BY d.period_start)
-               FILTER (WHERE d.current AND d.period_start = d.period_end) AS days,
-           array_agg(d.clicks ORDER BY d.period_start)
-               FILTER (WHERE d.current AND d.period_start = d.period_end) AS day_clicks
+    SELECT p.site_id, p.period_start AS day, sum(p.clicks) AS clicks
+    FROM parts AS p
+    WHERE p.current AND p.period_start = p.period_end
+    GROUP BY p.site_id, p.period_start
+), sparks AS (
+    SELECT d.site_id, array_agg(d.day ORDER BY d.day) AS days, array_agg(d.clicks ORDER BY d.day) AS day_clicks
     FROM days AS d
     GROUP BY d.site_id
 ), newest AS (
@@ -85,11 +70,17 @@ WITH sites AS (
     ) AS n
     GROUP BY t.site_id
 )
-SELECT s.id AS site_id, s.domain, n.newest, f.days, f.day_clicks,
-       f.clicks, f.impressions, f.rows, {_ratios("")},
-       f.previous_clicks, f.previous_impressions, f.previous_rows, {_ratios("previous_")}
+SELECT s.id AS site_id, s.domain, n.newest, k.days, k.day_clicks,
+       c.clicks, c.impressions, c.rows,
+       c.ctr_clicks::float8 / nullif(c.ctr_impressions, 0) AS ctr,
+       (c.position_sum / nullif(c.position_weight, 0))::float8 AS position,
+       p.clicks AS previous_clicks, p.impressions AS previous_impressions, p.rows AS previous_rows,
+       p.ctr_clicks::float8 / nullif(p.ctr_impressions, 0) AS previous_ctr,
+       (p.position_sum / nullif(p.position_weight, 0))::float8 AS previous_position
 FROM sites AS s
-LEFT JOIN figures AS f ON f.site_id = s.id
+LEFT JOIN sums AS c ON c.site_id = s.id AND c.current
+LEFT JOIN sums AS p ON p.site_id = s.id AND NOT p.current
+LEFT JOIN sparks AS k ON k.site_id = s.id
 LEFT JOIN newest AS n ON n.site_id = s.id
 ORDER BY s.domain, s.id
 """

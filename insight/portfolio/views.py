@@ -136,11 +136,12 @@ def _refused(problems: list[Problem]) -> HttpResponse:
     return HttpResponse("\n".join(lines) + "\n", status=400, content_type="text/plain; charset=utf-8")
 
 
-CSV_HEADER = ("Site", "From", "To", "Compared from", "Compared to", "Clicks", "Previous clicks", "Change in clicks",
-              "Change in clicks (%)", "Impressions", "Previous impressions", "Change in impressions (%)", "CTR (%)",
-              "Previous CTR (%)", "Change in CTR (points)", "Position", "Previous position",
-              "Change in position (places)", "Newest day with data", "Open alerts", "Failed imports",
-              "Failing mailboxes", "Notes", "Site page")
+# The site page's totals CSV's names (insight.sitepage.csvtables), with the site and what is open around them.
+CSV_HEADER = ("site", "start", "end", "compared_start", "compared_end", "clicks", "compared_clicks", "clicks_change",
+              "clicks_change_percent", "impressions", "compared_impressions", "impressions_change_percent",
+              "ctr_percent", "compared_ctr_percent", "ctr_change_points", "position", "compared_position",
+              "position_change", "newest_day", "open_alerts", "failed_imports", "failing_mailboxes", "annotations",
+              "site_page")
 
 
 def _csv(request, choice: periods.Choice, rows: list[figures.SiteRow], today) -> HttpResponse:

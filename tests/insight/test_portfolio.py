@@ -394,26 +394,26 @@ def test_the_csv_is_one_table_of_numbers_that_a_spreadsheet_reads(client, member
     assert "\u2212" not in body and "pts" not in body
 
     table = list(csv.DictReader(io.StringIO(body)))
-    assert [row["Site"] for row in table] == ["acme.example", "empty.example", "overlap.example"]
+    assert [row["site"] for row in table] == ["acme.example", "empty.example", "overlap.example"]
     compared = WEEK.previous() if compare == "previous" else WEEK.year_before()
     for row, name in zip(table, ("two", "empty", "overlap"), strict=True):
         now, before = raw(portfolio[name], WEEK), raw(portfolio[name], compared)
-        assert (row["From"], row["To"]) == ("2026-05-08", "2026-05-14")
-        assert (row["Compared from"], row["Compared to"]) == (str(compared.start), str(compared.end))
-        for header, value in (("Clicks", now["clicks"]), ("Previous clicks", before["clicks"]),
-                              ("Impressions", now["impressions"]), ("Previous impressions", before["impressions"])):
+        assert (row["start"], row["end"]) == ("2026-05-08", "2026-05-14")
+        assert (row["compared_start"], row["compared_end"]) == (str(compared.start), str(compared.end))
+        for header, value in (("clicks", now["clicks"]), ("compared_clicks", before["clicks"]),
+                              ("impressions", now["impressions"]), ("compared_impressions", before["impressions"])):
             assert row[header] == ("" if value is None else str(value)), (name, header)
         if now["clicks"] is not None:
-            assert float(row["CTR (%)"]) == pytest.approx(round(now["ctr"] * 100, 2))
-            assert float(row["Position"]) == pytest.approx(round(now["position"], 1))
+            assert float(row["ctr_percent"]) == pytest.approx(round(now["ctr"] * 100, 2))
+            assert float(row["position"]) == pytest.approx(round(now["position"], 1))
             if before["clicks"] is not None:
-                assert int(row["Change in clicks"]) == now["clicks"] - before["clicks"]
-                assert float(row["Change in clicks (%)"]) == pytest.approx(
+                assert int(row["clicks_change"]) == now["clicks"] - before["clicks"]
+                assert float(row["clicks_change_percent"]) == pytest.approx(
                     round((now["clicks"] - before["clicks"]) / before["clicks"] * 100, 1))
-                assert float(row["Change in CTR (points)"]) == pytest.approx(
+                assert float(row["ctr_change_points"]) == pytest.approx(
                     round((now["ctr"] - before["ctr"]) * 100, 2))
     acme = table[0]
-    assert acme["Notes"] == "2026-05-09: =moved to HTTPS; 2026-05-12: menu café"
-    assert acme["Newest day with data"] == "2026-05-14"
-    assert acme["Site page"].startswith(f"http://testserver/imports/sites/{portfolio['two'].pk}/?period=custom")
-    assert table[1]["Clicks"] == "" and table[1]["Newest day with data"] == ""
+    assert acme["annotations"] == "2026-05-09: =moved to HTTPS; 2026-05-12: menu café"
+    assert acme["newest_day"] == "2026-05-14"
+    assert acme["site_page"].startswith(f"http://testserver/imports/sites/{portfolio['two'].pk}/?period=custom")
+    assert table[1]["clicks"] == "" and table[1]["newest_day"] == ""

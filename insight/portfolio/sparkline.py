@@ -36,7 +36,6 @@ def points(period: Period, days: dict[date, int | None]) -> list[list[tuple[floa
     """The line's runs of (x, y), one run per stretch of consecutive days with clicks.
 
     >>> from datetime import date, timedelta
-from functools import lru_cache
     >>> p = Period(date(2026, 5, 1), date(2026, 5, 5))
     >>> points(p, {date(2026, 5, 1): 0, date(2026, 5, 2): 10, date(2026, 5, 4): 5})
     [[(2.0, 26.0), (28.5, 2.0)], [(81.5, 14.0)]]

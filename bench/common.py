@@ -17,6 +17,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections import defaultdict
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote, unquote
@@ -265,3 +267,37 @@ def verdict(ok: bool, miss: str = "MISS") -> str:
 
 def ratio_goal(ratio: float, goal: float, miss: str = "MISS") -> str:
     return f">= {goal}x  {verdict(ratio >= goal, miss)}"
+
+
+@contextmanager
+def statement_times(into: dict, name_of: Callable[[str], str]):
+    """Each statement's wall time in this process's Django connection, added to ``into[name_of(sql)]``."""
+    from django.db import connection
+
+    def wrapper(execute, sql_text, params, many, context):
+        started = time.perf_counter()
+        try:
+            return execute(sql_text, params, many, context)
+        finally:
+            into[name_of(sql_text)] += time.perf_counter() - started
+
+    with connection.execute_wrapper(wrapper):
+        yield
+
+
+def time_view(client, path: str, runs: int, name_of: Callable[[str], str]) -> dict:
+    """``runs`` timed requests of a page after one warm-up: the totals, each statement's seconds per run (named by
+    ``name_of``), and the last response."""
+    client.get(path, secure=True)
+    totals, per_statement = [], defaultdict(list)
+    for _ in range(runs):
+        spent = defaultdict(float)
+        with statement_times(spent, name_of):
+            started = time.perf_counter()
+            response = client.get(path, secure=True)
+            totals.append(time.perf_counter() - started)
+        if response.status_code != 200:
+            raise RuntimeError(f"{path} answered {response.status_code}")
+        for name, seconds in spent.items():
+            per_statement[name].append(seconds)
+    return {"totals": totals, "statements": per_statement, "last": response}

@@ -25,10 +25,9 @@ import statistics
 import sys
 import time
 import uuid
-from collections import defaultdict
-from contextlib import contextmanager
 from datetime import date, timedelta
 
+from bench import common
 from bench.common import app_bench_database, connect, headline, server_version, settle, table, verdict
 
 BENCH_DB = "seoinsight_bench_portfolio"
@@ -131,39 +130,12 @@ def statement_name(sql_text: str) -> str:
     return first.removeprefix("-- ").split(":")[0].strip() if first.startswith("-- ") else OTHER
 
 
-@contextmanager
-def statement_times(into: dict):
-    """Each statement's wall time, added to ``into[name]``."""
-    from django.db import connection
-
-    def wrapper(execute, sql_text, params, many, context):
-        started = time.perf_counter()
-        try:
-            return execute(sql_text, params, many, context)
-        finally:
-            into[statement_name(sql_text)] += time.perf_counter() - started
-
-    with connection.execute_wrapper(wrapper):
-        yield
-
-
 def time_view(client, path: str, runs: int) -> dict:
-    """``runs`` timed requests after one warm-up: totals, and per-statement seconds of each run."""
-    client.get(path, secure=True)
-    totals, per_statement = [], defaultdict(list)
-    for _ in range(runs):
-        spent = defaultdict(float)
-        with statement_times(spent):
-            started = time.perf_counter()
-            response = client.get(path, secure=True)
-            totals.append(time.perf_counter() - started)
-        if response.status_code != 200:
-            raise RuntimeError(f"{path} answered {response.status_code}")
-        for name, seconds in spent.items():
-            per_statement[name].append(seconds)
+    """``runs`` timed requests after one warm-up (``bench.common.time_view``), with the sites the page listed."""
+    result = common.time_view(client, path, runs, statement_name)
     # Read off the HTML: outside the test runner the client keeps no template context.
-    listed = re.findall(r'<tr data-site="([^"]*)"', response.content.decode())
-    return {"totals": totals, "statements": per_statement, "sites": len(listed), "first": listed[0] if listed else ""}
+    listed = re.findall(r'<tr data-site="([^"]*)"', result.pop("last").content.decode())
+    return {**result, "sites": len(listed), "first": listed[0] if listed else ""}
 
 
 def measure(user, runs: int) -> dict:

@@ -29,11 +29,9 @@ import statistics
 import sys
 import time
 import uuid
-from collections import defaultdict
-from contextlib import contextmanager
 from datetime import timedelta
 
-from bench.common import app_bench_database, connect, headline, server_version, settle, table, verdict
+from bench.common import app_bench_database, connect, headline, server_version, settle, table, time_view, verdict
 
 BENCH_DB = "seoinsight_bench_site_page"
 GOAL_MS = 300  # the page's server time (issue 24)
@@ -169,39 +167,6 @@ def statement_name(sql_text: str) -> str:
     return first.removeprefix("-- sitepage.") if first.startswith("-- sitepage.") else OTHER
 
 
-@contextmanager
-def statement_times(into: dict):
-    """Each statement's wall time, added to ``into[name]`` (one list entry per request: see ``time_view``)."""
-    from django.db import connection
-
-    def wrapper(execute, sql_text, params, many, context):
-        started = time.perf_counter()
-        try:
-            return execute(sql_text, params, many, context)
-        finally:
-            into[statement_name(sql_text)] += time.perf_counter() - started
-
-    with connection.execute_wrapper(wrapper):
-        yield
-
-
-def time_view(client, path: str, runs: int) -> dict:
-    """``runs`` timed requests after one warm-up: totals and per-statement seconds of each run."""
-    client.get(path, secure=True)
-    totals, per_statement = [], defaultdict(list)
-    for _ in range(runs):
-        spent = defaultdict(float)
-        with statement_times(spent):
-            started = time.perf_counter()
-            response = client.get(path, secure=True)
-            totals.append(time.perf_counter() - started)
-        if response.status_code != 200:
-            raise RuntimeError(f"{path} answered {response.status_code}")
-        for name, seconds in spent.items():
-            per_statement[name].append(seconds)
-    return {"totals": totals, "statements": per_statement}
-
-
 def main_scans(site_id: int, query: str, top: str) -> list[str]:
     """The heavy statements of a view, EXPLAIN (ANALYZE, BUFFERS): each one's scans, rows and buffers.
 
@@ -330,13 +295,13 @@ def main() -> int:
             for label, query in VIEWS:
                 print(f"timing: {label} ...", flush=True)
                 path = f"/imports/sites/{data['site']}/?{query.format(url=data['url'])}"
-                results[label] = time_view(client, path, args.runs)
+                results[label] = time_view(client, path, args.runs, statement_name)
             explains = {label: main_scans(data["site"], query, "TOP_PAGES_CACHED")
                         for label, query in VIEWS if query in ("period=28d", "period=90d")}
             outdate(db)
             for label, query in STALE_VIEWS:
                 print(f"timing, top pages out of date: {label} ...", flush=True)
-                stale[label] = time_view(client, f"/imports/sites/{data['site']}/?{query}", args.stale_runs)
+                stale[label] = time_view(client, f"/imports/sites/{data['site']}/?{query}", args.stale_runs, statement_name)
             explains["last 90 days, top pages out of date"] = main_scans(data["site"], "period=90d", "TOP_PAGES")
             after = os.getloadavg()[0]
     print()

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from django.http import QueryDict
 
-from insight.sitepage.asked import compare
+from insight.sitepage.asked import period, period_links
 from seoinsight import periods
 from seoinsight.query_params import Params, Problem
 
@@ -34,23 +34,14 @@ class Asked:
 
     def links(self, choice: periods.Choice) -> dict[str, str]:
         """The query string of the page shown, parameter by parameter, for its links (format left out)."""
-        custom = choice.preset == "custom"
-        shown = {"period": choice.preset, "from": custom and f"{choice.current.start:%Y-%m-%d}",
-                 "to": custom and f"{choice.current.end:%Y-%m-%d}",
-                 "compare": choice.compare != periods.DEFAULT_COMPARE and choice.compare,
-                 "sort": self.sort, "q": self.search}
+        shown = {**period_links(choice), "sort": self.sort, "q": self.search}
         return {key: value for key, value in shown.items() if value}
 
 
 def read(query: QueryDict) -> Asked:
     params = Params(query)
-    preset = params.choice("period", periods.PRESETS, periods.DEFAULT, what="The period",
-                           instead=f"Showing the {periods.PRESETS[periods.DEFAULT].lower()}.")
     asked = Asked(
-        preset=preset,
-        start=params.raw("from"),
-        end=params.raw("to"),
-        compare=compare(params),
+        **period(params),
         sort=params.choice("sort", ordering.SORTS, None, what="The sort",
                            instead="Sorted by the largest fall in clicks first."),
         search=params.text("q", what="The search", max_length=MAX_SEARCH),

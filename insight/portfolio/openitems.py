@@ -1,4 +1,4 @@
-"""What is open on each site of the portfolio: unacknowledged alerts, failed imports not yet retried, failing mailboxes.
+"""What else is open on each site of the portfolio, beside its alerts: failed imports not yet retried, failing mailboxes.
 
 Each rule is its owner's: an alert is open until acknowledged (``insight.alerts.open``); a failed import
 waits until it is retried (``imports.waiting_queues``: status failed); a mailbox is failing by
@@ -11,13 +11,8 @@ from __future__ import annotations
 from collections import defaultdict
 
 from imports.models import Import, ImportStatus
-from insight.alerts.open import open_by_site
 from mailpoll.health import FAILING, FILTERS
 from mailpoll.models import Mailbox, MailRule, RuleAction
-
-
-def alerts(site_ids: list[int]) -> dict[int, list]:
-    return open_by_site(site_ids)
 
 
 def failed_imports(org_id: str, site_ids: list[int]) -> dict[int, list[Import]]:

@@ -16,10 +16,12 @@ from django.views.decorators.http import require_GET
 
 from imports.views import member_required
 from insight import annotations
+from insight.alerts.open import open_by_site
 from insight.sitepage import display
+from insight.sitepage.csvtables import spreadsheet_download
 from insight.sitepage.figures import snapshot
 from insight.sitepage.listing import change, query
-from seoinsight import conf, csvexport, periods, query_params
+from seoinsight import conf, periods, query_params
 from seoinsight.figure_text import DASH
 from seoinsight.query_params import Problem
 
@@ -45,7 +47,7 @@ def portfolio(request, org):
             return _refused(problems)
         rows = figures.site_rows(org.pk, choice, today=today, search=asked.search)
         ids = [row.site_id for row in rows]
-        alerts = openitems.alerts(ids)
+        alerts = open_by_site(ids)
         failed = openitems.failed_imports(org.pk, ids)
         mailboxes = openitems.failing_mailboxes(org.pk, ids)
         notes = annotations.for_sites(ids, choice.current.start, choice.current.end)
@@ -146,9 +148,7 @@ CSV_HEADER = ("site", "start", "end", "compared_start", "compared_end", "clicks"
 
 def _csv(request, choice: periods.Choice, rows: list[figures.SiteRow], today) -> HttpResponse:
     """One table: a header row, a row per site in the page's order; numbers as numbers, blanks for unknowns."""
-    response, out = csvexport.download(f"sites-{choice.current.start:%Y%m%d}-{choice.current.end:%Y%m%d}.csv")
-    # Excel reads a CSV without a byte order mark as the machine's code page: accented notes would be mangled.
-    response.write("\ufeff")
+    response, out = spreadsheet_download(f"sites-{choice.current.start:%Y%m%d}-{choice.current.end:%Y%m%d}.csv")
     out.writerow(CSV_HEADER)
     clicks, impressions, ctr, position = display.METRICS
     site_links = _site_links(choice, today)

@@ -40,11 +40,8 @@ class Asked:
 
     def links(self, choice: periods.Choice, page: int) -> dict[str, str]:
         """The query string of the page shown (``choice``'s period), parameter by parameter, for its links."""
-        custom = choice.preset == "custom"
-        shown = {"period": choice.preset, "from": custom and f"{choice.current.start:%Y-%m-%d}",
-                 "to": custom and f"{choice.current.end:%Y-%m-%d}",
-                 "compare": choice.compare != periods.DEFAULT_COMPARE and choice.compare,
-                 "target": self.target, "sort": self.sort, "q": self.search, "url": self.url, "page": page > 1 and str(page)}
+        shown = {**period_links(choice), "target": self.target, "sort": self.sort, "q": self.search, "url": self.url,
+                 "page": page > 1 and str(page)}
         if self.dimension:
             shown.update(self.dimension.links())
         return {key: value for key, value in shown.items() if value}
@@ -53,13 +50,8 @@ class Asked:
 def read(query: QueryDict, target_ids: list[int]) -> Asked:
     """The parameters of ``query``; ``target_ids``: the site's targets, the only ones ``target`` may name."""
     params = Params(query)
-    preset = params.choice("period", periods.PRESETS, periods.DEFAULT, what="The period",
-                           instead=f"Showing the {periods.PRESETS[periods.DEFAULT].lower()}.")
     asked = Asked(
-        preset=preset,
-        start=params.raw("from"),
-        end=params.raw("to"),
-        compare=compare(params),
+        **period(params),
         target=params.choice("target", [str(pk) for pk in target_ids], None, what="The target",
                              instead="Showing every target of the site."),
         sort=params.choice("sort", SORTS, None, what="The sort", instead="Sorted by clicks."),
@@ -73,7 +65,22 @@ def read(query: QueryDict, target_ids: list[int]) -> Asked:
     return asked
 
 
-def compare(params: Params) -> str:
-    """``compare``: what the period is compared with (``periods.COMPARES``); the previous period by default."""
-    return params.choice("compare", periods.COMPARES, periods.DEFAULT_COMPARE, what="The comparison",
-                         instead=f"Compared with {periods.COMPARES[periods.DEFAULT_COMPARE]}.")
+def period(params: Params) -> dict[str, str | None]:
+    """The period asked for and what it is compared with: ``preset``, the custom ``start`` and ``end`` (read by
+    ``periods.choose``), ``compare``. The site page's and the portfolio's, read alike."""
+    return {
+        "preset": params.choice("period", periods.PRESETS, periods.DEFAULT, what="The period",
+                                instead=f"Showing the {periods.PRESETS[periods.DEFAULT].lower()}."),
+        "start": params.raw("from"),
+        "end": params.raw("to"),
+        "compare": params.choice("compare", periods.COMPARES, periods.DEFAULT_COMPARE, what="The comparison",
+                                 instead=f"Compared with {periods.COMPARES[periods.DEFAULT_COMPARE]}."),
+    }
+
+
+def period_links(choice: periods.Choice) -> dict[str, str | bool]:
+    """The query string's parameters of ``choice``: its preset, its dates when custom, a comparison not the default."""
+    custom = choice.preset == "custom"
+    return {"period": choice.preset, "from": custom and f"{choice.current.start:%Y-%m-%d}",
+            "to": custom and f"{choice.current.end:%Y-%m-%d}",
+            "compare": choice.compare != periods.DEFAULT_COMPARE and choice.compare}

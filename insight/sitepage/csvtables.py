@@ -19,7 +19,6 @@ from seoinsight.periods import Choice
 from . import dimension_rules as rules
 from .display import CLICKS, CTR, METRICS, POSITION
 
-BOM = "\ufeff"
 FIGURES = ("clicks", "impressions", "ctr_percent", "position")
 COMPARED = ("previous_clicks", "clicks_change_percent")
 PAGES_HEADER = ("page", *FIGURES, *COMPARED)
@@ -69,8 +68,14 @@ def filename(site: Site, choice: Choice, table: str) -> str:
 
 
 def download(site: Site, choice: Choice, table: str) -> tuple[HttpResponse, csvexport.Writer]:
-    response, out = csvexport.download(filename(site, choice, table))
-    response.write(BOM)
+    return spreadsheet_download(filename(site, choice, table))
+
+
+def spreadsheet_download(name: str) -> tuple[HttpResponse, csvexport.Writer]:
+    """``csvexport.download`` starting with a byte order mark: Excel reads a CSV without one in the machine's code
+    page, so an accented query or note would be mangled; other spreadsheets read it as UTF-8 either way."""
+    response, out = csvexport.download(name)
+    response.write("\ufeff")
     return response, out
 
 

@@ -451,7 +451,17 @@ def test_a_daily_import_and_a_long_export_into_one_target_at_once_end_exact(proc
     imports = [ImportFactory(site_target=target, path=write_csv(tmp_path, "daily.csv", [header] + daily)),
                ImportFactory(site_target=target, path=write_csv(tmp_path, "pages.csv", long),
                              period=(SHOWN.start, SHOWN.end))]
-    workers = [processes(runjobs, MEDIA_ROOT=media, IMPORT_BATCH_SIZE=200) for _ in range(2)]
+    with transaction.atomic(), connection.cursor() as cursor:
+        # Both workers claim their import and then wait at their first write of metric rows: they write at once,
+        # however slowly a busy machine starts the second.
+        cursor.execute("LOCK TABLE imports_urlmetric IN SHARE MODE")
+        workers = [processes(runjobs, MEDIA_ROOT=media, IMPORT_BATCH_SIZE=200) for _ in range(2)]
+
+        def both_waiting():
+            cursor.execute("SELECT count(*) FROM pg_locks WHERE relation = 'imports_urlmetric'::regclass AND NOT granted")
+            return cursor.fetchone()[0] == 2
+
+        wait_for(both_waiting, timeout=120, message="both imports waiting to write their first rows")
     wait_for(lambda: not Job.objects.filter(status__in=[JobStatus.QUEUED, JobStatus.RUNNING]).exists(),
              timeout=240, message="both imports to finish")
 

@@ -17,7 +17,7 @@ from datetime import date, timedelta
 from decimal import Decimal, localcontext
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -228,7 +228,17 @@ def test_two_imports_into_one_target_at_once_keep_the_day_sums_exact(processes, 
             [f"https://acme.example/p{n}", str(seed * n % 97), str(100 + n), "", f"{1 + n % 30},5", day]
             for n, day in keys]))
     imports = [ImportFactory(site_target=target, path=path) for path in files]
-    workers = [processes(runjobs, MEDIA_ROOT=media, IMPORT_BATCH_SIZE=300) for _ in range(2)]
+    with transaction.atomic(), connection.cursor() as cursor:
+        # Both workers claim their import and then wait at their first write of metric rows: they write at once,
+        # however slowly a busy machine starts the second.
+        cursor.execute("LOCK TABLE imports_urlmetric IN SHARE MODE")
+        workers = [processes(runjobs, MEDIA_ROOT=media, IMPORT_BATCH_SIZE=300) for _ in range(2)]
+
+        def both_waiting():
+            cursor.execute("SELECT count(*) FROM pg_locks WHERE relation = 'imports_urlmetric'::regclass AND NOT granted")
+            return cursor.fetchone()[0] == 2
+
+        wait_for(both_waiting, timeout=120, message="both imports waiting to write their first rows")
 
     wait_for(lambda: not Job.objects.filter(status__in=[JobStatus.QUEUED, JobStatus.RUNNING]).exists(),
              timeout=240, message="both imports and their map updates to finish")
